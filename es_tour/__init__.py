@@ -1,0 +1,3 @@
+"""es-tour: test-time query refinement for Elasticsearch and OpenSearch."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""The `es-tour` command line: thin wrappers that parse options and call the library."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
