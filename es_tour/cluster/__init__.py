@@ -1,0 +1,21 @@
+"""Local engine lifecycle: fetch from Maven Central, configure, start, stop."""
+
+from es_tour.cluster._distribution import (
+    DISTRIBUTIONS,
+    ELASTICSEARCH_VERSION,
+    OPENSEARCH_VERSION,
+    Distribution,
+    distribution,
+)
+from es_tour.cluster._node import DEFAULT_PORTS, LocalNode, NodeStatus
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "DISTRIBUTIONS",
+    "ELASTICSEARCH_VERSION",
+    "OPENSEARCH_VERSION",
+    "Distribution",
+    "LocalNode",
+    "NodeStatus",
+    "distribution",
+]

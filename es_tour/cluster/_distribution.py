@@ -1,0 +1,157 @@
+"""Engine distributions fetched from Maven Central with Maven, cached and unpacked once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from es_tour.errors import EngineSetupError
+from es_tour.paths import engines_dir
+
+OPENSEARCH_VERSION = "2.19.1"  # the newest 2.19.x whose k-NN plugin zip Maven Central serves
+ELASTICSEARCH_VERSION = "8.19.21"  # the newest 8.x; 8.x still runs on JDK 17
+
+# The integ-test zip ships no lang-painless module, which the k-NN plugin extends,
+# so the module is assembled from its published jars.
+_PAINLESS_JARS = (
+    f"org.opensearch.plugin:lang-painless:{OPENSEARCH_VERSION}:jar",
+    f"org.opensearch.plugin:opensearch-scripting-painless-spi:{OPENSEARCH_VERSION}:jar",
+    "org.antlr:antlr4-runtime:4.13.1:jar",
+    "org.ow2.asm:asm:9.7:jar",
+    "org.ow2.asm:asm-util:9.7:jar",
+    "org.ow2.asm:asm-tree:9.7:jar",
+    "org.ow2.asm:asm-commons:9.7:jar",
+    "org.ow2.asm:asm-analysis:9.7:jar",
+)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One engine product at one version, and the Maven artifacts that make it."""
+
+    engine: str
+    version: str
+    product_zip: str
+    plugin_zips: tuple[str, ...] = ()
+    module_jars: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def home(self) -> Path:
+        return engines_dir() / f"{self.engine}-{self.version}"
+
+    @property
+    def launcher(self) -> Path:
+        return self.home / "bin" / self.engine
+
+    def ensure_installed(self) -> Path:
+        """Fetch (once) and unpack (once) the distribution with its plugins; returns its home."""
+        if (self.home / ".installed").exists():
+            return self.home
+        archive = fetch_artifact(self.product_zip)
+        staging = self.home.with_name(self.home.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        _unzip(archive, staging)
+        top = staging / f"{self.engine}-{self.version}"
+        for module, jars in (self.module_jars or {}).items():
+            _assemble_module(top / "modules" / module, module, self, jars)
+        for plugin in self.plugin_zips:
+            _install_plugin(top, fetch_artifact(plugin), plugin)
+        shutil.rmtree(self.home, ignore_errors=True)
+        top.rename(self.home)
+        shutil.rmtree(staging, ignore_errors=True)
+        (self.home / ".installed").touch()
+        return self.home
+
+
+OPENSEARCH = Distribution(
+    engine="opensearch",
+    version=OPENSEARCH_VERSION,
+    product_zip=f"org.opensearch.distribution.integ-test-zip:opensearch:{OPENSEARCH_VERSION}:zip",
+    plugin_zips=(f"org.opensearch.plugin:opensearch-knn:{OPENSEARCH_VERSION}.0:zip",),
+    module_jars={"lang-painless": _PAINLESS_JARS},
+)
+ELASTICSEARCH = Distribution(
+    engine="elasticsearch",
+    version=ELASTICSEARCH_VERSION,
+    product_zip=(
+        f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{ELASTICSEARCH_VERSION}:zip"
+    ),
+)
+DISTRIBUTIONS = {d.engine: d for d in (OPENSEARCH, ELASTICSEARCH)}
+
+
+def distribution(engine: str) -> Distribution:
+    try:
+        return DISTRIBUTIONS[engine]
+    except KeyError:
+        raise EngineSetupError(
+            f"unknown engine [{engine}]; choose one of: {', '.join(DISTRIBUTIONS)}"
+        ) from None
+
+
+def fetch_artifact(coordinates: str) -> Path:
+    """Copy `group:artifact:version:type` from Maven Central into the download cache."""
+    group, artifact, version, packaging = coordinates.split(":")
+    target = engines_dir() / "downloads" / f"{artifact}-{version}.{packaging}"
+    if target.exists():
+        return target
+    if shutil.which("mvn") is None:
+        raise EngineSetupError(
+            f"Maven (mvn) is needed to fetch {coordinates}; install it, e.g. `apt-get install maven`"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={coordinates}",
+         f"-DoutputDirectory={target.parent}"],
+        capture_output=True, text=True, cwd=target.parent,
+    )
+    if result.returncode != 0 or not target.exists():
+        reason = next(
+            (line for line in result.stdout.splitlines() if "ERROR" in line),
+            "no output",
+        )
+        raise EngineSetupError(
+            f"could not fetch {coordinates} from Maven Central ({reason.strip()}). "
+            "Check that Maven Central is reachable and that this version is published; "
+            f"or place the file at {target} by hand."
+        )
+    return target
+
+
+def _unzip(archive: Path, into: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(into)
+    for script in into.glob("*/bin/*"):  # zipfile drops the executable bit
+        script.chmod(0o755)
+
+
+def _assemble_module(directory: Path, name: str, dist: Distribution, jars: tuple[str, ...]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for jar in jars:
+        shutil.copy(fetch_artifact(jar), directory)
+    (directory / "plugin-descriptor.properties").write_text(
+        f"description=Painless scripting (assembled by es-tour)\nversion={dist.version}\n"
+        f"name={name}\nclassname=org.opensearch.painless.PainlessPlugin\n"
+        f"java.version=11\nopensearch.version={dist.version}\nextended.plugins=\n"
+        "has.native.controller=false\n"
+    )
+    (directory / "plugin-security.policy").write_text(
+        'grant {\n  permission java.lang.RuntimePermission "createClassLoader";\n'
+        '  permission java.lang.RuntimePermission "getClassLoader";\n};\n'
+    )
+
+
+def _install_plugin(home: Path, archive: Path, coordinates: str) -> None:
+    from es_tour.cluster._java import java_env
+
+    tool = home / "bin" / f"{home.name.split('-')[0]}-plugin"
+    result = subprocess.run(
+        [str(tool), "install", "--batch", archive.resolve().as_uri()],
+        capture_output=True, text=True, env=java_env(),
+    )
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:]
+        raise EngineSetupError(f"could not install plugin {coordinates}: {' '.join(tail)}")

@@ -1,0 +1,195 @@
+"""A single-node engine on loopback, with its config, data, logs and pid under a work dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from es_tour.cluster._distribution import Distribution, distribution
+from es_tour.cluster._java import java_env
+from es_tour.errors import EngineSetupError
+from es_tour.paths import work_dir
+
+DEFAULT_PORTS = {"opensearch": 9200, "elasticsearch": 9210}
+_UNPRIVILEGED_UID = 65534  # `nobody`: the engines refuse to run as root
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    engine: str
+    url: str
+    running: bool
+    version: str | None = None
+    health: str | None = None
+    pid: int | None = None
+
+
+class LocalNode:
+    """One locally started engine node, found again by its engine and HTTP port."""
+
+    def __init__(self, engine: str, port: int | None = None, heap: str = "1g"):
+        self.dist: Distribution = distribution(engine)
+        self.engine = engine
+        self.port = port or DEFAULT_PORTS[engine]
+        self.heap = heap
+        self.dir = work_dir() / f"{engine}-{self.port}"
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dir / "node.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "logs" / f"es-tour-{self.engine}.log"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def start(self, timeout: float = 180.0) -> NodeStatus:
+        """Start the node unless it already runs; wait until the cluster is at least yellow."""
+        if self.pid() is not None:
+            return self.wait_healthy(timeout)
+        if _port_in_use(self.port):
+            raise EngineSetupError(
+                f"port {self.port} is already in use by another process; "
+                "stop it or pass --port with a free port"
+            )
+        home = self.dist.ensure_installed()
+        self._write_config(home)
+        env = {**java_env(), "HOME": str(self.dir),
+               "ES_PATH_CONF": str(self.dir / "config"),
+               "OPENSEARCH_PATH_CONF": str(self.dir / "config"),
+               "ES_TMPDIR": str(self.dir / "tmp"), "OPENSEARCH_TMPDIR": str(self.dir / "tmp")}
+        command = [str(self.dist.launcher), "-d", "-p", str(self.pid_file)]
+        if os.geteuid() == 0:
+            _chown_tree(self.dir, _UNPRIVILEGED_UID)
+            command = ["setpriv", f"--reuid={_UNPRIVILEGED_UID}", f"--regid={_UNPRIVILEGED_UID}",
+                       "--clear-groups", *command]
+        # The daemon inherits the launcher's stdout: a file, not a pipe, or run() never returns.
+        launcher_log = self.dir / "logs" / "launcher.log"
+        with launcher_log.open("w") as out:
+            code = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            raise EngineSetupError(
+                f"{self.engine} failed to start: {self._last_error(launcher_log.read_text())}"
+            )
+        return self.wait_healthy(timeout)
+
+    def wait_healthy(self, timeout: float) -> NodeStatus:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status.health in ("green", "yellow"):
+                return status
+            if self.pid_file.exists() and self.pid() is None:
+                break  # the process wrote its pid and has since died
+            time.sleep(1.0)
+        raise EngineSetupError(
+            f"{self.engine} on {self.url} was not healthy within {timeout:.0f}s: "
+            f"{self._last_error(self.logs(40))}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the node by its recorded pid; returns False if it was not running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> NodeStatus:
+        pid = self.pid()
+        try:
+            # GET / lives in a module the Elasticsearch integ-test zip lacks; _nodes is core.
+            nodes = httpx.get(f"{self.url}/_nodes/_local?filter_path=nodes.*.version", timeout=2.0)
+            version = next(iter(nodes.json()["nodes"].values()))["version"]
+            health = httpx.get(f"{self.url}/_cluster/health", timeout=2.0).json()["status"]
+        except (httpx.HTTPError, ValueError, KeyError, StopIteration):
+            return NodeStatus(self.engine, self.url, running=pid is not None, pid=pid)
+        return NodeStatus(self.engine, self.url, running=True, version=version, health=health,
+                          pid=pid)
+
+    def logs(self, lines: int = 50) -> str:
+        if not self.log_file.exists():
+            return ""
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def _write_config(self, home: Path) -> None:
+        config = self.dir / "config"
+        shutil.rmtree(config, ignore_errors=True)
+        shutil.copytree(home / "config", config)
+        for sub in ("data", "logs", "tmp"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        settings = {
+            "cluster.name": f"es-tour-{self.engine}",
+            "node.name": f"es-tour-{self.engine}-{self.port}",
+            "path.data": str(self.dir / "data"),
+            "path.logs": str(self.dir / "logs"),
+            "network.host": "127.0.0.1",
+            "http.port": self.port,
+            "transport.port": f"{self.port + 100}-{self.port + 199}",
+            "discovery.type": "single-node",
+            # CI disks are often nearly full; a single test node must still allocate shards.
+            "cluster.routing.allocation.disk.threshold_enabled": False,
+        }
+        if self.engine == "elasticsearch":
+            settings["xpack.security.enabled"] = False
+        (config / f"{self.engine}.yml").write_text(
+            "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
+        )
+        # jvm.options names gc logs and heap dumps relative to the engine home, which the
+        # engine account may not write to.
+        jvm_options = config / "jvm.options"
+        jvm_options.write_text(
+            jvm_options.read_text()
+            .replace("=logs/", f"={self.dir}/logs/")
+            .replace("file=logs/", f"file={self.dir}/logs/")
+            .replace("HeapDumpPath=data", f"HeapDumpPath={self.dir}/data")
+        )
+        (config / "jvm.options.d" / "heap.options").write_text(f"-Xms{self.heap}\n-Xmx{self.heap}\n")
+
+    @staticmethod
+    def _last_error(text: str) -> str:
+        lines = [line for line in text.splitlines() if line.strip()]
+        errors = [line for line in lines if "ERROR" in line or "Exception" in line]
+        return (errors or lines or ["no output"])[-1][:500]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    for path in (root, *root.rglob("*")):
+        os.chown(path, uid, uid, follow_symlinks=False)

@@ -1,0 +1,38 @@
+"""One async interface over the official Elasticsearch and OpenSearch clients.
+
+`elasticsearch` and `opensearchpy` are imported nowhere else in es_tour.
+"""
+
+from __future__ import annotations
+
+from es_tour.engines._base import ClientEngine
+from es_tour.engines._elasticsearch import ElasticsearchEngine
+from es_tour.engines._opensearch import OpenSearchEngine
+from es_tour.engines._types import BulkReport, Hit, IndexSpec, SearchEngine
+from es_tour.errors import ConfigError
+
+ENGINES: dict[str, type[ClientEngine]] = {
+    "opensearch": OpenSearchEngine,
+    "elasticsearch": ElasticsearchEngine,
+}
+
+
+def connect(engine: str, url: str) -> ClientEngine:
+    """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`."""
+    try:
+        return ENGINES[engine](url)
+    except KeyError:
+        raise ConfigError(f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}") from None
+
+
+__all__ = [
+    "ENGINES",
+    "BulkReport",
+    "ClientEngine",
+    "ElasticsearchEngine",
+    "Hit",
+    "IndexSpec",
+    "OpenSearchEngine",
+    "SearchEngine",
+    "connect",
+]

@@ -1,0 +1,165 @@
+"""What Elasticsearch and OpenSearch share: the query DSL, bulk, settings and mget."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from es_tour.engines._types import BulkReport, Hit, IndexSpec
+
+_BULK_CHUNK = 500
+
+
+class ClientEngine:
+    """Engine adapter over an official async client; subclasses supply the vector dialect."""
+
+    name = "engine"
+
+    def __init__(self, client: Any, bulk: Any, not_found: type[Exception]):
+        self._client = client
+        self._bulk = bulk
+        self._not_found = not_found
+
+    # The two dialects: how a vector field is mapped and how a kNN search is written.
+    def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
+        return {}
+
+    def _knn_body(
+        self, vector: list[float], k: int, num_candidates: int, field: str,
+        ids: Sequence[str] | None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
+        """Create the index; returns False when it exists and `replace` is not set."""
+        if await self._client.indices.exists(index=spec.name):
+            if not replace:
+                return False
+            await self.delete_index(spec.name)
+        settings = {
+            "number_of_shards": spec.shards,
+            "number_of_replicas": 0,
+            "similarity": {"default": {"type": "BM25", "k1": spec.bm25_k1, "b": spec.bm25_b}},
+            # standard + English stop words: the analysis both integ-test distributions ship
+            "analysis": {"analyzer": {"default": {"type": "standard", "stopwords": "_english_"}}},
+            **self._index_settings(spec),
+        }
+        properties: dict[str, Any] = {name: {"type": "text"} for name in spec.text_fields}
+        properties[spec.vector_field] = self._vector_mapping(spec)
+        await self._client.indices.create(
+            index=spec.name, body={"settings": settings, "mappings": {"properties": properties}}
+        )
+        return True
+
+    async def bulk_index(
+        self, index: str, docs: Iterable[Mapping[str, Any]], *, max_retries: int = 3
+    ) -> BulkReport:
+        """Index docs by their `_id`, retrying failed items; re-running never duplicates."""
+        pending = [
+            {"_op_type": "index", "_index": index, "_id": str(doc["_id"]),
+             "_source": {key: value for key, value in doc.items() if key != "_id"}}
+            for doc in docs
+        ]
+        by_id = {action["_id"]: action for action in pending}
+        indexed = retried = 0
+        failed: list[dict] = []
+        for attempt in range(max_retries + 1):
+            ok, errors = await self._bulk(
+                self._client, pending, chunk_size=_BULK_CHUNK, raise_on_error=False,
+                raise_on_exception=False, max_retries=2,
+            )
+            indexed += ok
+            failed = list(errors)
+            if not failed or attempt == max_retries:
+                break
+            pending = [by_id[_error_id(error)] for error in failed]
+            retried += len(pending)
+            await asyncio.sleep(0.5 * 2**attempt)
+        return BulkReport(indexed=indexed, retried=retried, failed=failed)
+
+    async def bm25(
+        self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
+        ids: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        query = {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}
+        return await self.bool_search(index, {"bool": {"should": [query]}}, k, ids=ids)
+
+    async def knn(
+        self, index: str, vector: np.ndarray, k: int, *, num_candidates: int | None = None,
+        field: str = "embedding", ids: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        """Approximate kNN; hits carry their stored vectors so callers can compute q·c."""
+        body = self._knn_body(
+            np.asarray(vector, dtype=np.float32).tolist(), k, num_candidates or max(k, 100),
+            field, ids,
+        )
+        response = await self._client.search(index=index, body={"size": k, **body})
+        return _hits(response, field)
+
+    async def bool_search(
+        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None
+    ) -> list[Hit]:
+        if ids is not None:
+            query = {"bool": {"must": [query], "filter": [_ids_filter(ids)]}}
+        response = await self._client.search(index=index, body={"size": k, "query": query})
+        return _hits(response, None)
+
+    async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]:
+        response = await self._client.mget(index=index, body={"ids": list(ids)})
+        return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
+
+    async def settings(self, index: str) -> dict[str, Any]:
+        """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""
+        response = await self._client.indices.get_settings(index=index, flat_settings=True)
+        return dict(response[index]["settings"])
+
+    async def count(self, index: str) -> int:
+        return int((await self._client.count(index=index))["count"])
+
+    async def refresh(self, index: str) -> None:
+        await self._client.indices.refresh(index=index)
+
+    async def delete_index(self, index: str) -> None:
+        try:
+            await self._client.indices.delete(index=index)
+        except self._not_found:
+            pass
+
+    async def version(self) -> str:
+        nodes = await self._client.nodes.info(node_id="_local", metric="_none")
+        return str(next(iter(nodes["nodes"].values()))["version"])
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> ClientEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _ids_filter(ids: Sequence[str]) -> dict[str, Any]:
+    return {"ids": {"values": list(ids)}}
+
+
+def _error_id(error: Mapping[str, Any]) -> str:
+    (item,) = error.values()
+    return str(item["_id"])
+
+
+def _hits(response: Mapping[str, Any], vector_field: str | None) -> list[Hit]:
+    hits = []
+    for hit in response["hits"]["hits"]:
+        source = hit.get("_source", {})
+        vector = None
+        if vector_field is not None and vector_field in source:
+            vector = np.asarray(source[vector_field], dtype=np.float32)
+        hits.append(Hit(hit["_id"], float(hit["_score"]), source, vector))
+    return hits

@@ -1,0 +1,46 @@
+"""OpenSearch: `knn_vector` fields (Lucene HNSW) and the `knn` query clause."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opensearchpy import AsyncOpenSearch, NotFoundError
+from opensearchpy.helpers import async_bulk
+
+from es_tour.engines._base import ClientEngine, _ids_filter
+from es_tour.engines._types import IndexSpec
+
+_SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
+
+
+class OpenSearchEngine(ClientEngine):
+    name = "opensearch"
+
+    def __init__(self, url: str, **client_options: Any):
+        super().__init__(
+            AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError
+        )
+
+    def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
+        return {"knn": True}
+
+    def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
+        # The Lucene engine needs no native libraries, which the Maven plugin zip lacks.
+        return {
+            "type": "knn_vector",
+            "dimension": spec.dimension,
+            "method": {"name": "hnsw", "engine": "lucene", "space_type": _SPACE[spec.similarity],
+                       "parameters": {"m": 16, "ef_construction": 100}},
+        }
+
+    def _knn_body(
+        self, vector: list[float], k: int, num_candidates: int, field: str,
+        ids: Sequence[str] | None,
+    ) -> dict[str, Any]:
+        clause: dict[str, Any] = {
+            "vector": vector, "k": k, "method_parameters": {"ef_search": num_candidates},
+        }
+        if ids is not None:
+            clause["filter"] = _ids_filter(ids)
+        return {"query": {"knn": {field: clause}}}

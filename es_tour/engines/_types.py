@@ -1,0 +1,82 @@
+"""Plain types shared by every engine adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+Similarity = Literal["dot_product", "cosine"]
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """What an es-tour index holds: text fields for BM25 and one HNSW vector field."""
+
+    name: str
+    dimension: int
+    similarity: Similarity = "dot_product"  # dot_product expects unit-length vectors
+    text_fields: tuple[str, ...] = ("title", "text")
+    vector_field: str = "embedding"
+    bm25_k1: float = 0.9  # the BEIR / Pyserini setting the papers use
+    bm25_b: float = 0.4
+    shards: int = 1
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result; `vector` is the stored vector when the search returns it."""
+
+    id: str
+    score: float
+    source: Mapping[str, Any] = field(default_factory=dict)
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class BulkReport:
+    indexed: int
+    retried: int
+    failed: list[dict]
+
+
+class SearchEngine(Protocol):
+    """One cluster behind the official client; callers never ask which engine it is."""
+
+    name: str
+
+    async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool: ...
+
+    async def bulk_index(
+        self, index: str, docs: Iterable[Mapping[str, Any]], *, max_retries: int = 3
+    ) -> BulkReport: ...
+
+    async def bm25(
+        self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
+        ids: Sequence[str] | None = None,
+    ) -> list[Hit]: ...
+
+    async def knn(
+        self, index: str, vector: np.ndarray, k: int, *, num_candidates: int | None = None,
+        field: str = "embedding", ids: Sequence[str] | None = None,
+    ) -> list[Hit]: ...
+
+    async def bool_search(
+        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None
+    ) -> list[Hit]: ...
+
+    async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]: ...
+
+    async def settings(self, index: str) -> dict[str, Any]: ...
+
+    async def count(self, index: str) -> int: ...
+
+    async def refresh(self, index: str) -> None: ...
+
+    async def delete_index(self, index: str) -> None: ...
+
+    async def version(self) -> str: ...
+
+    async def close(self) -> None: ...
