@@ -1,0 +1,27 @@
+"""TOUR (Sung et al. 2023): test-time optimisation of dense query vectors. Pure numpy."""
+
+from __future__ import annotations
+
+from ._cache import LabelCache
+from ._config import DEFAULT_VARIANT, VARIANTS, TourConfig
+from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
+from ._optimizer import QueryOptimizer
+from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
+from ._ranking import final_scores
+
+__all__ = [
+    "DEFAULT_VARIANT",
+    "VARIANTS",
+    "LabelCache",
+    "QueryOptimizer",
+    "TourConfig",
+    "final_scores",
+    "hard_gradient",
+    "hard_step",
+    "pseudo_label_distribution",
+    "pseudo_positives",
+    "rocchio",
+    "should_stop",
+    "soft_gradient",
+    "soft_step",
+]

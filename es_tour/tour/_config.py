@@ -1,0 +1,80 @@
+"""TourConfig: the validated settings of one TOUR run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from es_tour.errors import ConfigError
+
+VARIANTS = ("hard", "soft")
+DEFAULT_VARIANT = "hard"
+
+
+def check_variant(variant: str) -> str:
+    """variant itself, or ConfigError listing the valid options."""
+    if variant not in VARIANTS:
+        raise ConfigError(f"tour variant must be one of {list(VARIANTS)}, got {variant!r}")
+    return variant
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class TourConfig:
+    """Settings of TOUR (Sung et al. 2023), checked once when built.
+
+    variant: "hard" (pseudo-positive set, Eq. 11) or "soft" (KL to pseudo-labels, Eq. 13).
+    lr: initial learning rate, decayed linearly to 0 over max_rounds.
+    k: how many top results are labelled and used in the loss.
+    max_rounds: the most query updates per query.
+    tau: temperature of the pseudo-label softmax over phi.
+    p: probability mass the hard pseudo-positive set must reach.
+    momentum, weight_decay: SGD settings, as in torch.optim.SGD.
+    lam: weight of the normalised labeler score in the final ranking; 1 - lam goes to sim.
+    """
+
+    variant: str = DEFAULT_VARIANT
+    lr: float = 0.2
+    k: int = 100
+    max_rounds: int = 3
+    tau: float = 0.5
+    p: float = 0.5
+    momentum: float = 0.99
+    weight_decay: float = 0.01
+    lam: float = 0.5
+
+    def __post_init__(self) -> None:
+        check_variant(self.variant)
+        for name in ("k", "max_rounds"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ConfigError(f"tour.{name} must be an integer >= 1, got {value!r}")
+        for name in ("lr", "tau"):
+            value = getattr(self, name)
+            if not _is_number(value) or not value > 0:
+                raise ConfigError(f"tour.{name} must be a number > 0, got {value!r}")
+        if not _is_number(self.p) or not 0 < self.p <= 1:
+            raise ConfigError(f"tour.p must be in (0, 1], got {self.p!r}")
+        if not _is_number(self.momentum) or not 0 <= self.momentum < 1:
+            raise ConfigError(f"tour.momentum must be in [0, 1), got {self.momentum!r}")
+        if not _is_number(self.weight_decay) or not self.weight_decay >= 0:
+            raise ConfigError(f"tour.weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not _is_number(self.lam) or not 0 <= self.lam <= 1:
+            raise ConfigError(f"tour.lam must be in [0, 1], got {self.lam!r}")
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> TourConfig:
+        """Build from user options; unknown keys are rejected with the supported ones."""
+        supported = [field.name for field in fields(cls)]
+        unknown = sorted(set(options) - set(supported))
+        if unknown:
+            raise ConfigError(f"unknown tour options {unknown}; supported: {supported}")
+        return cls(**options)

@@ -1,0 +1,105 @@
+"""QueryOptimizer against torch.optim.SGD, and TourConfig validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from es_tour.errors import ConfigError, EsTourError
+from es_tour.tour import QueryOptimizer, TourConfig, pseudo_positives
+
+
+def torch_sgd_trajectory(q, C, phi, config: TourConfig, steps: int) -> list[np.ndarray]:
+    q_t = torch.tensor(q, dtype=torch.float64, requires_grad=True)
+    C_t = torch.tensor(C, dtype=torch.float64)
+    optimizer = torch.optim.SGD(
+        [q_t], lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: 1 - t / config.max_rounds)
+    positives = torch.as_tensor(pseudo_positives(phi, config.tau, config.p))
+    p_phi = torch.softmax(torch.tensor(phi, dtype=torch.float64) / config.tau, dim=0)
+    trajectory = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        log_p_k = torch.log_softmax(C_t @ q_t, dim=0)
+        if config.variant == "hard":
+            loss = -torch.logsumexp(log_p_k[positives], dim=0)
+        else:
+            loss = torch.nn.functional.kl_div(log_p_k, p_phi, reduction="sum")
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        trajectory.append(q_t.detach().numpy().copy())
+    return trajectory
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("variant", ["hard", "soft"])
+def test_optimizer_matches_torch_sgd_with_momentum_decay_and_linear_lr(seed, variant):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=16).astype(np.float32)
+    C = rng.normal(size=(10, 16)).astype(np.float32)
+    phi = rng.normal(scale=2.0, size=10)
+    config = TourConfig(variant=variant, lr=0.2, k=10, max_rounds=3)
+    expected = torch_sgd_trajectory(q, C, phi, config, steps=3)
+    optimizer = QueryOptimizer(config)
+    for expected_q in expected:
+        q = optimizer.step(q, C, phi)
+        assert q.dtype == np.float32
+        np.testing.assert_allclose(q, expected_q, atol=1e-6)
+
+
+def test_optimizer_refuses_a_step_past_max_rounds():
+    optimizer = QueryOptimizer(TourConfig(max_rounds=1))
+    q, C, phi = np.ones(2), np.eye(2), np.array([1.0, 0.0])
+    optimizer.step(q, C, phi)
+    with pytest.raises(EsTourError, match="max_rounds=1"):
+        optimizer.step(q, C, phi)
+
+
+def test_config_defaults_follow_the_paper_settings():
+    config = TourConfig()
+    assert (config.lr, config.tau, config.p, config.momentum, config.weight_decay) == (
+        0.2,
+        0.5,
+        0.5,
+        0.99,
+        0.01,
+    )
+
+
+def test_config_is_frozen():
+    with pytest.raises(AttributeError):
+        TourConfig().lr = 1.0  # type: ignore[misc]
+
+
+def test_config_rejects_unknown_variant_listing_options():
+    with pytest.raises(ConfigError, match=r"\['hard', 'soft'\].*'medium'"):
+        TourConfig(variant="medium")
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("lr", 0.0),
+        ("k", 0),
+        ("k", 2.5),
+        ("max_rounds", True),
+        ("tau", -1.0),
+        ("p", 1.5),
+        ("p", 0.0),
+        ("momentum", 1.0),
+        ("weight_decay", -0.1),
+        ("lam", 2.0),
+    ],
+)
+def test_config_range_errors_echo_the_bad_value(field, bad):
+    with pytest.raises(ConfigError, match=f"tour.{field}.*{bad!r}"):
+        TourConfig(**{field: bad})
+
+
+def test_config_from_mapping_rejects_unknown_keys_listing_supported_ones():
+    with pytest.raises(ConfigError, match=r"\['momentun'\].*'momentum'"):
+        TourConfig.from_mapping({"momentun": 0.9})
+    assert TourConfig.from_mapping({"variant": "soft"}).variant == "soft"
