@@ -1,0 +1,65 @@
+"""`es-tour engine start|stop|status|logs`: local single-node engines for dev, demo and tests."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from es_tour.cli import app
+from es_tour.cli._errors import clean_errors
+from es_tour.cluster import DISTRIBUTIONS, LocalNode
+
+engine_app = typer.Typer(no_args_is_help=True, help=__doc__)
+app.add_typer(engine_app, name="engine")
+console = Console()
+
+EngineOption = Annotated[str, typer.Option("--engine", "-e", help="opensearch or elasticsearch")]
+PortOption = Annotated[int | None, typer.Option(help="HTTP port (default 9200 / 9210)")]
+
+
+@engine_app.command()
+@clean_errors
+def start(
+    engine: EngineOption = "opensearch",
+    port: PortOption = None,
+    heap: Annotated[str, typer.Option(help="JVM heap, e.g. 512m or 1g")] = "1g",
+    timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 180.0,
+) -> None:
+    """Fetch (once), configure and start a node; returns at once if it already runs."""
+    status = LocalNode(engine, port, heap).start(timeout)
+    console.print(f"{engine} {status.version} is {status.health} at {status.url}")
+
+
+@engine_app.command()
+@clean_errors
+def stop(engine: EngineOption = "opensearch", port: PortOption = None) -> None:
+    """Stop a node started by `es-tour engine start`, by its recorded pid."""
+    node = LocalNode(engine, port)
+    console.print(f"stopped {engine} at {node.url}" if node.stop() else f"{engine} was not running")
+
+
+@engine_app.command()
+@clean_errors
+def status(
+    engine: Annotated[str | None, typer.Option("--engine", "-e")] = None,
+    port: PortOption = None,
+) -> None:
+    """Version and health of the local nodes (both engines unless --engine is given)."""
+    table = Table("engine", "url", "version", "health", "pid")
+    for name in [engine] if engine else list(DISTRIBUTIONS):
+        s = LocalNode(name, port).status()
+        table.add_row(name, s.url, s.version or "-", s.health or "stopped", str(s.pid or "-"))
+    console.print(table)
+
+
+@engine_app.command()
+@clean_errors
+def logs(
+    engine: EngineOption = "opensearch", port: PortOption = None,
+    lines: Annotated[int, typer.Option("-n")] = 50,
+) -> None:
+    """The last lines of the node's log."""
+    typer.echo(LocalNode(engine, port).logs(lines))

@@ -1,0 +1,60 @@
+"""BEIR-format datasets: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from es_tour.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """What encoders and labelers read: title and body, as BEIR does."""
+        return f"{self.title} {self.text}".strip()
+
+
+class BeirDataset:
+    """A BEIR directory, read lazily; nothing is copied."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not (self.root / "corpus.jsonl").is_file():
+            raise ConfigError(f"{self.root} is not a BEIR dataset: corpus.jsonl is missing")
+        self.name = self.root.name
+
+    def corpus(self) -> Iterator[Document]:
+        with (self.root / "corpus.jsonl").open() as lines:
+            for line in lines:
+                row = json.loads(line)
+                yield Document(str(row["_id"]), row.get("title", ""), row.get("text", ""))
+
+    def queries(self, split: str | None = None) -> dict[str, str]:
+        """Query id -> text; with a split, only the queries judged in it."""
+        with (self.root / "queries.jsonl").open() as lines:
+            queries = {str(row["_id"]): row["text"] for row in map(json.loads, lines)}
+        if split is None:
+            return queries
+        judged = self.qrels(split)
+        return {qid: text for qid, text in queries.items() if qid in judged}
+
+    def qrels(self, split: str) -> dict[str, dict[str, int]]:
+        """Query id -> {doc id: relevance} for `split` (train, dev or test)."""
+        path = self.root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            available = sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+            raise ConfigError(f"no qrels for split [{split}]; available: {available}")
+        qrels: dict[str, dict[str, int]] = {}
+        with path.open() as tsv:
+            for row in csv.DictReader(tsv, delimiter="\t"):
+                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
+        return qrels

@@ -1,0 +1,44 @@
+"""Real engines for the integration tests, started through the same code path as the CLI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from es_tour.cluster import LocalNode, NodeStatus
+from es_tour.datasets import BeirDataset
+from es_tour.engines import ClientEngine, connect
+
+SCIFACT = Path(os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets"))
+SCIFACT = SCIFACT / "scifact"
+# Test ports, apart from the defaults, so a developer's own nodes are left alone.
+TEST_PORTS = {"opensearch": 9250, "elasticsearch": 9260}
+ENGINES = tuple(TEST_PORTS)
+
+
+@pytest.fixture(scope="session")
+def scifact() -> BeirDataset:
+    return BeirDataset(SCIFACT)
+
+
+@pytest.fixture(scope="session")
+def nodes() -> Iterator[dict[str, NodeStatus]]:
+    """Start both engines once per session; stop only those this session started."""
+    started, statuses = [], {}
+    for engine, port in TEST_PORTS.items():
+        node = LocalNode(engine, port, heap="768m")
+        if node.pid() is None:
+            started.append(node)
+        statuses[engine] = node.start()
+    yield statuses
+    for node in started:
+        node.stop()
+
+
+@pytest.fixture(params=ENGINES)
+async def engine(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus]) -> AsyncIterator[ClientEngine]:
+    async with connect(request.param, nodes[request.param].url) as adapter:
+        yield adapter

@@ -1,0 +1,84 @@
+"""The engine adapters against real OpenSearch and Elasticsearch nodes."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+import numpy as np
+import pytest
+
+from es_tour.datasets import BeirDataset
+from es_tour.engines import ClientEngine, IndexSpec
+
+DIM = 64
+N_DOCS = 300
+
+
+def hashed_embedding(text: str, dim: int = DIM) -> np.ndarray:
+    """A fixed bag-of-words embedding: no model needed to exercise vector search."""
+    vector = np.zeros(dim, dtype=np.float32)
+    for token in text.lower().split():
+        digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+        vector[int.from_bytes(digest[:4], "little") % dim] += 1.0 if digest[4] & 1 else -1.0
+    norm = np.linalg.norm(vector)
+    return vector / norm if norm else vector
+
+
+@pytest.fixture(scope="module")
+def sample(scifact: BeirDataset) -> list[dict]:
+    docs = itertools.islice(scifact.corpus(), N_DOCS)
+    return [
+        {"_id": d.id, "title": d.title, "text": d.text, "embedding": hashed_embedding(d.contents).tolist()}
+        for d in docs
+    ]
+
+
+@pytest.fixture
+async def sample_index(engine: ClientEngine, sample: list[dict]) -> str:
+    spec = IndexSpec("it-engines", DIM)
+    await engine.create_index(spec, replace=True)
+    report = await engine.bulk_index(spec.name, sample)
+    assert report.failed == []
+    await engine.refresh(spec.name)
+    return spec.name
+
+
+async def test_bulk_indexes_every_doc_and_rerun_does_not_duplicate(engine, sample_index, sample):
+    assert await engine.count(sample_index) == len(sample)
+    await engine.bulk_index(sample_index, sample[:50])
+    await engine.refresh(sample_index)
+    assert await engine.count(sample_index) == len(sample)
+
+
+async def test_knn_with_a_docs_own_vector_returns_that_doc_first(engine, sample_index, sample):
+    for doc in sample[:20]:
+        hits = await engine.knn(sample_index, np.array(doc["embedding"]), k=5, num_candidates=50)
+        assert hits[0].id == doc["_id"]
+        np.testing.assert_allclose(hits[0].vector, doc["embedding"], atol=1e-6)
+
+
+async def test_bm25_on_a_docs_exact_title_ranks_it_in_top3(engine, sample_index, sample):
+    titled = [doc for doc in sample if len(doc["title"].split()) >= 4][:30]
+    misses = [d["_id"] for d in titled
+              if d["_id"] not in [h.id for h in await engine.bm25(sample_index, d["title"], 3)]]
+    assert misses == []
+
+
+async def test_ids_filter_restricts_bm25_and_knn(engine, sample_index, sample):
+    allowed = [doc["_id"] for doc in sample[100:110]]
+    query = sample[0]
+    bm25 = await engine.bm25(sample_index, query["title"], 10, ids=allowed)
+    knn = await engine.knn(sample_index, np.array(query["embedding"]), 10, ids=allowed)
+    assert bm25 and {h.id for h in bm25} <= set(allowed)
+    assert {h.id for h in knn} == set(allowed)
+
+
+async def test_settings_report_bm25_parameters(engine, sample_index):
+    settings = await engine.settings(sample_index)
+    assert float(settings["index.similarity.default.k1"]) == pytest.approx(0.9)
+    assert float(settings["index.similarity.default.b"]) == pytest.approx(0.4)
+
+
+async def test_version_matches_pinned_distribution(engine, nodes):
+    assert await engine.version() == nodes[engine.name].version
