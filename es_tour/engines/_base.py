@@ -85,10 +85,11 @@ class ClientEngine:
 
     async def bm25(
         self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
-        ids: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None, exclude: Sequence[str] = (),
     ) -> list[Hit]:
         query = {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}
-        return await self.bool_search(index, {"bool": {"should": [query]}}, k, ids=ids)
+        return await self.bool_search(index, {"bool": {"should": [query]}}, k, ids=ids,
+                                      exclude=exclude)
 
     async def knn(
         self, index: str, vector: np.ndarray, k: int, *, num_candidates: int | None = None,
@@ -103,11 +104,16 @@ class ClientEngine:
         return _hits(response, field)
 
     async def bool_search(
-        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None
+        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Hit]:
+        """Any query DSL; `exclude` drops source fields (vectors) the caller does not need."""
         if ids is not None:
             query = {"bool": {"must": [query], "filter": [_ids_filter(ids)]}}
-        response = await self._client.search(index=index, body={"size": k, "query": query})
+        body: dict[str, Any] = {"size": k, "query": query}
+        if exclude:
+            body["_source"] = {"excludes": list(exclude)}
+        response = await self._client.search(index=index, body=body)
         return _hits(response, None)
 
     async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]:

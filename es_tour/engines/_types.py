@@ -55,7 +55,7 @@ class SearchEngine(Protocol):
 
     async def bm25(
         self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
-        ids: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None, exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
     async def knn(
@@ -64,7 +64,8 @@ class SearchEngine(Protocol):
     ) -> list[Hit]: ...
 
     async def bool_search(
-        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None
+        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
     async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]: ...

@@ -1,0 +1,101 @@
+"""Ingest a BEIR corpus: embed docs with the ONNX dual encoder and bulk-index them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from es_tour.datasets import BeirDataset, Document
+from es_tour.engines import ClientEngine, IndexSpec
+from es_tour.errors import EsTourError
+from es_tour.models import DualEncoder
+from es_tour.models._select import corpus_embeddings
+
+
+class IngestError(EsTourError):
+    error_type = "ingest_exception"
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    index: str
+    docs: int
+    indexed: int
+    retried: int
+    seconds: float
+    skipped: bool = False
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.docs / self.seconds if self.seconds else 0.0
+
+
+def index_spec(name: str, encoder: DualEncoder) -> IndexSpec:
+    """Text fields for BM25 and a vector field whose similarity matches the encoder."""
+    return IndexSpec(name, encoder.dimension,
+                     similarity="dot_product" if encoder.normalized else "cosine")
+
+
+async def ingest(
+    engine: ClientEngine, dataset: BeirDataset, index: str, encoder: DualEncoder, *,
+    batch_size: int = 256, replace: bool = False, reuse_embeddings: bool = True,
+    if_missing: bool = False, show_progress: bool = True,
+) -> IngestReport:
+    """Index every doc of `dataset` by its stable id; re-running never duplicates.
+
+    Embedding of the next batch overlaps bulk indexing of the current one, so the engine
+    is not the bottleneck. `reuse_embeddings` loads the corpus vectors cached by the model
+    (computing and caching them on the first run); `if_missing` skips a complete index.
+    """
+    docs = list(dataset.corpus())
+    started = time.perf_counter()
+    created = await engine.create_index(index_spec(index, encoder), replace=replace)
+    if if_missing and not created and await engine.count(index) == len(docs):
+        return IngestReport(index, len(docs), 0, 0, 0.0, skipped=True)
+    cached = None
+    if reuse_embeddings:
+        texts = [doc.contents for doc in docs]
+        cached, _ = corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
+    batches = [docs[i : i + batch_size] for i in range(0, len(docs), batch_size)]
+
+    def embed(number: int) -> np.ndarray:
+        if cached is not None:
+            return cached[number * batch_size : number * batch_size + len(batches[number])]
+        return encoder.encode_docs([doc.contents for doc in batches[number]])
+
+    indexed = retried = 0
+    failed: list[dict] = []
+    with _progress(show_progress) as progress:
+        task = progress.add_task(f"indexing {dataset.name} into {index}", total=len(docs))
+        next_vectors = asyncio.create_task(asyncio.to_thread(embed, 0))
+        for number, batch in enumerate(batches):
+            vectors = await next_vectors
+            if number + 1 < len(batches):
+                next_vectors = asyncio.create_task(asyncio.to_thread(embed, number + 1))
+            report = await engine.bulk_index(index, _actions(batch, vectors))
+            indexed, retried = indexed + report.indexed, retried + report.retried
+            failed.extend(report.failed)
+            progress.advance(task, len(batch))
+    if failed:
+        raise IngestError(f"{len(failed)} docs failed to index after retries; first: {failed[0]}")
+    await engine.refresh(index)
+    count = await engine.count(index)
+    if count != len(docs):
+        raise IngestError(f"index [{index}] holds {count} docs, expected {len(docs)}")
+    return IngestReport(index, len(docs), indexed, retried, time.perf_counter() - started)
+
+
+def _actions(batch: list[Document], vectors: np.ndarray) -> list[dict]:
+    return [
+        {"_id": doc.id, "title": doc.title, "text": doc.text, "embedding": vector.tolist()}
+        for doc, vector in zip(batch, vectors, strict=True)
+    ]
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), disable=not enabled)

@@ -1,0 +1,18 @@
+"""Search methods over an engine: retrieval, reranking, Rocchio and TOUR, with traces."""
+
+from __future__ import annotations
+
+from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._methods import METHODS, SearchMethod, build_method
+from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+
+__all__ = [
+    "METHODS",
+    "RankedHit",
+    "RoundTrace",
+    "SearchContext",
+    "SearchMethod",
+    "SearchResult",
+    "Timings",
+    "build_method",
+]

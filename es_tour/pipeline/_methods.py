@@ -1,0 +1,261 @@
+"""Named search methods, one small class each, all behind `search(query, size)`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from es_tour.engines import Hit
+from es_tour.errors import ConfigError
+from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.tour import LabelCache, QueryOptimizer, TourConfig, final_scores, pseudo_positives, rocchio
+from es_tour.tour import should_stop as tour_should_stop
+
+
+class SearchMethod(Protocol):
+    name: str
+
+    async def search(self, query: str, size: int = 10) -> SearchResult: ...
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Base of per-method options: unknown keys are rejected with the supported ones."""
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> Any:
+        supported = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(supported))
+        if unknown:
+            raise ConfigError(f"unknown options {unknown}; supported: {supported}")
+        return cls(**options)
+
+
+@dataclass(frozen=True)
+class FirstStageOptions(_Options):
+    k: int = 100  # how many first-stage hits are retrieved (and reranked, for `rerank`)
+    first_stage: str = "knn"  # rerank over "knn" or "bm25"
+    rrf_k: int = 60  # the constant of reciprocal-rank fusion
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or not 1 <= self.k <= 10_000:
+            raise ConfigError(f"k must be an integer in [1, 10000], got {self.k!r}")
+        if self.first_stage not in ("knn", "bm25"):
+            raise ConfigError(f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}")
+
+
+def _ranked(ids: Sequence[str], scores: Sequence[float], sources: Mapping[str, Any],
+            size: int) -> list[RankedHit]:
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:size]
+    return [RankedHit(ids[i], float(scores[i]), dict(sources.get(ids[i], {}))) for i in order]
+
+
+def _result(method: str, hits: list[RankedHit], rounds: list[RoundTrace], pairs: int,
+            calls: int, timings: Timings, started: float, parameters: dict[str, Any]) -> SearchResult:
+    timings.total_ms = (time.perf_counter() - started) * 1000
+    return SearchResult(method, hits, rounds, pairs, calls, timings, parameters)
+
+
+class _FirstStage:
+    """Methods that run one retrieval (two, for hybrid) and maybe one rerank."""
+
+    name: ClassVar[str]
+
+    def __init__(self, context: SearchContext, options: FirstStageOptions):
+        self.context = context
+        self.options = options
+
+    async def search(self, query: str, size: int = 10) -> SearchResult:
+        started, timings = time.perf_counter(), Timings()
+        hits, calls = await self._retrieve(query, max(size, self.options.k), timings)
+        ids = [h.id for h in hits]
+        scores, pairs = await self._score(query, hits, timings)
+        sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
+        trace = RoundTrace(0, len(hits), pairs, timings)
+        return _result(self.name, _ranked(ids, scores, sources, size), [trace], pairs, calls,
+                       timings, started, {"k": self.options.k})
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        raise NotImplementedError
+
+    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+        return [h.score for h in hits], 0
+
+
+class Bm25Method(_FirstStage):
+    name = "bm25"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        return await self.context.bm25(query, k, timings), 1
+
+
+class KnnMethod(_FirstStage):
+    name = "knn"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        vector = self.context.embed_query(query, timings)
+        return await self.context.knn(vector, k, timings), 1
+
+    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+        # the raw inner product, not the engine's transformed _score
+        vector = self.context.embed_query(query, timings)
+        return [float(np.dot(h.vector, vector)) for h in hits], 0
+
+
+class HybridRrfMethod(_FirstStage):
+    """Reciprocal-rank fusion of BM25 and kNN, computed here so both engines agree."""
+
+    name = "hybrid-rrf"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        lexical = await self.context.bm25(query, k, timings)
+        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings)
+        fused: dict[str, float] = {}
+        by_id: dict[str, Hit] = {}
+        for ranking in (lexical, dense):
+            for rank, hit in enumerate(ranking, start=1):
+                fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (self.options.rrf_k + rank)
+                by_id.setdefault(hit.id, hit)
+        return [Hit(i, s, by_id[i].source) for i, s in fused.items()], 2
+
+
+class RerankMethod(_FirstStage):
+    """The labeler over the first stage's top-k."""
+
+    name = "rerank"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        k = self.options.k
+        if self.options.first_stage == "bm25":
+            return await self.context.bm25(query, k, timings), 1
+        return await self.context.knn(self.context.embed_query(query, timings), k, timings), 1
+
+    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+        phi, pairs = self.context.label(query, hits, timings, LabelCache())
+        return phi.tolist(), pairs
+
+
+@dataclass(frozen=True)
+class RocchioOptions(_Options):
+    k: int = 10
+    k_prime: int = 3  # top-k' by the labeler are the positives, the rest negatives
+    alpha: float = 1.0
+    beta: float = 0.75
+    gamma: float = 0.15
+    lam: float = 0.5
+
+
+class TourMethod:
+    """TOUR: move the query vector by the labeler's judgement of each round's kNN hits.
+
+    Round 0 retrieves with the encoded query; each later round first takes one optimiser
+    step (hard, soft) or a Rocchio update, then retrieves again. The final ranking is every
+    doc seen, by λ·minmax(φ) + (1−λ)·minmax(q_final·c).
+    """
+
+    def __init__(self, context: SearchContext, config: TourConfig | RocchioOptions):
+        self.context = context
+        self.config = config
+        self.name = "rocchio" if isinstance(config, RocchioOptions) else f"tour-{config.variant}"
+
+    @property
+    def _max_rounds(self) -> int:
+        return 1 if isinstance(self.config, RocchioOptions) else self.config.max_rounds
+
+    async def search(self, query: str, size: int = 10) -> SearchResult:
+        started, total = time.perf_counter(), Timings()
+        config = self.config
+        q = self.context.embed_query(query, total)
+        optimizer = QueryOptimizer(config) if isinstance(config, TourConfig) else None
+        vectors: dict[str, np.ndarray] = {}
+        sources: dict[str, Any] = {}
+        phis: dict[str, float] = {}
+        rounds: list[RoundTrace] = []
+        labels = LabelCache()
+        pairs = 0
+        for round_no in range(self._max_rounds + 1):
+            timings = Timings()
+            round_started = time.perf_counter()
+            hits = await self.context.knn(q, max(config.k, size), timings)
+            top = hits[: config.k]
+            phi, newly = self.context.label(query, top, timings, labels)
+            pairs += newly
+            for hit, score in zip(top, phi, strict=True):
+                vectors[hit.id] = hit.vector
+                sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
+                phis[hit.id] = float(score)
+            C = np.stack([h.vector for h in top])
+            details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]]}
+            stop = round_no == self._max_rounds or self._converged(phi)
+            if not stop:
+                q_next = self._update(q, C, phi, optimizer)
+                details["delta_q_norm"] = float(np.linalg.norm(q_next - q))
+                details["pseudo_positives"] = self._positives(top, phi)
+                q = q_next
+            timings.total_ms = (time.perf_counter() - round_started) * 1000
+            total.engine_ms += timings.engine_ms
+            total.model_ms += timings.model_ms
+            rounds.append(RoundTrace(round_no, len(hits), newly, timings, details))
+            if stop:
+                break
+        ids = list(vectors)
+        sims = np.stack([vectors[i] for i in ids]) @ q
+        scores = final_scores(np.array([phis[i] for i in ids]), sims, config.lam)
+        return _result(self.name, _ranked(ids, scores.tolist(), sources, size), rounds, pairs,
+                       len(rounds), total, started, _parameters(config))
+
+    def _converged(self, phi: np.ndarray) -> bool:
+        if isinstance(self.config, RocchioOptions):
+            return False
+        return tour_should_stop(self.config.variant, phi, self.config.tau, self.config.p)
+
+    def _update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray,
+                optimizer: QueryOptimizer | None) -> np.ndarray:
+        if optimizer is not None:
+            return optimizer.step(q, C, phi)
+        options = self.config
+        assert isinstance(options, RocchioOptions)
+        by_label = np.argsort(-phi, kind="stable")
+        return rocchio(q, C[by_label], min(options.k_prime, len(phi)), options.alpha,
+                       options.beta, options.gamma)
+
+    def _positives(self, top: list[Hit], phi: np.ndarray) -> list[str]:
+        if isinstance(self.config, RocchioOptions):
+            return [top[i].id for i in np.argsort(-phi, kind="stable")[: self.config.k_prime]]
+        return [top[i].id for i in pseudo_positives(phi, self.config.tau, self.config.p)]
+
+
+def _parameters(config: Any) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in fields(config)}
+
+
+def _without_vector(source: Mapping[str, Any], vector_field: str) -> dict[str, Any]:
+    return {key: value for key, value in source.items() if key != vector_field}
+
+
+MethodFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
+
+METHODS: dict[str, MethodFactory] = {
+    "bm25": lambda ctx, o: Bm25Method(ctx, FirstStageOptions.from_mapping(o)),
+    "knn": lambda ctx, o: KnnMethod(ctx, FirstStageOptions.from_mapping(o)),
+    "hybrid-rrf": lambda ctx, o: HybridRrfMethod(ctx, FirstStageOptions.from_mapping(o)),
+    "rerank": lambda ctx, o: RerankMethod(ctx, FirstStageOptions.from_mapping(o)),
+    "rocchio": lambda ctx, o: TourMethod(ctx, RocchioOptions.from_mapping(o)),
+    "tour-hard": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "hard"})),
+    "tour-soft": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "soft"})),
+}
+
+
+def build_method(name: str, context: SearchContext,
+                 options: Mapping[str, Any] | None = None) -> SearchMethod:
+    """The method called `name`, its options checked now rather than per query."""
+    try:
+        factory = METHODS[name]
+    except KeyError:
+        raise ConfigError(f"unknown method [{name}]; choose one of: {', '.join(METHODS)}") from None
+    return factory(context, dict(options or {}))
