@@ -1,0 +1,158 @@
+/*
+ * es-tour engine plugin.
+ */
+package org.estour.plugin;
+
+import java.util.List;
+import java.util.function.Function;
+import java.util.regex.Pattern;
+
+import org.opensearch.common.settings.Setting;
+import org.opensearch.common.settings.Setting.Property;
+
+/**
+ * Every {@code index.tour.*} setting, declared once.
+ *
+ * <p>Each setting states its default, its bounds, and its scope: all are index-scoped and
+ * dynamic, so they can be set at index creation or changed later with
+ * {@code PUT <index>/_settings}. Values are parsed and checked by the engine when they are
+ * written; a bad value fails the request with the engine's own 400
+ * ({@code illegal_argument_exception}) whose reason echoes the bad value and the bound or
+ * the valid options.
+ *
+ * <p>This class declares settings only. {@link TourPlugin} registers them; what the values
+ * mean is implemented by the {@code es_tour} Python package, which reads them back with
+ * {@code GET <index>/_settings}.
+ *
+ * <p>The Elasticsearch build compiles this same file with {@code org.opensearch.} rewritten
+ * to {@code org.elasticsearch.} (see {@code pom.xml}, profile {@code elasticsearch}), so only
+ * the {@code Setting} API common to both engines may be used here.
+ */
+public final class TourSettings {
+
+    /** Common prefix of every setting declared here. */
+    public static final String PREFIX = "index.tour.";
+
+    /** Lower bound of {@link #K}, inclusive. */
+    public static final int K_MIN = 1;
+    /** Upper bound of {@link #K}, inclusive. */
+    public static final int K_MAX = 1000;
+    /** Lower bound of {@link #MAX_ROUNDS}, inclusive. */
+    public static final int MAX_ROUNDS_MIN = 0;
+    /** Upper bound of {@link #MAX_ROUNDS}, inclusive. */
+    public static final int MAX_ROUNDS_MAX = 10;
+    /** Upper bound of {@link #LR}, inclusive; the lower bound 0 is exclusive. */
+    public static final double LR_MAX = 10.0;
+    /** Upper bound of {@link #TEMPERATURE}, inclusive; the lower bound 0 is exclusive. */
+    public static final double TEMPERATURE_MAX = 100.0;
+    /** What a {@link #LABELER} model name must match. */
+    public static final Pattern LABELER_PATTERN = Pattern.compile("[a-z0-9._-]+");
+
+    /** Whether es-tour refinement is switched on for the index. Boolean; default {@code false}. */
+    public static final Setting<Boolean> ENABLED = Setting.boolSetting(
+        PREFIX + "enabled", false, Property.IndexScope, Property.Dynamic);
+
+    /**
+     * The refinement method: one of {@code tour-hard}, {@code tour-soft}, {@code rocchio},
+     * {@code hre}, {@code rm3-agent}, {@code learned-agent} (see {@link TourMethod}).
+     * Default {@code tour-hard}. An unknown name is rejected with the list of valid options.
+     */
+    public static final Setting<TourMethod> METHOD = new Setting<>(
+        PREFIX + "method", TourMethod.TOUR_HARD.settingValue(), TourSettings::parseMethod,
+        Property.IndexScope, Property.Dynamic);
+
+    /** Hits retrieved and judged per round. Integer in [1, 1000]; default 10. */
+    public static final Setting<Integer> K = Setting.intSetting(
+        PREFIX + "k", 10, K_MIN, K_MAX, Property.IndexScope, Property.Dynamic);
+
+    /** Refinement rounds after the first retrieval; 0 turns refinement off. Integer in [0, 10]; default 3. */
+    public static final Setting<Integer> MAX_ROUNDS = Setting.intSetting(
+        PREFIX + "max_rounds", 3, MAX_ROUNDS_MIN, MAX_ROUNDS_MAX, Property.IndexScope, Property.Dynamic);
+
+    /** Step size of the query-vector update. Double in (0, 10]; default 0.2. */
+    public static final Setting<Double> LR = boundedDouble("lr", 0.2, 0.0, false, LR_MAX);
+
+    /** Weight that mixes the original query with the feedback query. Double in [0, 1]; default 0.5. */
+    public static final Setting<Double> LAMBDA = boundedDouble("lambda", 0.5, 0.0, true, 1.0);
+
+    /** Softmax temperature over labeler scores (soft methods). Double in (0, 100]; default 0.5. */
+    public static final Setting<Double> TEMPERATURE = boundedDouble("temperature", 0.5, 0.0, false, TEMPERATURE_MAX);
+
+    /** Nucleus mass p: the smallest top set whose probability reaches p is kept. Double in [0, 1]; default 0.5. */
+    public static final Setting<Double> THRESHOLD = boundedDouble("threshold", 0.5, 0.0, true, 1.0);
+
+    /** Name of the dense-vector field used for kNN rounds. Non-blank string; default {@code embedding}. */
+    public static final Setting<String> VECTOR_FIELD = Setting.simpleString(
+        PREFIX + "vector_field", "embedding", TourSettings::requireVectorField, Property.IndexScope, Property.Dynamic);
+
+    /** Text fields searched by BM25 rounds. Non-empty list of non-blank names; default {@code [title, text]}. */
+    public static final Setting<List<String>> TEXT_FIELDS = Setting.listSetting(
+        PREFIX + "text_fields", List.of("title", "text"), Function.identity(), TourSettings::requireFieldList,
+        Property.IndexScope, Property.Dynamic);
+
+    /** Name of the labeler (cross-encoder) model. Must match {@code [a-z0-9._-]+}; default {@code default}. */
+    public static final Setting<String> LABELER = Setting.simpleString(
+        PREFIX + "labeler", "default", TourSettings::requireModelName, Property.IndexScope, Property.Dynamic);
+
+    private static final List<Setting<?>> ALL = List.of(
+        ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, VECTOR_FIELD, TEXT_FIELDS, LABELER);
+
+    private TourSettings() {}
+
+    /** @return every {@code index.tour.*} setting, in declaration order; the list is immutable */
+    public static List<Setting<?>> all() {
+        return ALL;
+    }
+
+    private static TourMethod parseMethod(String value) {
+        try {
+            return TourMethod.fromSettingValue(value);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(
+                "Failed to parse value [" + value + "] for setting [" + PREFIX + "method]: " + e.getMessage(), e);
+        }
+    }
+
+    /** A double setting whose parser rejects NaN and out-of-range values, echoing the bad value. */
+    private static Setting<Double> boundedDouble(String name, double defaultValue, double min, boolean minInclusive, double max) {
+        String key = PREFIX + name;
+        Function<String, Double> parser = raw -> {
+            double value = Double.parseDouble(raw);
+            boolean aboveMin = minInclusive ? value >= min : value > min;
+            if (!aboveMin) {
+                throw new IllegalArgumentException(
+                    "Failed to parse value [" + raw + "] for setting [" + key + "] must be " + (minInclusive ? ">= " : "> ") + min);
+            }
+            if (!(value <= max)) {
+                throw new IllegalArgumentException("Failed to parse value [" + raw + "] for setting [" + key + "] must be <= " + max);
+            }
+            return value;
+        };
+        return new Setting<>(key, Double.toString(defaultValue), parser, Property.IndexScope, Property.Dynamic);
+    }
+
+    private static void requireVectorField(String value) {
+        if (value == null || value.isBlank()) {
+            throw new IllegalArgumentException("setting [" + PREFIX + "vector_field] must not be empty, got [" + value + "]");
+        }
+    }
+
+    private static void requireFieldList(List<String> fields) {
+        if (fields.isEmpty()) {
+            throw new IllegalArgumentException("setting [" + PREFIX + "text_fields] must name at least one field");
+        }
+        for (String field : fields) {
+            if (field == null || field.isBlank()) {
+                throw new IllegalArgumentException(
+                    "setting [" + PREFIX + "text_fields] must not contain an empty field name, got " + fields);
+            }
+        }
+    }
+
+    private static void requireModelName(String value) {
+        if (value == null || !LABELER_PATTERN.matcher(value).matches()) {
+            throw new IllegalArgumentException(
+                "Invalid value [" + value + "] for setting [" + PREFIX + "labeler]: must match " + LABELER_PATTERN.pattern());
+        }
+    }
+}
