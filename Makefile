@@ -20,6 +20,7 @@ models: install
 
 plugin:
 	mvn -q -B -f plugin/pom.xml package
+	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
 
 test: install models plugin
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests

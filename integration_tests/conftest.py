@@ -16,6 +16,11 @@ SCIFACT = Path(os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "s
 SCIFACT = SCIFACT / "scifact"
 # Test ports, apart from the defaults, so a developer's own nodes are left alone.
 TEST_PORTS = {"opensearch": 9250, "elasticsearch": 9260}
+# Built by `make plugin`, which `make test` runs first.
+PLUGIN_ZIPS = {
+    "opensearch": Path(__file__).parents[1] / "plugin/target/tour-settings-0.1.0.zip",
+    "elasticsearch": Path(__file__).parents[1] / "plugin/target/tour-settings-es-0.1.0.zip",
+}
 ENGINES = tuple(TEST_PORTS)
 
 
@@ -32,7 +37,7 @@ def nodes() -> Iterator[dict[str, NodeStatus]]:
         node = LocalNode(engine, port, heap="768m")
         if node.pid() is None:
             started.append(node)
-        statuses[engine] = node.start()
+        statuses[engine] = node.start(plugins=[PLUGIN_ZIPS[engine]])
     yield statuses
     for node in started:
         node.stop()
@@ -42,3 +47,32 @@ def nodes() -> Iterator[dict[str, NodeStatus]]:
 async def engine(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus]) -> AsyncIterator[ClientEngine]:
     async with connect(request.param, nodes[request.param].url) as adapter:
         yield adapter
+
+
+SCIFACT_INDEX = "scifact"
+
+
+@pytest.fixture(scope="session")
+def retriever():
+    from es_tour.models import DualEncoder, model_path
+
+    return DualEncoder(model_path("minilm-l6"))
+
+
+@pytest.fixture(scope="session")
+def labeler():
+    from es_tour.models import load_labeler
+
+    return load_labeler("default")
+
+
+@pytest.fixture(scope="session")
+async def scifact_index(nodes, scifact, retriever) -> str:
+    """SciFact with MiniLM vectors in both test engines (skipped when already complete)."""
+    from es_tour.ingest import ingest
+
+    for name, status in nodes.items():
+        async with connect(name, status.url) as adapter:
+            await ingest(adapter, scifact, SCIFACT_INDEX, retriever, if_missing=True,
+                         show_progress=False)
+    return SCIFACT_INDEX

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,9 +28,10 @@ def start(
     port: PortOption = None,
     heap: Annotated[str, typer.Option(help="JVM heap, e.g. 512m or 1g")] = "1g",
     timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 180.0,
+    plugin: Annotated[list[Path] | None, typer.Option(help="a plugin zip to install")] = None,
 ) -> None:
     """Fetch (once), configure and start a node; returns at once if it already runs."""
-    status = LocalNode(engine, port, heap).start(timeout)
+    status = LocalNode(engine, port, heap).start(timeout, plugins=plugin or [])
     console.print(f"{engine} {status.version} is {status.health} at {status.url}")
 
 

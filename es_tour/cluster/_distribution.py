@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import zipfile
@@ -64,6 +65,24 @@ class Distribution:
         shutil.rmtree(staging, ignore_errors=True)
         (self.home / ".installed").touch()
         return self.home
+
+
+    def install_local_plugin(self, archive: Path) -> None:
+        """Install a plugin zip built here (e.g. plugin/target/*.zip), again when it changes."""
+        if not archive.is_file():
+            raise EngineSetupError(f"plugin zip {archive} not found; build it with `make plugin`")
+        home = self.ensure_installed()
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        with zipfile.ZipFile(archive) as zf:
+            descriptor = zf.read("plugin-descriptor.properties").decode()
+        name = next(line.split("=", 1)[1].strip() for line in descriptor.splitlines()
+                    if line.startswith("name="))
+        marker = home / "plugins" / name / ".es-tour-sha256"
+        if marker.is_file() and marker.read_text() == digest:
+            return
+        shutil.rmtree(home / "plugins" / name, ignore_errors=True)
+        _install_plugin(home, archive, str(archive))
+        marker.write_text(digest)
 
 
 OPENSEARCH = Distribution(

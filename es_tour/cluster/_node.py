@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,8 +60,11 @@ class LocalNode:
             return None
         return pid if _alive(pid) else None
 
-    def start(self, timeout: float = 180.0) -> NodeStatus:
-        """Start the node unless it already runs; wait until the cluster is at least yellow."""
+    def start(self, timeout: float = 180.0, plugins: Sequence[Path] = ()) -> NodeStatus:
+        """Start the node unless it already runs; wait until the cluster is at least yellow.
+
+        `plugins` are local plugin zips installed into the distribution first.
+        """
         if self.pid() is not None:
             return self.wait_healthy(timeout)
         if _port_in_use(self.port):
@@ -69,6 +73,8 @@ class LocalNode:
                 "stop it or pass --port with a free port"
             )
         home = self.dist.ensure_installed()
+        for plugin in plugins:
+            self.dist.install_local_plugin(plugin)
         self._write_config(home)
         env = {**java_env(), "HOME": str(self.dir),
                "ES_PATH_CONF": str(self.dir / "config"),

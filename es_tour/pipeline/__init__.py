@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._context import SearchContext, open_context
 from es_tour.pipeline._methods import METHODS, SearchMethod, build_method
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 
@@ -15,4 +15,5 @@ __all__ = [
     "SearchResult",
     "Timings",
     "build_method",
+    "open_context",
 ]

@@ -57,3 +57,14 @@ class SearchContext:
         with timings.engine():
             return await self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
                                          exclude=[self.vector_field])
+
+
+def open_context(engine: str, url: str, index: str, *, encoder: str = "retriever",
+                 labeler: str = "default") -> SearchContext:
+    """A context over a running engine with registry models (built by `es-tour models build`)."""
+    from es_tour.engines import connect
+    from es_tour.models import load_labeler, model_path
+    from onnx_models import spec
+
+    return SearchContext(connect(engine, url), index,
+                         DualEncoder(model_path(spec(encoder).name)), load_labeler(labeler))

@@ -1,0 +1,130 @@
+"""`es-tour index`, `es-tour eval` and `es-tour demo`: ingest a BEIR dataset and compare methods."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from es_tour.cli import app
+from es_tour.cli._errors import clean_errors
+from es_tour.cluster import DEFAULT_PORTS
+from es_tour.datasets import BeirDataset
+from es_tour.evaluation import MethodReport, evaluate, parse_methods, report_json
+from es_tour.ingest import ingest
+from es_tour.pipeline import SearchContext, open_context
+
+console = Console()
+
+Dataset = Annotated[Path, typer.Option(help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")]
+Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
+Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
+Index = Annotated[str | None, typer.Option(help="index name (default: the dataset's name)")]
+
+DEMO_METHODS = "bm25,knn,rerank:k=40,rocchio:k=10,tour-hard:k=10:max_rounds=3,tour-soft:k=10:max_rounds=3"
+
+
+def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchContext:
+    return open_context(engine, url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}", index,
+                        labeler=labeler)
+
+
+async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool) -> None:
+    report = await ingest(context.engine, dataset, context.index, context.encoder,
+                          replace=replace, if_missing=not replace)
+    if report.skipped:
+        console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
+    else:
+        console.print(f"indexed {report.indexed} docs into [bold]{report.index}[/] "
+                      f"({report.docs_per_s:.0f} docs/s, {report.retried} retried)")
+
+
+@app.command("index")
+@clean_errors
+def index_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = None,
+                  index: Index = None, replace: bool = False) -> None:
+    """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
+    data = BeirDataset(dataset)
+
+    async def run() -> None:
+        context = _context(engine, url, index or data.name, "default")
+        async with context.engine:
+            await _ingest(context, data, replace)
+
+    asyncio.run(run())
+
+
+def _table(title: str, reports: list[MethodReport]) -> Table:
+    table = Table("method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q",
+                  title=title)
+    for report in reports:
+        s = report.summary()
+        table.add_row(report.spec.label, f"{s['ndcg@10']:.4f}", f"{s['recall@100']:.4f}",
+                      f"{s['mrr@10']:.4f}", f"{s['latency_ms_p50']:.1f}",
+                      f"{s['latency_ms_p95']:.1f}", f"{s['pairs_scored_mean']:.1f}")
+    return table
+
+
+async def _evaluate(engine: str, url: str | None, data: BeirDataset, index: str | None,
+                    methods: str, split: str, max_queries: int | None,
+                    labeler: str) -> list[MethodReport]:
+    context = _context(engine, url, index or data.name, labeler)
+    async with context.engine:
+        await _ingest(context, data, replace=False)
+        return await evaluate(context, data, parse_methods(methods), split=split,
+                              max_queries=max_queries)
+
+
+@app.command("eval")
+@clean_errors
+def eval_command(
+    dataset: Dataset,
+    methods: Annotated[str, typer.Option(help="comma list of name[:key=value...]")] = DEMO_METHODS,
+    split: str = "test", engine: Engine = "opensearch", url: Url = None, index: Index = None,
+    labeler: str = "default",
+    max_queries: Annotated[int | None, typer.Option(help="only the first N queries")] = None,
+    output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+) -> None:
+    """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
+    data = BeirDataset(dataset)
+    reports = asyncio.run(_evaluate(engine, url, data, index, methods, split, max_queries,
+                                    labeler))
+    console.print(_table(f"{data.name} {split} on {engine}", reports))
+    if output:
+        output.write_text(json.dumps(report_json(data, engine, split, reports), indent=2))
+        console.print(f"wrote {output}")
+
+
+@app.command("demo")
+@clean_errors
+def demo_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = None,
+                 queries: int = 30) -> None:
+    """Index the dataset, show a query's hits before and after TOUR, then compare methods."""
+    data = BeirDataset(dataset)
+    qid, text = next(iter(data.queries("test").items()))
+    relevant = data.qrels("test")[qid]
+
+    async def show() -> None:
+        from es_tour.pipeline import build_method
+
+        context = _context(engine, url, data.name, "default")
+        async with context.engine:
+            await _ingest(context, data, replace=False)
+            console.print(f"\n[bold]query {qid}:[/] {text}")
+            for name, options in (("knn", {}), ("tour-hard", {"k": 10, "max_rounds": 3})):
+                result = await build_method(name, context, options).search(text, 5)
+                console.print(f"[bold]{name}[/] ({result.pairs_scored} pairs scored)")
+                for rank, hit in enumerate(result.hits, start=1):
+                    mark = "[green]✓ relevant[/]" if hit.id in relevant else ""
+                    console.print(f"  {rank}. {hit.id} {hit.source.get('title', '')[:80]} {mark}")
+
+    asyncio.run(show())
+    reports = asyncio.run(_evaluate(engine, url, data, None, DEMO_METHODS, "test", queries,
+                                    "default"))
+    console.print(_table(f"TOUR against the baselines: first {queries} {data.name} test queries "
+                         f"on {engine}", reports))

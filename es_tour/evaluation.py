@@ -1,0 +1,118 @@
+"""Run named methods over a BEIR split and score them with ir-measures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ir_measures
+import numpy as np
+from ir_measures import RR, R, nDCG
+
+from es_tour.datasets import BeirDataset
+from es_tour.errors import ConfigError
+from es_tour.pipeline import SearchContext, SearchResult, build_method
+
+MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
+RUN_DEPTH = 100  # Recall@100 needs 100 results per query
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """`name` or `name:key=value:key=value`, e.g. `tour-hard:k=10:max_rounds=3`."""
+
+    label: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> MethodSpec:
+        name, *pairs = text.strip().split(":")
+        options: dict[str, Any] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"bad method option [{pair}] in [{text}]; expected key=value")
+            options[key] = _parse_value(value)
+        return cls(text.strip(), name, options)
+
+
+def _parse_value(value: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_methods(text: str) -> list[MethodSpec]:
+    return [MethodSpec.parse(part) for part in text.split(",") if part.strip()]
+
+
+@dataclass
+class MethodReport:
+    spec: MethodSpec
+    metrics: dict[str, float]
+    latencies_ms: list[float]
+    pairs_scored: list[int]
+    results: dict[str, SearchResult]
+
+    def summary(self) -> dict[str, float]:
+        return {
+            **{name: round(value, 4) for name, value in self.metrics.items()},
+            "latency_ms_p50": round(float(np.percentile(self.latencies_ms, 50)), 2),
+            "latency_ms_p95": round(float(np.percentile(self.latencies_ms, 95)), 2),
+            "pairs_scored_mean": round(float(np.mean(self.pairs_scored)), 2),
+        }
+
+
+def score_run(qrels: Mapping[str, Mapping[str, int]],
+              run: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """nDCG@10, Recall@100 and MRR@10 averaged over the judged queries."""
+    judged = {qid: dict(docs) for qid, docs in qrels.items() if qid in run}
+    aggregate = ir_measures.calc_aggregate(list(MEASURES.values()), judged, run)
+    return {name: float(aggregate[measure]) for name, measure in MEASURES.items()}
+
+
+async def evaluate(
+    context: SearchContext, dataset: BeirDataset, methods: Sequence[MethodSpec], *,
+    split: str = "test", max_queries: int | None = None,
+    on_query: Callable[[str], None] | None = None,
+) -> list[MethodReport]:
+    """Each method over the split's queries, one at a time so latencies are honest."""
+    qrels = dataset.qrels(split)
+    queries = list(dataset.queries(split).items())[:max_queries]
+    built = [(spec, build_method(spec.name, context, spec.options)) for spec in methods]
+    reports = []
+    for spec, method in built:
+        _forget_labels(context)
+        run: dict[str, dict[str, float]] = {}
+        latencies, pairs, results = [], [], {}
+        for qid, text in queries:
+            started = time.perf_counter()
+            result = await method.search(text, RUN_DEPTH)
+            latencies.append((time.perf_counter() - started) * 1000)
+            pairs.append(result.pairs_scored)
+            results[qid] = result
+            # ties broken by rank, as trec_eval would otherwise reorder equal scores by id
+            run[qid] = {hit.id: float(RUN_DEPTH - rank) for rank, hit in enumerate(result.hits)}
+            if on_query:
+                on_query(spec.label)
+        reports.append(MethodReport(spec, score_run(qrels, run), latencies, pairs, results))
+    return reports
+
+
+def _forget_labels(context: SearchContext) -> None:
+    """Each method starts cold, so no method is timed on labels another one paid for."""
+    clear = getattr(context.labeler, "clear_cache", None)
+    if clear is not None:
+        clear()
+
+
+def report_json(dataset: BeirDataset, engine: str, split: str,
+                reports: Sequence[MethodReport]) -> dict[str, Any]:
+    return {"dataset": dataset.name, "engine": engine, "split": split,
+            "methods": {r.spec.label: r.summary() for r in reports}}

@@ -1,0 +1,50 @@
+"""The Java plugin's index.tour.* settings, validated by the engines themselves."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+INDEX = "it-plugin"
+
+
+@pytest.fixture(params=["opensearch", "elasticsearch"])
+def engine_url(request, nodes) -> str:
+    url = nodes[request.param].url
+    httpx.delete(f"{url}/{INDEX}")
+    assert httpx.put(f"{url}/{INDEX}").status_code == 200
+    return url
+
+
+def put_settings(url: str, settings: dict) -> httpx.Response:
+    return httpx.put(f"{url}/{INDEX}/_settings", json={"index": settings})
+
+
+def test_valid_tour_settings_are_stored(engine_url):
+    response = put_settings(engine_url, {"tour.enabled": True, "tour.method": "tour-soft",
+                                         "tour.k": 20, "tour.lambda": 0.3})
+    assert response.status_code == 200
+    stored = httpx.get(f"{engine_url}/{INDEX}/_settings?flat_settings=true").json()
+    settings = stored[INDEX]["settings"]
+    assert settings["index.tour.method"] == "tour-soft"
+    assert settings["index.tour.k"] == "20"
+    assert settings["index.tour.enabled"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "reason"),
+    [
+        ("tour.method", "bogus", "valid options are [tour-hard, tour-soft, rocchio"),
+        ("tour.k", 0, "must be >= 1"),
+        ("tour.k", 1001, "must be <= 1000"),
+        ("tour.lambda", 1.5, "tour.lambda"),
+        ("tour.labeler", "Bad Name", "tour.labeler"),
+        ("tour.no_such_setting", 1, "unknown setting"),
+    ],
+)
+def test_bad_tour_settings_get_the_engines_own_400(engine_url, setting, value, reason):
+    response = put_settings(engine_url, {setting: value})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "illegal_argument_exception"
+    assert reason in error["reason"]
