@@ -69,8 +69,9 @@ class MethodReport:
         }
 
 
-def score_run(qrels: Mapping[str, Mapping[str, int]],
-              run: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+def score_run(
+    qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
     """nDCG@10, Recall@100 and MRR@10 averaged over the judged queries."""
     judged = {qid: dict(docs) for qid, docs in qrels.items() if qid in run}
     aggregate = ir_measures.calc_aggregate(list(MEASURES.values()), judged, run)
@@ -78,8 +79,12 @@ def score_run(qrels: Mapping[str, Mapping[str, int]],
 
 
 async def evaluate(
-    context: SearchContext, dataset: BeirDataset, methods: Sequence[MethodSpec], *,
-    split: str = "test", max_queries: int | None = None,
+    context: SearchContext,
+    dataset: BeirDataset,
+    methods: Sequence[MethodSpec],
+    *,
+    split: str = "test",
+    max_queries: int | None = None,
     on_query: Callable[[str], None] | None = None,
 ) -> list[MethodReport]:
     """Each method over the split's queries, one at a time so latencies are honest."""
@@ -112,7 +117,12 @@ def _forget_labels(context: SearchContext) -> None:
         clear()
 
 
-def report_json(dataset: BeirDataset, engine: str, split: str,
-                reports: Sequence[MethodReport]) -> dict[str, Any]:
-    return {"dataset": dataset.name, "engine": engine, "split": split,
-            "methods": {r.spec.label: r.summary() for r in reports}}
+def report_json(
+    dataset: BeirDataset, engine: str, split: str, reports: Sequence[MethodReport]
+) -> dict[str, Any]:
+    return {
+        "dataset": dataset.name,
+        "engine": engine,
+        "split": split,
+        "methods": {r.spec.label: r.summary() for r in reports},
+    }

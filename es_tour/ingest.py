@@ -36,14 +36,22 @@ class IngestReport:
 
 def index_spec(name: str, encoder: DualEncoder) -> IndexSpec:
     """Text fields for BM25 and a vector field whose similarity matches the encoder."""
-    return IndexSpec(name, encoder.dimension,
-                     similarity="dot_product" if encoder.normalized else "cosine")
+    return IndexSpec(
+        name, encoder.dimension, similarity="dot_product" if encoder.normalized else "cosine"
+    )
 
 
 async def ingest(
-    engine: ClientEngine, dataset: BeirDataset, index: str, encoder: DualEncoder, *,
-    batch_size: int = 256, replace: bool = False, reuse_embeddings: bool = True,
-    if_missing: bool = False, show_progress: bool = True,
+    engine: ClientEngine,
+    dataset: BeirDataset,
+    index: str,
+    encoder: DualEncoder,
+    *,
+    batch_size: int = 256,
+    replace: bool = False,
+    reuse_embeddings: bool = True,
+    if_missing: bool = False,
+    show_progress: bool = True,
 ) -> IngestReport:
     """Index every doc of `dataset` by its stable id; re-running never duplicates.
 
@@ -97,5 +105,10 @@ def _actions(batch: list[Document], vectors: np.ndarray) -> list[dict]:
 
 
 def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), disable=not enabled)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        disable=not enabled,
+    )

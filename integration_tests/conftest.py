@@ -12,7 +12,9 @@ from es_tour.cluster import LocalNode, NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, connect
 
-SCIFACT = Path(os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets"))
+SCIFACT = Path(
+    os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets")
+)
 SCIFACT = SCIFACT / "scifact"
 # Test ports, apart from the defaults, so a developer's own nodes are left alone.
 TEST_PORTS = {"opensearch": 9250, "elasticsearch": 9260}
@@ -44,7 +46,9 @@ def nodes() -> Iterator[dict[str, NodeStatus]]:
 
 
 @pytest.fixture(params=ENGINES)
-async def engine(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus]) -> AsyncIterator[ClientEngine]:
+async def engine(
+    request: pytest.FixtureRequest, nodes: dict[str, NodeStatus]
+) -> AsyncIterator[ClientEngine]:
     async with connect(request.param, nodes[request.param].url) as adapter:
         yield adapter
 
@@ -73,6 +77,7 @@ async def scifact_index(nodes, scifact, retriever) -> str:
 
     for name, status in nodes.items():
         async with connect(name, status.url) as adapter:
-            await ingest(adapter, scifact, SCIFACT_INDEX, retriever, if_missing=True,
-                         show_progress=False)
+            await ingest(
+                adapter, scifact, SCIFACT_INDEX, retriever, if_missing=True, show_progress=False
+            )
     return SCIFACT_INDEX

@@ -41,6 +41,8 @@ def test_status_shows_both_engines_versions(nodes):
 
 
 def test_start_is_idempotent(nodes):
-    result = es_tour("engine", "start", "--engine", "opensearch", "--port", str(TEST_PORTS["opensearch"]))
+    result = es_tour(
+        "engine", "start", "--engine", "opensearch", "--port", str(TEST_PORTS["opensearch"])
+    )
     assert result.returncode == 0
     assert "2.19.1" in result.stdout

@@ -29,7 +29,12 @@ def hashed_embedding(text: str, dim: int = DIM) -> np.ndarray:
 def sample(scifact: BeirDataset) -> list[dict]:
     docs = itertools.islice(scifact.corpus(), N_DOCS)
     return [
-        {"_id": d.id, "title": d.title, "text": d.text, "embedding": hashed_embedding(d.contents).tolist()}
+        {
+            "_id": d.id,
+            "title": d.title,
+            "text": d.text,
+            "embedding": hashed_embedding(d.contents).tolist(),
+        }
         for d in docs
     ]
 
@@ -60,8 +65,11 @@ async def test_knn_with_a_docs_own_vector_returns_that_doc_first(engine, sample_
 
 async def test_bm25_on_a_docs_exact_title_ranks_it_in_top3(engine, sample_index, sample):
     titled = [doc for doc in sample if len(doc["title"].split()) >= 4][:30]
-    misses = [d["_id"] for d in titled
-              if d["_id"] not in [h.id for h in await engine.bm25(sample_index, d["title"], 3)]]
+    misses = [
+        d["_id"]
+        for d in titled
+        if d["_id"] not in [h.id for h in await engine.bm25(sample_index, d["title"], 3)]
+    ]
     assert misses == []
 
 

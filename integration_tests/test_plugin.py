@@ -21,8 +21,10 @@ def put_settings(url: str, settings: dict) -> httpx.Response:
 
 
 def test_valid_tour_settings_are_stored(engine_url):
-    response = put_settings(engine_url, {"tour.enabled": True, "tour.method": "tour-soft",
-                                         "tour.k": 20, "tour.lambda": 0.3})
+    response = put_settings(
+        engine_url,
+        {"tour.enabled": True, "tour.method": "tour-soft", "tour.k": 20, "tour.lambda": 0.3},
+    )
     assert response.status_code == 200
     stored = httpx.get(f"{engine_url}/{INDEX}/_settings?flat_settings=true").json()
     settings = stored[INDEX]["settings"]

@@ -23,7 +23,9 @@ def clean_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except EsTourError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(code=1) from None
 
     return wrapper

@@ -60,7 +60,8 @@ def status(
 @engine_app.command()
 @clean_errors
 def logs(
-    engine: EngineOption = "opensearch", port: PortOption = None,
+    engine: EngineOption = "opensearch",
+    port: PortOption = None,
     lines: Annotated[int, typer.Option("-n")] = 50,
 ) -> None:
     """The last lines of the node's log."""

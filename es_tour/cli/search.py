@@ -21,33 +21,51 @@ from es_tour.pipeline import SearchContext, open_context
 
 console = Console()
 
-Dataset = Annotated[Path, typer.Option(help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")]
+Dataset = Annotated[
+    Path, typer.Option(help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
+]
 Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
 Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
 Index = Annotated[str | None, typer.Option(help="index name (default: the dataset's name)")]
 
-DEMO_METHODS = "bm25,knn,rerank:k=40,rocchio:k=10,tour-hard:k=10:max_rounds=3,tour-soft:k=10:max_rounds=3"
+DEMO_METHODS = (
+    "bm25,knn,rerank:k=40,rocchio:k=10,tour-hard:k=10:max_rounds=3,tour-soft:k=10:max_rounds=3"
+)
 
 
 def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchContext:
-    return open_context(engine, url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}", index,
-                        labeler=labeler)
+    return open_context(
+        engine, url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}", index, labeler=labeler
+    )
 
 
 async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool) -> None:
-    report = await ingest(context.engine, dataset, context.index, context.encoder,
-                          replace=replace, if_missing=not replace)
+    report = await ingest(
+        context.engine,
+        dataset,
+        context.index,
+        context.encoder,
+        replace=replace,
+        if_missing=not replace,
+    )
     if report.skipped:
         console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
     else:
-        console.print(f"indexed {report.indexed} docs into [bold]{report.index}[/] "
-                      f"({report.docs_per_s:.0f} docs/s, {report.retried} retried)")
+        console.print(
+            f"indexed {report.indexed} docs into [bold]{report.index}[/] "
+            f"({report.docs_per_s:.0f} docs/s, {report.retried} retried)"
+        )
 
 
 @app.command("index")
 @clean_errors
-def index_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = None,
-                  index: Index = None, replace: bool = False) -> None:
+def index_command(
+    dataset: Dataset,
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
+    replace: bool = False,
+) -> None:
     """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
     data = BeirDataset(dataset)
 
@@ -60,24 +78,39 @@ def index_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = No
 
 
 def _table(title: str, reports: list[MethodReport]) -> Table:
-    table = Table("method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q",
-                  title=title)
+    table = Table(
+        "method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
+    )
     for report in reports:
         s = report.summary()
-        table.add_row(report.spec.label, f"{s['ndcg@10']:.4f}", f"{s['recall@100']:.4f}",
-                      f"{s['mrr@10']:.4f}", f"{s['latency_ms_p50']:.1f}",
-                      f"{s['latency_ms_p95']:.1f}", f"{s['pairs_scored_mean']:.1f}")
+        table.add_row(
+            report.spec.label,
+            f"{s['ndcg@10']:.4f}",
+            f"{s['recall@100']:.4f}",
+            f"{s['mrr@10']:.4f}",
+            f"{s['latency_ms_p50']:.1f}",
+            f"{s['latency_ms_p95']:.1f}",
+            f"{s['pairs_scored_mean']:.1f}",
+        )
     return table
 
 
-async def _evaluate(engine: str, url: str | None, data: BeirDataset, index: str | None,
-                    methods: str, split: str, max_queries: int | None,
-                    labeler: str) -> list[MethodReport]:
+async def _evaluate(
+    engine: str,
+    url: str | None,
+    data: BeirDataset,
+    index: str | None,
+    methods: str,
+    split: str,
+    max_queries: int | None,
+    labeler: str,
+) -> list[MethodReport]:
     context = _context(engine, url, index or data.name, labeler)
     async with context.engine:
         await _ingest(context, data, replace=False)
-        return await evaluate(context, data, parse_methods(methods), split=split,
-                              max_queries=max_queries)
+        return await evaluate(
+            context, data, parse_methods(methods), split=split, max_queries=max_queries
+        )
 
 
 @app.command("eval")
@@ -85,15 +118,17 @@ async def _evaluate(engine: str, url: str | None, data: BeirDataset, index: str 
 def eval_command(
     dataset: Dataset,
     methods: Annotated[str, typer.Option(help="comma list of name[:key=value...]")] = DEMO_METHODS,
-    split: str = "test", engine: Engine = "opensearch", url: Url = None, index: Index = None,
+    split: str = "test",
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
     labeler: str = "default",
     max_queries: Annotated[int | None, typer.Option(help="only the first N queries")] = None,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
 ) -> None:
     """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
     data = BeirDataset(dataset)
-    reports = asyncio.run(_evaluate(engine, url, data, index, methods, split, max_queries,
-                                    labeler))
+    reports = asyncio.run(_evaluate(engine, url, data, index, methods, split, max_queries, labeler))
     console.print(_table(f"{data.name} {split} on {engine}", reports))
     if output:
         output.write_text(json.dumps(report_json(data, engine, split, reports), indent=2))
@@ -102,8 +137,9 @@ def eval_command(
 
 @app.command("demo")
 @clean_errors
-def demo_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = None,
-                 queries: int = 30) -> None:
+def demo_command(
+    dataset: Dataset, engine: Engine = "opensearch", url: Url = None, queries: int = 30
+) -> None:
     """Index the dataset, show a query's hits before and after TOUR, then compare methods."""
     data = BeirDataset(dataset)
     qid, text = next(iter(data.queries("test").items()))
@@ -124,7 +160,12 @@ def demo_command(dataset: Dataset, engine: Engine = "opensearch", url: Url = Non
                     console.print(f"  {rank}. {hit.id} {hit.source.get('title', '')[:80]} {mark}")
 
     asyncio.run(show())
-    reports = asyncio.run(_evaluate(engine, url, data, None, DEMO_METHODS, "test", queries,
-                                    "default"))
-    console.print(_table(f"TOUR against the baselines: first {queries} {data.name} test queries "
-                         f"on {engine}", reports))
+    reports = asyncio.run(
+        _evaluate(engine, url, data, None, DEMO_METHODS, "test", queries, "default")
+    )
+    console.print(
+        _table(
+            f"TOUR against the baselines: first {queries} {data.name} test queries on {engine}",
+            reports,
+        )
+    )

@@ -66,7 +66,6 @@ class Distribution:
         (self.home / ".installed").touch()
         return self.home
 
-
     def install_local_plugin(self, archive: Path) -> None:
         """Install a plugin zip built here (e.g. plugin/target/*.zip), again when it changes."""
         if not archive.is_file():
@@ -75,8 +74,11 @@ class Distribution:
         digest = hashlib.sha256(archive.read_bytes()).hexdigest()
         with zipfile.ZipFile(archive) as zf:
             descriptor = zf.read("plugin-descriptor.properties").decode()
-        name = next(line.split("=", 1)[1].strip() for line in descriptor.splitlines()
-                    if line.startswith("name="))
+        name = next(
+            line.split("=", 1)[1].strip()
+            for line in descriptor.splitlines()
+            if line.startswith("name=")
+        )
         marker = home / "plugins" / name / ".es-tour-sha256"
         if marker.is_file() and marker.read_text() == digest:
             return
@@ -113,19 +115,28 @@ def distribution(engine: str) -> Distribution:
 
 def fetch_artifact(coordinates: str) -> Path:
     """Copy `group:artifact:version:type` from Maven Central into the download cache."""
-    group, artifact, version, packaging = coordinates.split(":")
+    _group, artifact, version, packaging = coordinates.split(":")
     target = engines_dir() / "downloads" / f"{artifact}-{version}.{packaging}"
     if target.exists():
         return target
     if shutil.which("mvn") is None:
         raise EngineSetupError(
-            f"Maven (mvn) is needed to fetch {coordinates}; install it, e.g. `apt-get install maven`"
+            f"Maven (mvn) is needed to fetch {coordinates}; "
+            "install it, e.g. `apt-get install maven`"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
-        ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={coordinates}",
-         f"-DoutputDirectory={target.parent}"],
-        capture_output=True, text=True, cwd=target.parent,
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "dependency:copy",
+            f"-Dartifact={coordinates}",
+            f"-DoutputDirectory={target.parent}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=target.parent,
     )
     if result.returncode != 0 or not target.exists():
         reason = next(
@@ -169,7 +180,9 @@ def _install_plugin(home: Path, archive: Path, coordinates: str) -> None:
     tool = home / "bin" / f"{home.name.split('-')[0]}-plugin"
     result = subprocess.run(
         [str(tool), "install", "--batch", archive.resolve().as_uri()],
-        capture_output=True, text=True, env=java_env(),
+        capture_output=True,
+        text=True,
+        env=java_env(),
     )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:]

@@ -21,8 +21,8 @@ def java_home() -> Path:
         home = Path(java).resolve().parent.parent
     else:
         raise EngineSetupError(
-            f"no JDK found: install JDK {MINIMUM_JAVA} (e.g. `apt-get install openjdk-17-jdk-headless`) "
-            "or set JAVA_HOME"
+            f"no JDK found: install JDK {MINIMUM_JAVA} "
+            "(e.g. `apt-get install openjdk-17-jdk-headless`) or set JAVA_HOME"
         )
     version = _major_version(home / "bin" / "java")
     if version < MINIMUM_JAVA:

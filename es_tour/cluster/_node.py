@@ -76,15 +76,24 @@ class LocalNode:
         for plugin in plugins:
             self.dist.install_local_plugin(plugin)
         self._write_config(home)
-        env = {**java_env(), "HOME": str(self.dir),
-               "ES_PATH_CONF": str(self.dir / "config"),
-               "OPENSEARCH_PATH_CONF": str(self.dir / "config"),
-               "ES_TMPDIR": str(self.dir / "tmp"), "OPENSEARCH_TMPDIR": str(self.dir / "tmp")}
+        env = {
+            **java_env(),
+            "HOME": str(self.dir),
+            "ES_PATH_CONF": str(self.dir / "config"),
+            "OPENSEARCH_PATH_CONF": str(self.dir / "config"),
+            "ES_TMPDIR": str(self.dir / "tmp"),
+            "OPENSEARCH_TMPDIR": str(self.dir / "tmp"),
+        }
         command = [str(self.dist.launcher), "-d", "-p", str(self.pid_file)]
         if os.geteuid() == 0:
             _chown_tree(self.dir, _UNPRIVILEGED_UID)
-            command = ["setpriv", f"--reuid={_UNPRIVILEGED_UID}", f"--regid={_UNPRIVILEGED_UID}",
-                       "--clear-groups", *command]
+            command = [
+                "setpriv",
+                f"--reuid={_UNPRIVILEGED_UID}",
+                f"--regid={_UNPRIVILEGED_UID}",
+                "--clear-groups",
+                *command,
+            ]
         # The daemon inherits the launcher's stdout: a file, not a pipe, or run() never returns.
         launcher_log = self.dir / "logs" / "launcher.log"
         with launcher_log.open("w") as out:
@@ -132,8 +141,9 @@ class LocalNode:
             health = httpx.get(f"{self.url}/_cluster/health", timeout=2.0).json()["status"]
         except (httpx.HTTPError, ValueError, KeyError, StopIteration):
             return NodeStatus(self.engine, self.url, running=pid is not None, pid=pid)
-        return NodeStatus(self.engine, self.url, running=True, version=version, health=health,
-                          pid=pid)
+        return NodeStatus(
+            self.engine, self.url, running=True, version=version, health=health, pid=pid
+        )
 
     def logs(self, lines: int = 50) -> str:
         if not self.log_file.exists():
@@ -172,7 +182,9 @@ class LocalNode:
             .replace("file=logs/", f"file={self.dir}/logs/")
             .replace("HeapDumpPath=data", f"HeapDumpPath={self.dir}/data")
         )
-        (config / "jvm.options.d" / "heap.options").write_text(f"-Xms{self.heap}\n-Xmx{self.heap}\n")
+        (config / "jvm.options.d" / "heap.options").write_text(
+            f"-Xms{self.heap}\n-Xmx{self.heap}\n"
+        )
 
     @staticmethod
     def _last_error(text: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
-from es_tour.engines._types import BulkReport, Hit, IndexSpec, SearchEngine
+from es_tour.engines._types import BulkReport, Hit, IndexSpec, SearchEngine, TermStats
 from es_tour.errors import ConfigError
 
 ENGINES: dict[str, type[ClientEngine]] = {
@@ -22,7 +22,9 @@ def connect(engine: str, url: str) -> ClientEngine:
     try:
         return ENGINES[engine](url)
     except KeyError:
-        raise ConfigError(f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}") from None
+        raise ConfigError(
+            f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}"
+        ) from None
 
 
 __all__ = [
@@ -34,5 +36,6 @@ __all__ = [
     "IndexSpec",
     "OpenSearchEngine",
     "SearchEngine",
+    "TermStats",
     "connect",
 ]

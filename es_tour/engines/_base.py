@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.engines._types import BulkReport, Hit, IndexSpec
+from es_tour.engines._types import BulkReport, Hit, IndexSpec, TermStats
 
 _BULK_CHUNK = 500
 
@@ -31,7 +31,11 @@ class ClientEngine:
         return {}
 
     def _knn_body(
-        self, vector: list[float], k: int, num_candidates: int, field: str,
+        self,
+        vector: list[float],
+        k: int,
+        num_candidates: int,
+        field: str,
         ids: Sequence[str] | None,
     ) -> dict[str, Any]:
         raise NotImplementedError
@@ -62,8 +66,12 @@ class ClientEngine:
     ) -> BulkReport:
         """Index docs by their `_id`, retrying failed items; re-running never duplicates."""
         pending = [
-            {"_op_type": "index", "_index": index, "_id": str(doc["_id"]),
-             "_source": {key: value for key, value in doc.items() if key != "_id"}}
+            {
+                "_op_type": "index",
+                "_index": index,
+                "_id": str(doc["_id"]),
+                "_source": {key: value for key, value in doc.items() if key != "_id"},
+            }
             for doc in docs
         ]
         by_id = {action["_id"]: action for action in pending}
@@ -71,8 +79,12 @@ class ClientEngine:
         failed: list[dict] = []
         for attempt in range(max_retries + 1):
             ok, errors = await self._bulk(
-                self._client, pending, chunk_size=_BULK_CHUNK, raise_on_error=False,
-                raise_on_exception=False, max_retries=2,
+                self._client,
+                pending,
+                chunk_size=_BULK_CHUNK,
+                raise_on_error=False,
+                raise_on_exception=False,
+                max_retries=2,
             )
             indexed += ok
             failed = list(errors)
@@ -84,27 +96,48 @@ class ClientEngine:
         return BulkReport(indexed=indexed, retried=retried, failed=failed)
 
     async def bm25(
-        self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
-        ids: Sequence[str] | None = None, exclude: Sequence[str] = (),
+        self,
+        index: str,
+        text: str,
+        k: int,
+        *,
+        fields: Sequence[str] = ("title", "text"),
+        ids: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Hit]:
         query = {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}
-        return await self.bool_search(index, {"bool": {"should": [query]}}, k, ids=ids,
-                                      exclude=exclude)
+        return await self.bool_search(
+            index, {"bool": {"should": [query]}}, k, ids=ids, exclude=exclude
+        )
 
     async def knn(
-        self, index: str, vector: np.ndarray, k: int, *, num_candidates: int | None = None,
-        field: str = "embedding", ids: Sequence[str] | None = None,
+        self,
+        index: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        num_candidates: int | None = None,
+        field: str = "embedding",
+        ids: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Approximate kNN; hits carry their stored vectors so callers can compute q·c."""
         body = self._knn_body(
-            np.asarray(vector, dtype=np.float32).tolist(), k, num_candidates or max(k, 100),
-            field, ids,
+            np.asarray(vector, dtype=np.float32).tolist(),
+            k,
+            num_candidates or max(k, 100),
+            field,
+            ids,
         )
         response = await self._client.search(index=index, body={"size": k, **body})
         return _hits(response, field)
 
     async def bool_search(
-        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None,
+        self,
+        index: str,
+        query: Mapping[str, Any],
+        k: int,
+        *,
+        ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
     ) -> list[Hit]:
         """Any query DSL; `exclude` drops source fields (vectors) the caller does not need."""
@@ -124,6 +157,47 @@ class ClientEngine:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""
         response = await self._client.indices.get_settings(index=index, flat_settings=True)
         return dict(response[index]["settings"])
+
+    async def analyze(self, index: str, text: str, *, field: str = "text") -> list[str]:
+        """`text` as the index analyses `field`: its tokens, in order."""
+        response = await self._client.indices.analyze(
+            index=index, body={"text": text, "field": field}
+        )
+        return [token["token"] for token in response["tokens"]]
+
+    async def term_stats(
+        self,
+        index: str,
+        ids: Sequence[str],
+        *,
+        fields: Sequence[str] = ("title", "text"),
+    ) -> TermStats:
+        """Term vectors of `ids` (one _mtermvectors call) with document frequencies."""
+        tf: dict[str, dict[str, int]] = {}
+        df: dict[str, int] = {}
+        doc_count = 0
+        if not ids:
+            return TermStats(tf, df, doc_count)
+        response = await self._client.mtermvectors(
+            index=index,
+            body={"ids": list(ids)},
+            fields=",".join(fields),
+            term_statistics=True,
+            field_statistics=True,
+            positions=False,
+            offsets=False,
+            payloads=False,
+        )
+        for doc in response["docs"]:
+            if not doc.get("found", False):
+                continue
+            counts = tf.setdefault(doc["_id"], {})
+            for vector in doc.get("term_vectors", {}).values():
+                doc_count = max(doc_count, int(vector["field_statistics"]["doc_count"]))
+                for term, stats in vector["terms"].items():
+                    counts[term] = counts.get(term, 0) + int(stats["term_freq"])
+                    df[term] = max(df.get(term, 0), int(stats.get("doc_freq", 0)))
+        return TermStats(tf, df, doc_count)
 
     async def count(self, index: str) -> int:
         return int((await self._client.count(index=index))["count"])

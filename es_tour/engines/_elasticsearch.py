@@ -17,24 +17,33 @@ class ElasticsearchEngine(ClientEngine):
 
     def __init__(self, url: str, **client_options: Any):
         super().__init__(
-            AsyncElasticsearch(url, request_timeout=60, **client_options), async_bulk,
+            AsyncElasticsearch(url, request_timeout=60, **client_options),
+            async_bulk,
             NotFoundError,
         )
 
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
         return {
-            "type": "dense_vector", "dims": spec.dimension, "index": True,
+            "type": "dense_vector",
+            "dims": spec.dimension,
+            "index": True,
             "similarity": spec.similarity,
             # float HNSW, like OpenSearch's; 8.x would otherwise pick int8_hnsw
             "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100},
         }
 
     def _knn_body(
-        self, vector: list[float], k: int, num_candidates: int, field: str,
+        self,
+        vector: list[float],
+        k: int,
+        num_candidates: int,
+        field: str,
         ids: Sequence[str] | None,
     ) -> dict[str, Any]:
         knn: dict[str, Any] = {
-            "field": field, "query_vector": vector, "k": k,
+            "field": field,
+            "query_vector": vector,
+            "k": k,
             "num_candidates": max(num_candidates, k),
         }
         if ids is not None:

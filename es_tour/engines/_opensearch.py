@@ -30,16 +30,26 @@ class OpenSearchEngine(ClientEngine):
         return {
             "type": "knn_vector",
             "dimension": spec.dimension,
-            "method": {"name": "hnsw", "engine": "lucene", "space_type": _SPACE[spec.similarity],
-                       "parameters": {"m": 16, "ef_construction": 100}},
+            "method": {
+                "name": "hnsw",
+                "engine": "lucene",
+                "space_type": _SPACE[spec.similarity],
+                "parameters": {"m": 16, "ef_construction": 100},
+            },
         }
 
     def _knn_body(
-        self, vector: list[float], k: int, num_candidates: int, field: str,
+        self,
+        vector: list[float],
+        k: int,
+        num_candidates: int,
+        field: str,
         ids: Sequence[str] | None,
     ) -> dict[str, Any]:
         clause: dict[str, Any] = {
-            "vector": vector, "k": k, "method_parameters": {"ef_search": num_candidates},
+            "vector": vector,
+            "k": k,
+            "method_parameters": {"ef_search": num_candidates},
         }
         if ids is not None:
             clause["filter"] = _ids_filter(ids)

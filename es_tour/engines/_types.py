@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -36,6 +37,24 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class TermStats:
+    """Term vectors of some docs with the index's own statistics, over the text fields.
+
+    Terms are the index analyzer's tokens. `tf` sums a term's frequency over the fields;
+    `df` is the largest per-field document frequency, `doc_count` the largest field's.
+    """
+
+    tf: Mapping[str, Mapping[str, int]]  # doc id -> term -> frequency in the doc
+    df: Mapping[str, int]  # term -> docs of the index holding it
+    doc_count: int
+
+    def idf(self, term: str) -> float:
+        """Lucene's BM25 idf, log(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = self.df.get(term, 0)
+        return math.log(1.0 + (self.doc_count - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
 class BulkReport:
     indexed: int
     retried: int
@@ -54,23 +73,50 @@ class SearchEngine(Protocol):
     ) -> BulkReport: ...
 
     async def bm25(
-        self, index: str, text: str, k: int, *, fields: Sequence[str] = ("title", "text"),
-        ids: Sequence[str] | None = None, exclude: Sequence[str] = (),
+        self,
+        index: str,
+        text: str,
+        k: int,
+        *,
+        fields: Sequence[str] = ("title", "text"),
+        ids: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
     async def knn(
-        self, index: str, vector: np.ndarray, k: int, *, num_candidates: int | None = None,
-        field: str = "embedding", ids: Sequence[str] | None = None,
+        self,
+        index: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        num_candidates: int | None = None,
+        field: str = "embedding",
+        ids: Sequence[str] | None = None,
     ) -> list[Hit]: ...
 
     async def bool_search(
-        self, index: str, query: Mapping[str, Any], k: int, *, ids: Sequence[str] | None = None,
+        self,
+        index: str,
+        query: Mapping[str, Any],
+        k: int,
+        *,
+        ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
     async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]: ...
 
     async def settings(self, index: str) -> dict[str, Any]: ...
+
+    async def analyze(self, index: str, text: str, *, field: str = "text") -> list[str]: ...
+
+    async def term_stats(
+        self,
+        index: str,
+        ids: Sequence[str],
+        *,
+        fields: Sequence[str] = ("title", "text"),
+    ) -> TermStats: ...
 
     async def count(self, index: str) -> int: ...
 

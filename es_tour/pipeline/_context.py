@@ -30,8 +30,9 @@ class SearchContext:
         with timings.model():
             return self.encoder.encode_queries([query])[0]
 
-    def label(self, query: str, hits: Sequence[Hit], timings: Timings,
-              labels: LabelCache) -> tuple[np.ndarray, int]:
+    def label(
+        self, query: str, hits: Sequence[Hit], timings: Timings, labels: LabelCache
+    ) -> tuple[np.ndarray, int]:
         """φ(query, hit) for each hit, and how many pairs were newly scored.
 
         `labels` is the search's own cache, so the pairs counted are this search's cost
@@ -46,25 +47,39 @@ class SearchContext:
             labels.update([doc_id for doc_id, _ in new], scores)
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
 
-    async def knn(self, vector: np.ndarray, k: int, timings: Timings,
-                  ids: Sequence[str] | None = None) -> list[Hit]:
+    async def knn(
+        self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None
+    ) -> list[Hit]:
         with timings.engine():
-            return await self.engine.knn(self.index, vector, k, num_candidates=max(100, 2 * k),
-                                         field=self.vector_field, ids=ids)
+            return await self.engine.knn(
+                self.index,
+                vector,
+                k,
+                num_candidates=max(100, 2 * k),
+                field=self.vector_field,
+                ids=ids,
+            )
 
-    async def bm25(self, query: str, k: int, timings: Timings,
-                   ids: Sequence[str] | None = None) -> list[Hit]:
+    async def bm25(
+        self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None
+    ) -> list[Hit]:
         with timings.engine():
-            return await self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
-                                         exclude=[self.vector_field])
+            return await self.engine.bm25(
+                self.index, query, k, fields=self.text_fields, ids=ids, exclude=[self.vector_field]
+            )
 
 
-def open_context(engine: str, url: str, index: str, *, encoder: str = "retriever",
-                 labeler: str = "default") -> SearchContext:
+def open_context(
+    engine: str, url: str, index: str, *, encoder: str = "retriever", labeler: str = "default"
+) -> SearchContext:
     """A context over a running engine with registry models (built by `es-tour models build`)."""
     from es_tour.engines import connect
     from es_tour.models import load_labeler, model_path
     from onnx_models import spec
 
-    return SearchContext(connect(engine, url), index,
-                         DualEncoder(model_path(spec(encoder).name)), load_labeler(labeler))
+    return SearchContext(
+        connect(engine, url),
+        index,
+        DualEncoder(model_path(spec(encoder).name)),
+        load_labeler(labeler),
+    )

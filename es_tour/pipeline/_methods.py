@@ -11,9 +11,17 @@ import numpy as np
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
+from es_tour.options import from_options
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
-from es_tour.tour import LabelCache, QueryOptimizer, TourConfig, final_scores, pseudo_positives, rocchio
+from es_tour.tour import (
+    LabelCache,
+    QueryOptimizer,
+    TourConfig,
+    final_scores,
+    pseudo_positives,
+    rocchio,
+)
 from es_tour.tour import should_stop as tour_should_stop
 
 
@@ -29,11 +37,7 @@ class _Options:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> Any:
-        supported = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(supported))
-        if unknown:
-            raise ConfigError(f"unknown options {unknown}; supported: {supported}")
-        return cls(**options)
+        return from_options(cls, options)
 
 
 @dataclass(frozen=True)
@@ -46,17 +50,28 @@ class FirstStageOptions(_Options):
         if not isinstance(self.k, int) or not 1 <= self.k <= 10_000:
             raise ConfigError(f"k must be an integer in [1, 10000], got {self.k!r}")
         if self.first_stage not in ("knn", "bm25"):
-            raise ConfigError(f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}")
+            raise ConfigError(
+                f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}"
+            )
 
 
-def _ranked(ids: Sequence[str], scores: Sequence[float], sources: Mapping[str, Any],
-            size: int) -> list[RankedHit]:
+def _ranked(
+    ids: Sequence[str], scores: Sequence[float], sources: Mapping[str, Any], size: int
+) -> list[RankedHit]:
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:size]
     return [RankedHit(ids[i], float(scores[i]), dict(sources.get(ids[i], {}))) for i in order]
 
 
-def _result(method: str, hits: list[RankedHit], rounds: list[RoundTrace], pairs: int,
-            calls: int, timings: Timings, started: float, parameters: dict[str, Any]) -> SearchResult:
+def _result(
+    method: str,
+    hits: list[RankedHit],
+    rounds: list[RoundTrace],
+    pairs: int,
+    calls: int,
+    timings: Timings,
+    started: float,
+    parameters: dict[str, Any],
+) -> SearchResult:
     timings.total_ms = (time.perf_counter() - started) * 1000
     return SearchResult(method, hits, rounds, pairs, calls, timings, parameters)
 
@@ -77,13 +92,23 @@ class _FirstStage:
         scores, pairs = await self._score(query, hits, timings)
         sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
         trace = RoundTrace(0, len(hits), pairs, timings)
-        return _result(self.name, _ranked(ids, scores, sources, size), [trace], pairs, calls,
-                       timings, started, {"k": self.options.k})
+        return _result(
+            self.name,
+            _ranked(ids, scores, sources, size),
+            [trace],
+            pairs,
+            calls,
+            timings,
+            started,
+            {"k": self.options.k},
+        )
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         raise NotImplementedError
 
-    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
         return [h.score for h in hits], 0
 
 
@@ -101,7 +126,9 @@ class KnnMethod(_FirstStage):
         vector = self.context.embed_query(query, timings)
         return await self.context.knn(vector, k, timings), 1
 
-    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
         # the raw inner product, not the engine's transformed _score
         vector = self.context.embed_query(query, timings)
         return [float(np.dot(h.vector, vector)) for h in hits], 0
@@ -135,7 +162,9 @@ class RerankMethod(_FirstStage):
             return await self.context.bm25(query, k, timings), 1
         return await self.context.knn(self.context.embed_query(query, timings), k, timings), 1
 
-    async def _score(self, query: str, hits: list[Hit], timings: Timings) -> tuple[list[float], int]:
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
         phi, pairs = self.context.label(query, hits, timings, LabelCache())
         return phi.tolist(), pairs
 
@@ -206,23 +235,38 @@ class TourMethod:
         ids = list(vectors)
         sims = np.stack([vectors[i] for i in ids]) @ q
         scores = final_scores(np.array([phis[i] for i in ids]), sims, config.lam)
-        return _result(self.name, _ranked(ids, scores.tolist(), sources, size), rounds, pairs,
-                       len(rounds), total, started, _parameters(config))
+        return _result(
+            self.name,
+            _ranked(ids, scores.tolist(), sources, size),
+            rounds,
+            pairs,
+            len(rounds),
+            total,
+            started,
+            _parameters(config),
+        )
 
     def _converged(self, phi: np.ndarray) -> bool:
         if isinstance(self.config, RocchioOptions):
             return False
         return tour_should_stop(self.config.variant, phi, self.config.tau, self.config.p)
 
-    def _update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray,
-                optimizer: QueryOptimizer | None) -> np.ndarray:
+    def _update(
+        self, q: np.ndarray, C: np.ndarray, phi: np.ndarray, optimizer: QueryOptimizer | None
+    ) -> np.ndarray:
         if optimizer is not None:
             return optimizer.step(q, C, phi)
         options = self.config
         assert isinstance(options, RocchioOptions)
         by_label = np.argsort(-phi, kind="stable")
-        return rocchio(q, C[by_label], min(options.k_prime, len(phi)), options.alpha,
-                       options.beta, options.gamma)
+        return rocchio(
+            q,
+            C[by_label],
+            min(options.k_prime, len(phi)),
+            options.alpha,
+            options.beta,
+            options.gamma,
+        )
 
     def _positives(self, top: list[Hit], phi: np.ndarray) -> list[str]:
         if isinstance(self.config, RocchioOptions):
@@ -251,8 +295,9 @@ METHODS: dict[str, MethodFactory] = {
 }
 
 
-def build_method(name: str, context: SearchContext,
-                 options: Mapping[str, Any] | None = None) -> SearchMethod:
+def build_method(
+    name: str, context: SearchContext, options: Mapping[str, Any] | None = None
+) -> SearchMethod:
     """The method called `name`, its options checked now rather than per query."""
     try:
         factory = METHODS[name]

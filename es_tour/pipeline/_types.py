@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,25 +21,29 @@ class Timings:
     def own_ms(self) -> float:
         return max(self.total_ms - self.engine_ms - self.model_ms, 0.0)
 
-    @contextmanager
-    def engine(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.engine_ms += (time.perf_counter() - start) * 1000
+    def engine(self) -> AbstractContextManager[None]:
+        return self._clock("engine_ms")
+
+    def model(self) -> AbstractContextManager[None]:
+        return self._clock("model_ms")
 
     @contextmanager
-    def model(self) -> Iterator[None]:
+    def _clock(self, attribute: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.model_ms += (time.perf_counter() - start) * 1000
+            setattr(
+                self, attribute, getattr(self, attribute) + (time.perf_counter() - start) * 1000
+            )
 
     def to_dict(self) -> dict[str, float]:
-        return {"engine_ms": round(self.engine_ms, 3), "model_ms": round(self.model_ms, 3),
-                "own_ms": round(self.own_ms, 3), "total_ms": round(self.total_ms, 3)}
+        return {
+            "engine_ms": round(self.engine_ms, 3),
+            "model_ms": round(self.model_ms, 3),
+            "own_ms": round(self.own_ms, 3),
+            "total_ms": round(self.total_ms, 3),
+        }
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,13 @@ class RoundTrace:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "retrieved": self.retrieved,
-                "newly_scored": self.newly_scored, **self.timings.to_dict(), **self.details}
+        return {
+            "round": self.round,
+            "retrieved": self.retrieved,
+            "newly_scored": self.newly_scored,
+            **self.timings.to_dict(),
+            **self.details,
+        }
 
 
 @dataclass
@@ -80,7 +89,12 @@ class SearchResult:
     degraded: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "parameters": self.parameters,
-                "pairs_scored": self.pairs_scored, "engine_calls": self.engine_calls,
-                "degraded": self.degraded, "timings": self.timings.to_dict(),
-                "rounds": [r.to_dict() for r in self.rounds]}
+        return {
+            "method": self.method,
+            "parameters": self.parameters,
+            "pairs_scored": self.pairs_scored,
+            "engine_calls": self.engine_calls,
+            "degraded": self.degraded,
+            "timings": self.timings.to_dict(),
+            "rounds": [r.to_dict() for r in self.rounds],
+        }

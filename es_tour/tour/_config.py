@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from es_tour.errors import ConfigError
+from es_tour.options import from_options
 
 VARIANTS = ("hard", "soft")
 DEFAULT_VARIANT = "hard"
@@ -73,8 +74,4 @@ class TourConfig:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> TourConfig:
         """Build from user options; unknown keys are rejected with the supported ones."""
-        supported = [field.name for field in fields(cls)]
-        unknown = sorted(set(options) - set(supported))
-        if unknown:
-            raise ConfigError(f"unknown tour options {unknown}; supported: {supported}")
-        return cls(**options)
+        return from_options(cls, options, prefix="tour ")
