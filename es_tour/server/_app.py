@@ -1,0 +1,118 @@
+"""The sidecar's HTTP surface: answer TOUR searches, proxy everything else verbatim."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from es_tour.errors import ConfigError, EsTourError
+from es_tour.server._config import ServerConfig
+from es_tour.server._models import Models
+from es_tour.server._request import (
+    Passthrough,
+    parse_body,
+    parse_search,
+    search_target,
+    wants_tour,
+)
+from es_tour.server._service import TourService
+from es_tour.server._upstream import Upstream
+
+log = logging.getLogger("es_tour.server")
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+
+def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
+    """The ASGI app. `models` may be shared between apps (tests, benchmarks)."""
+    shared = models or Models(config.encoder)
+    upstream = Upstream(config)
+    service = TourService(config, shared)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if config.preload:
+            await asyncio.to_thread(shared.preload, config.labeler)
+        try:
+            yield
+        finally:
+            await service.close()
+            await upstream.close()
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await _dispatch(request, upstream, service)
+        except EsTourError as exc:
+            return _json(exc.to_engine_error(), exc.status, upstream.engine)
+
+    async def crash(request: Request, exc: Exception) -> Response:
+        log.exception("es-tour sidecar failed on %s %s", request.method, request.url.path)
+        error = {"error": {"type": "es_tour_exception", "reason": f"{type(exc).__name__}: {exc}"},
+                 "status": 500}
+        return _json(error, 500, upstream.engine)
+
+    return Starlette(routes=[Route("/{path:path}", handle, methods=METHODS)], lifespan=lifespan,
+                     exception_handlers={Exception: crash})
+
+
+async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
+    target = search_target(request.method, request.url.path)
+    if target is None:
+        return await upstream.forward(request)
+    raw = await request.body()
+    settings = None
+    if target and "," not in target and "*" not in target:
+        settings = await upstream.tour_settings(target, request.headers)
+    enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
+    try:
+        body = parse_body(raw)
+    except ConfigError:
+        if not enabled:  # the engine answers its own malformed requests
+            return await upstream.forward(request, raw)
+        raise
+    explicit = wants_tour(body)
+    params = dict(request.query_params)
+    if not explicit and not enabled:
+        return await upstream.forward(request, raw)
+    try:
+        search = parse_search(target, params, body, explicit=explicit)
+    except Passthrough as verdict:
+        if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
+            raise _unservable(verdict.reason) from None
+        return await upstream.forward(request, raw, reason=verdict.reason)
+    engine = await upstream.detect_engine()
+    answer = await service.search(search, settings, engine)
+    return _json(answer, 200, engine, pretty=search.pretty)
+
+
+def _unservable(reason: str) -> EsTourError:
+    return ConfigError(f"ext.tour cannot be served for this request ({reason}); "
+                       "drop ext.tour to run it as a plain search")
+
+
+def _json(payload: dict[str, Any], status: int, engine: str | None, *,
+          pretty: bool = False) -> Response:
+    text = json.dumps(payload, indent=2 if pretty else None, default=_plain,
+                      separators=None if pretty else (",", ":"))
+    headers = {"X-Elastic-Product": "Elasticsearch"} if engine == "elasticsearch" else {}
+    return Response(text, status_code=status, headers=headers,
+                    media_type="application/json; charset=UTF-8")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, tuple, frozenset)):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

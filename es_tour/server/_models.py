@@ -1,0 +1,37 @@
+"""The models every request shares: one retriever, and labelers loaded once per name."""
+
+from __future__ import annotations
+
+import threading
+
+from es_tour.models import DualEncoder, Labeler, load_labeler, model_path
+
+
+class Models:
+    """Loaded lazily (or by `preload`) and kept for the server's lifetime."""
+
+    def __init__(self, encoder: str = "retriever"):
+        self._encoder_name = encoder
+        self._encoder: DualEncoder | None = None
+        self._labelers: dict[str, Labeler] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def encoder(self) -> DualEncoder:
+        with self._lock:
+            if self._encoder is None:
+                from onnx_models import spec
+
+                self._encoder = DualEncoder(model_path(spec(self._encoder_name).name))
+            return self._encoder
+
+    def labeler(self, name: str) -> Labeler:
+        """The labeler of a registry model; an unknown name is a ConfigError (400)."""
+        with self._lock:
+            if name not in self._labelers:
+                self._labelers[name] = load_labeler(name)
+            return self._labelers[name]
+
+    def preload(self, labeler: str) -> None:
+        _ = self.encoder
+        self.labeler(labeler)

@@ -1,0 +1,131 @@
+"""Which method runs with which options: request `ext.tour` > `index.tour.*` > server defaults.
+
+The plugin's settings are named for users (`lambda`, `temperature`, `threshold`); the
+method option classes use the papers' names (`lam`, `tau`, `p`). One table maps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_tour.agents import AGENTS
+from es_tour.errors import ConfigError
+from es_tour.pipeline import METHODS, SearchContext, SearchMethod, build_method
+
+SETTINGS_PREFIX = "index.tour."
+
+# setting name -> option name, per method; a setting a method does not take is ignored
+# when it comes from the index, and rejected when the request names it.
+_TOUR = {"k": "k", "max_rounds": "max_rounds", "lr": "lr", "lambda": "lam",
+         "temperature": "tau", "threshold": "p"}
+_SETTING_NAMES: dict[str, dict[str, str]] = {
+    "tour-hard": _TOUR,
+    "tour-soft": _TOUR,
+    "rocchio": {"k": "k", "lambda": "lam"},
+    "hre": {"k": "k"},
+    "rm3-agent": {"k": "k", "max_rounds": "max_rounds"},
+    "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"},
+}
+_FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf, rerank
+
+# ext.tour keys that choose the context, not the method's options
+CONTEXT_KEYS = ("method", "labeler", "vector_field", "text_fields")
+
+_INT_SETTINGS = ("k", "max_rounds")
+_FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold")
+
+
+def method_names() -> list[str]:
+    return [*METHODS, *AGENTS]
+
+
+def check_method(name: str) -> str:
+    if name not in METHODS and name not in AGENTS:
+        raise ConfigError(f"unknown tour method [{name}]; choose one of: "
+                          f"{', '.join(method_names())}")
+    return name
+
+
+def build(name: str, context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """The method called `name` (a pipeline method or an agent), its options checked now."""
+    if name in AGENTS:
+        return AGENTS[check_method(name)](context, dict(options))
+    check_method(name)
+    return build_method(name, context, options)
+
+
+def index_settings(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """`index.tour.*` flat settings (strings, as the engine returns them) -> typed values."""
+    out: dict[str, Any] = {}
+    for key, raw in flat.items():
+        if not key.startswith(SETTINGS_PREFIX):
+            continue
+        name = key[len(SETTINGS_PREFIX):]
+        if name == "enabled":
+            out[name] = str(raw).lower() == "true"
+        elif name in _INT_SETTINGS:
+            out[name] = int(raw)
+        elif name in _FLOAT_SETTINGS:
+            out[name] = float(raw)
+        elif name == "text_fields":
+            items = raw if isinstance(raw, list) else str(raw).strip("[]").split(",")
+            out[name] = tuple(str(item).strip() for item in items if str(item).strip())
+        else:
+            out[name] = raw
+    return out
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The method to run, its options, the context it runs in, and where each value came from."""
+
+    method: str
+    options: dict[str, Any]
+    labeler: str
+    vector_field: str
+    text_fields: tuple[str, ...]
+    origins: dict[str, str] = field(default_factory=dict)
+
+
+def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
+            defaults: Mapping[str, Any]) -> Resolved:
+    """Merge the three layers. `request` is ext.tour without its request-only keys;
+    `settings` is `index_settings(...)`; `defaults` holds method, labeler, vector_field,
+    text_fields and an `options` mapping."""
+    origins: dict[str, str] = {}
+
+    def pick(key: str) -> Any:
+        for origin, layer in (("request", request), ("index", settings), ("server", defaults)):
+            if key in layer and layer[key] is not None:
+                origins[key] = origin
+                return layer[key]
+        return None
+
+    method = check_method(str(pick("method")))
+    names = _SETTING_NAMES.get(method, _FIRST_STAGE)
+    options: dict[str, Any] = {}
+    for key, value in defaults.get("options", {}).items():
+        option = names.get(key, key)
+        if option in names.values():
+            options[option], origins[option] = value, "server"
+    for key, value in settings.items():
+        if key in names:
+            options[names[key]], origins[names[key]] = value, "index"
+    for key, value in request.items():
+        if key in CONTEXT_KEYS:
+            continue
+        option = names.get(key, key)  # setting names and option names are both accepted
+        options[option], origins[option] = value, "request"
+    text_fields = pick("text_fields")
+    if isinstance(text_fields, str):
+        text_fields = (text_fields,)
+    if not isinstance(text_fields, (list, tuple)) or not text_fields:
+        raise ConfigError(f"text_fields must be a non-empty list of names, got {text_fields!r}")
+    labeler, vector_field = pick("labeler"), pick("vector_field")
+    for key, value in (("labeler", labeler), ("vector_field", vector_field)):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+    return Resolved(method, options, labeler, vector_field, tuple(str(f) for f in text_fields),
+                    origins)

@@ -1,0 +1,248 @@
+"""Reading a `_search` request: what the sidecar can serve, and why it passes the rest through.
+
+A request is served when it searches one index with a query text (match / multi_match /
+ext.tour.query_text) and maybe a query vector (ES top-level `knn.query_vector` or the
+OpenSearch `query.knn.<field>.vector` clause), and asks for nothing else the pipeline
+cannot give (aggregations, sorting, scrolling, highlighting, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+
+from es_tour.errors import ConfigError
+
+# Body keys the sidecar honours; any other key sends the request through untouched.
+BODY_KEYS = frozenset({"query", "knn", "size", "from", "_source", "ext", "timeout",
+                       "track_total_hits"})
+# URL parameters that do not change what a search returns, or that the sidecar honours.
+PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excludes",
+                    "pretty", "human", "error_trace", "timeout", "rest_total_hits_as_int",
+                    "track_total_hits", "request_cache", "preference", "routing",
+                    "ignore_unavailable", "allow_no_indices", "expand_wildcards",
+                    "typed_keys", "search_type", "allow_partial_search_results",
+                    "ccs_minimize_roundtrips", "max_concurrent_shard_requests",
+                    "pre_filter_shard_size", "batched_reduce_size"})
+
+
+class Passthrough(Exception):
+    """The request is not one the sidecar serves; `reason` goes in X-Es-Tour-Passthrough."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SourceFilter:
+    """`_source` as requested: off, or include / exclude patterns (fnmatch, dotted paths)."""
+
+    enabled: bool = True
+    includes: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A `_search` the sidecar will answer itself."""
+
+    index: str
+    text: str | None
+    vector: np.ndarray | None  # (d,) float32, when the request carries one
+    vector_field: str | None  # the field the request's knn clause names
+    size: int
+    from_: int
+    source: SourceFilter
+    tour: dict[str, Any] = field(default_factory=dict)  # ext.tour less query_text, timeout_ms
+    timeout_ms: int | None = None
+    explicit: bool = False  # the request itself asked for es-tour (ext.tour)
+    total_as_int: bool = False
+    pretty: bool = False
+
+
+def search_target(method: str, path: str) -> str | None:
+    """The index part of a `_search` path ("" for `/_search`), or None for any other call."""
+    if method not in ("GET", "POST"):
+        return None
+    parts = [p for p in path.split("/") if p]
+    if parts == ["_search"]:
+        return ""
+    if len(parts) == 2 and parts[1] == "_search" and not parts[0].startswith("_"):
+        return unquote(parts[0])
+    return None
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The JSON body (empty -> {}); malformed JSON is a 400."""
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ConfigError("request body must be a JSON object")
+    return body
+
+
+def wants_tour(body: Mapping[str, Any]) -> bool:
+    ext = body.get("ext")
+    return isinstance(ext, Mapping) and "tour" in ext
+
+
+def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any],
+                 *, explicit: bool) -> SearchRequest:
+    """The request as the sidecar will run it; raises Passthrough for what it cannot serve
+    and ConfigError for what is malformed."""
+    if not target or any(c in target for c in ",*") or target == "_all":
+        raise Passthrough("multi-index")
+    if "scroll" in params:
+        raise Passthrough("scroll")
+    for key in params:
+        if key not in PARAMS:
+            raise Passthrough(f"unsupported parameter [{key}]")
+    for key in body:
+        if key not in BODY_KEYS:
+            raise Passthrough("aggregations" if key in ("aggs", "aggregations")
+                              else f"unsupported body key [{key}]")
+    tour = _ext_tour(body)
+    text, vector, vector_field = _query(body)
+    query_text = tour.pop("query_text", None)
+    if query_text is not None:
+        if not isinstance(query_text, str) or not query_text.strip():
+            raise ConfigError(f"ext.tour.query_text must be a non-empty string, got {query_text!r}")
+        text = query_text
+    if text is None:
+        raise Passthrough("no query text" if vector is not None else "unsupported query")
+    timeout_ms = tour.pop("timeout_ms", None)
+    if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
+                                   or timeout_ms < 1):
+        raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {timeout_ms!r}")
+    return SearchRequest(
+        index=target, text=text, vector=vector, vector_field=vector_field,
+        size=_count("size", params.get("size", body.get("size", 10))),
+        from_=_count("from", params.get("from", body.get("from", 0))),
+        source=_source_filter(params, body.get("_source", True)), tour=tour,
+        timeout_ms=timeout_ms, explicit=explicit,
+        total_as_int=params.get("rest_total_hits_as_int", "false") in ("", "true"),
+        pretty=params.get("pretty", "false") in ("", "true"),
+    )
+
+
+def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
+    ext = body.get("ext", {})
+    if not isinstance(ext, Mapping):
+        raise ConfigError("ext must be an object")
+    others = [key for key in ext if key != "tour"]
+    if others:
+        raise Passthrough(f"unsupported ext {others}")
+    tour = ext.get("tour", {})
+    if not isinstance(tour, Mapping):
+        raise ConfigError(f"ext.tour must be an object, got {tour!r}")
+    return dict(tour)
+
+
+def _query(body: Mapping[str, Any]) -> tuple[str | None, np.ndarray | None, str | None]:
+    """(text, vector, vector field) from `query` and the ES top-level `knn`."""
+    text = vector = vector_field = None
+    knn = body.get("knn")
+    if knn is not None:
+        if not isinstance(knn, Mapping):
+            raise Passthrough("multiple knn clauses")
+        unknown = set(knn) - {"field", "query_vector", "k", "num_candidates", "boost"}
+        if unknown:
+            raise Passthrough(f"unsupported knn option {sorted(unknown)}")
+        if "query_vector" not in knn:
+            raise Passthrough("knn without query_vector")
+        vector, vector_field = _vector(knn["query_vector"]), knn.get("field")
+    query = body.get("query")
+    if query is None:
+        return text, vector, vector_field
+    if not isinstance(query, Mapping) or len(query) != 1:
+        raise ConfigError("query must be an object with exactly one clause")
+    ((kind, clause),) = query.items()
+    if kind == "match":
+        text = _match_text(clause)
+    elif kind == "multi_match":
+        text = _clause_text(clause, "multi_match")
+    elif kind == "knn" and vector is None:
+        if not isinstance(clause, Mapping) or len(clause) != 1:
+            raise Passthrough("knn query on more than one field")
+        ((vector_field, spec),) = clause.items()
+        if not isinstance(spec, Mapping) or "vector" not in spec:
+            raise Passthrough("knn query without vector")
+        unknown = set(spec) - {"vector", "k", "boost"}
+        if unknown:
+            raise Passthrough(f"unsupported knn option {sorted(unknown)}")
+        vector = _vector(spec["vector"])
+    else:
+        raise Passthrough(f"unsupported query [{kind}]")
+    return text, vector, vector_field
+
+
+def _match_text(clause: Any) -> str:
+    if not isinstance(clause, Mapping) or len(clause) != 1:
+        raise Passthrough("match on more than one field")
+    ((_, value),) = clause.items()
+    if isinstance(value, Mapping):
+        return _clause_text(value, "match")
+    if not isinstance(value, str):
+        raise ConfigError(f"match query text must be a string, got {value!r}")
+    return value
+
+
+def _clause_text(clause: Any, kind: str) -> str:
+    if not isinstance(clause, Mapping) or not isinstance(clause.get("query"), str):
+        raise ConfigError(f"{kind} needs a string `query`")
+    unknown = set(clause) - {"query", "fields", "type", "operator", "boost"}
+    if unknown:
+        raise Passthrough(f"unsupported {kind} option {sorted(unknown)}")
+    return str(clause["query"])
+
+
+def _vector(value: Any) -> np.ndarray:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        raise ConfigError("a query vector must be a non-empty list of numbers")
+    return np.asarray(value, dtype=np.float32)
+
+
+def _count(name: str, value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}") from None
+    if number < 0 or (isinstance(value, float) and value != number):
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+    return number
+
+
+def _source_filter(params: Mapping[str, str], body_source: Any) -> SourceFilter:
+    includes = tuple(p for p in params.get("_source_includes", "").split(",") if p)
+    excludes = tuple(p for p in params.get("_source_excludes", "").split(",") if p)
+    spec: Any = body_source
+    if "_source" in params:
+        raw = params["_source"]
+        spec = {"true": True, "": True, "false": False}.get(raw, raw.split(","))
+    if spec is False:
+        return SourceFilter(enabled=False)
+    if isinstance(spec, str):
+        includes += (spec,)
+    elif isinstance(spec, list):
+        includes += tuple(str(p) for p in spec)
+    elif isinstance(spec, Mapping):
+        includes += tuple(_patterns(spec.get("includes", spec.get("include", ()))))
+        excludes += tuple(_patterns(spec.get("excludes", spec.get("exclude", ()))))
+    elif spec is not True:
+        raise ConfigError(f"_source must be a boolean, a field list or an object, got {spec!r}")
+    return SourceFilter(True, includes, excludes)
+
+
+def _patterns(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(p) for p in value]

@@ -1,0 +1,74 @@
+"""Running the sidecar: in the foreground (the CLI), or on a thread (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+
+from es_tour.errors import ConfigError, EsTourError
+from es_tour.server._app import create_app
+from es_tour.server._config import ServerConfig
+from es_tour.server._models import Models
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """"host:port" -> (host, port); port 0 picks a free one."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"listen must be HOST:PORT, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models | None,
+                    log_level: str) -> object:
+    import uvicorn
+
+    return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
+                          access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+
+
+def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info") -> None:
+    """Serve until interrupted."""
+    import uvicorn
+
+    host, port = parse_listen(listen)
+    uvicorn.Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+
+
+class BackgroundServer:
+    """A sidecar on a free loopback port, on its own thread and event loop.
+
+    with BackgroundServer(ServerConfig(upstream=url)) as sidecar: sidecar.url ...
+    """
+
+    def __init__(self, config: ServerConfig, models: Models | None = None,
+                 host: str = "127.0.0.1", startup_timeout_s: float = 60.0):
+        import uvicorn
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(
+            _uvicorn_config(config, host, 0, models, "warning"))  # type: ignore[arg-type]
+        self._timeout = startup_timeout_s
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [self._sock]}, daemon=True)
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + self._timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise EsTourError(f"the sidecar did not start within {self._timeout:.0f}s")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()

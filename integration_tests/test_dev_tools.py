@@ -1,0 +1,79 @@
+"""Every Dev Tools recipe in docs/dev-tools.md, run through the sidecar on both engines.
+
+Recipes are the ```console blocks: `METHOD /path` lines, each followed by an optional JSON
+body. The doc's `scifact` index is swapped for a small copy so the shared index is left
+alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from es_tour.cluster import NodeStatus
+from es_tour.engines import IndexSpec, connect
+from es_tour.server import BackgroundServer, Models, ServerConfig
+
+DOC = Path(__file__).parents[1] / "docs" / "dev-tools.md"
+COPY = "it-sidecar-devtools"
+BLOCK = re.compile(r"```console\n(.*?)```", re.DOTALL)
+REQUEST_LINE = re.compile(r"^(GET|POST|PUT|DELETE|HEAD) (/\S*)$", re.MULTILINE)
+
+
+def recipes(markdown: str) -> list[tuple[str, str, Any]]:
+    """(method, path, body or None) for every request of every console block, in order."""
+    out = []
+    for block in BLOCK.findall(markdown):
+        lines = list(REQUEST_LINE.finditer(block))
+        for i, line in enumerate(lines):
+            end = lines[i + 1].start() if i + 1 < len(lines) else len(block)
+            raw = block[line.end():end].strip()
+            out.append((line.group(1), line.group(2), json.loads(raw) if raw else None))
+    return out
+
+
+def test_the_doc_has_recipes_for_each_step() -> None:
+    found = recipes(DOC.read_text())
+    assert len(found) >= 6
+    assert any(m == "PUT" and body and body.get("index.tour.enabled") for m, _, body in found)
+    assert any(body and "ext" in body for _, _, body in found)
+
+
+@pytest.fixture(scope="module", params=["opensearch", "elasticsearch"])
+async def sidecar_url(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+                      scifact_index: str) -> AsyncIterator[str]:
+    url = nodes[request.param].url
+    async with connect(request.param, url) as adapter:
+        hits = await adapter.bool_search(scifact_index, {"match_all": {}}, 200)
+        await adapter.create_index(IndexSpec(COPY, dimension=384), replace=True)
+        await adapter.bulk_index(COPY, [{"_id": h.id, **h.source} for h in hits])
+        await adapter.refresh(COPY)
+    models = Models("retriever")
+    with BackgroundServer(ServerConfig(upstream=url, settings_ttl_s=0.0), models) as server:
+        yield server.url
+
+
+def test_every_recipe_succeeds_through_the_sidecar(sidecar_url: str) -> None:
+    enabled = False
+    for method, path, body in recipes(DOC.read_text()):
+        path = path.replace("/scifact", f"/{COPY}")
+        settings = json.dumps(body or {})
+        response = httpx.request(method, sidecar_url + path, json=body, timeout=120)
+        assert response.status_code < 300, f"{method} {path}: {response.text}"
+        if "index.tour.enabled" in settings:
+            enabled = bool(body["index.tour.enabled"])
+        if path.endswith("/_search"):
+            served = enabled or "ext" in (body or {})
+            passthrough = "aggs" in (body or {})
+            payload = response.json()
+            if served and not passthrough:
+                assert payload["ext"]["tour"]["rounds"], f"{method} {path}: no trace"
+                assert payload["hits"]["hits"]
+            else:
+                assert "ext" not in payload

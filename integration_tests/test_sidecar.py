@@ -1,0 +1,283 @@
+"""The sidecar in front of the real engines: verbatim pass-through, TOUR interception, errors.
+
+A sidecar runs in-process on a free loopback port per engine; the official clients talk
+to it exactly as they talk to the engine.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from es_tour.cluster import NodeStatus
+from es_tour.engines import IndexSpec, connect
+from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
+
+ENGINES = ("opensearch", "elasticsearch")
+PLAIN = "it-sidecar-plain"  # no index.tour.* settings
+TOURED = "it-sidecar-tour"  # index.tour.enabled: true, method tour-soft
+DOCS = 200
+TOUR = {"k": 5, "max_rounds": 1}  # small: the labeler runs on a shared CPU
+QUERY = "vitamin D deficiency"
+
+
+@dataclass
+class Sidecar:
+    engine: str
+    url: str  # the sidecar
+    direct: str  # the engine itself
+    plugin: bool  # whether the engine knows index.tour.* (our plugin is installed)
+
+    def client(self, url: str) -> Any:
+        if self.engine == "elasticsearch":
+            from elasticsearch import Elasticsearch
+
+            return Elasticsearch(url, request_timeout=120)
+        from opensearchpy import OpenSearch
+
+        return OpenSearch(url, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def models() -> Models:
+    shared = Models("retriever")
+    shared.preload("default")
+    return shared
+
+
+async def _copy_docs(engine: str, url: str) -> tuple[list[dict], bool]:
+    """PLAIN and TOURED hold the same DOCS SciFact docs with their vectors."""
+    async with connect(engine, url) as adapter:
+        hits = await adapter.bool_search("scifact", {"match_all": {}}, DOCS)
+        docs = [{"_id": h.id, **h.source} for h in hits]
+        for name in (PLAIN, TOURED):
+            await adapter.create_index(IndexSpec(name, dimension=384), replace=True)
+            await adapter.bulk_index(name, docs)
+            await adapter.refresh(name)
+    settings = {"index": {"tour": {"enabled": True, "method": "tour-soft", **TOUR}}}
+    response = httpx.put(f"{url}/{TOURED}/_settings", json=settings)
+    return docs, response.status_code == 200
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+                  scifact_index: str, models: Models) -> AsyncIterator[Sidecar]:
+    engine, url = request.param, nodes[request.param].url
+    _, plugin = await _copy_docs(engine, url)
+    with BackgroundServer(ServerConfig(upstream=url, max_k=50), models) as server:
+        yield Sidecar(engine, server.url, url, plugin)
+
+
+@pytest.fixture
+def toured(sidecar: Sidecar) -> Sidecar:
+    assert sidecar.plugin, (f"the {sidecar.engine} test node runs without the tour-settings "
+                            "plugin; restart it (`es-tour engine stop`) so the fixture installs it")
+    return sidecar
+
+
+def _search(url: str, index: str, body: Any, **params: str) -> httpx.Response:
+    return httpx.post(f"{url}/{index}/_search", json=body, params=params, timeout=120)
+
+
+def _without_took(response: dict) -> dict:
+    return {key: value for key, value in response.items() if key != "took"}
+
+
+# --- pass-through -----------------------------------------------------------------------
+
+def test_root_and_unknown_paths_answer_as_the_engine_does(sidecar: Sidecar) -> None:
+    for method, path in (("GET", "/"), ("GET", "/_cluster/health"), ("GET", "/no-such-index")):
+        direct = httpx.request(method, sidecar.direct + path)
+        proxied = httpx.request(method, sidecar.url + path)
+        assert proxied.status_code == direct.status_code
+        assert proxied.headers.get("x-elastic-product") == direct.headers.get("x-elastic-product")
+        if path != "/_cluster/health":
+            assert proxied.json() == direct.json()
+
+
+def test_official_client_round_trip_matches_direct(sidecar: Sidecar) -> None:
+    name = "it-sidecar-passthrough"
+    via, direct = sidecar.client(sidecar.url), sidecar.client(sidecar.direct)
+    httpx.delete(f"{sidecar.direct}/{name}")
+    via.indices.create(index=name, body={"mappings": {"properties": {"n": {"type": "integer"},
+                                                                     "t": {"type": "text"}}}})
+    assert direct.indices.exists(index=name)
+    assert via.indices.exists(index=name)
+    lines: list[dict] = []
+    for n in range(30):
+        lines += [{"index": {"_index": name, "_id": str(n)}}, {"n": n, "t": f"doc number {n}"}]
+    report = via.bulk(body=lines, refresh=True)
+    assert not report["errors"] and len(report["items"]) == 30
+
+    body = {"query": {"match": {"t": "doc"}}, "sort": [{"n": "asc"}], "size": 5}
+    assert _without_took(via.search(index=name, body=body)) == \
+        _without_took(direct.search(index=name, body=body))
+    searches = [{"index": name}, body, {"index": name}, {"query": {"term": {"n": 3}}}]
+    via_m, direct_m = via.msearch(body=searches), direct.msearch(body=searches)
+    assert [[h["_id"] for h in r["hits"]["hits"]] for r in via_m["responses"]] == \
+        [[h["_id"] for h in r["hits"]["hits"]] for r in direct_m["responses"]]
+
+    page = via.search(index=name, body={"sort": [{"n": "asc"}], "size": 10}, scroll="1m")
+    seen = [h["_id"] for h in page["hits"]["hits"]]
+    while page["hits"]["hits"]:
+        page = via.scroll(scroll_id=page["_scroll_id"], scroll="1m")
+        seen += [h["_id"] for h in page["hits"]["hits"]]
+    via.clear_scroll(scroll_id=page["_scroll_id"])
+    assert seen == [str(n) for n in range(30)]
+
+    cat = "index,docs.count,health"
+    assert via.cat.indices(index=name, h=cat, format="json") == \
+        direct.cat.indices(index=name, h=cat, format="json")
+    assert via.indices.get_settings(index=name) == direct.indices.get_settings(index=name)
+    via.indices.delete(index=name)
+    assert not direct.indices.exists(index=name)
+
+
+def test_search_on_a_plain_index_is_proxied_untouched(sidecar: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "size": 3}
+    proxied, direct = _search(sidecar.url, PLAIN, body), _search(sidecar.direct, PLAIN, body)
+    assert proxied.status_code == 200
+    assert "ext" not in proxied.json() and PASSTHROUGH_HEADER not in proxied.headers
+    assert _without_took(proxied.json()) == _without_took(direct.json())
+
+
+async def test_async_client_works_through_the_sidecar(sidecar: Sidecar) -> None:
+    async with connect(sidecar.engine, sidecar.url) as adapter:
+        assert await adapter.count(PLAIN) == DOCS
+        assert (await adapter.settings(PLAIN))["index.number_of_shards"] == "1"
+
+
+# --- interception ------------------------------------------------------------------------
+
+def _tour(response: httpx.Response) -> dict:
+    assert response.status_code == 200, response.text
+    return response.json()["ext"]["tour"]
+
+
+def test_ext_tour_on_a_match_query_runs_tour_with_a_trace(sidecar: Sidecar) -> None:
+    client = sidecar.client(sidecar.url)
+    body = {"query": {"match": {"text": QUERY}}, "size": 3, "_source": ["title"],
+            "ext": {"tour": {"method": "tour-hard", **TOUR}}}
+    response = client.search(index=PLAIN, body=body)
+    hits = response["hits"]["hits"]
+    assert len(hits) == 3 and response["hits"]["total"]["relation"] == "eq"
+    assert all(set(h) == {"_index", "_id", "_score", "_source"} for h in hits)
+    assert all(set(h["_source"]) <= {"title"} for h in hits)
+    assert response["hits"]["max_score"] == hits[0]["_score"]
+    tour = response["ext"]["tour"]
+    assert tour["method"] == "tour-hard" and tour["degraded"] is False
+    assert tour["rounds"] and tour["rounds"][0]["round"] == 0
+    assert tour["parameters"]["k"] == 5 and tour["pairs_scored"] >= 1
+    assert set(tour["timings"]) == {"engine_ms", "model_ms", "own_ms", "total_ms"}
+
+
+def test_query_vector_in_the_engines_own_knn_syntax_is_accepted(sidecar: Sidecar,
+                                                               models: Models) -> None:
+    vector = models.encoder.encode_queries([QUERY])[0].tolist()
+    ext = {"tour": {"query_text": QUERY, **TOUR}}
+    if sidecar.engine == "elasticsearch":
+        body = {"knn": {"field": "embedding", "query_vector": vector, "k": 5,
+                        "num_candidates": 50}, "size": 2, "ext": ext}
+    else:
+        body = {"query": {"knn": {"embedding": {"vector": vector, "k": 5}}}, "size": 2, "ext": ext}
+    response = _search(sidecar.url, PLAIN, body)
+    tour = _tour(response)
+    assert len(response.json()["hits"]["hits"]) == 2 and tour["rounds"]
+
+
+def test_enabled_index_is_served_with_its_settings_and_request_options_win(toured: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "size": 2}
+    tour = _tour(_search(toured.url, TOURED, body))
+    assert tour["method"] == "tour-soft" and tour["origins"]["method"] == "index"
+    assert tour["parameters"]["k"] == 5 and tour["origins"]["k"] == "index"
+    body["ext"] = {"tour": {"method": "tour-hard", "k": 4}}
+    tour = _tour(_search(toured.url, TOURED, body))
+    assert tour["method"] == "tour-hard" and tour["origins"]["method"] == "request"
+    assert tour["parameters"]["k"] == 4 and tour["parameters"]["max_rounds"] == 1
+
+
+def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "size": 0,
+            "aggs": {"all": {"filter": {"match_all": {}}}}}
+    response = _search(toured.url, TOURED, body)
+    assert response.status_code == 200 and response.headers[PASSTHROUGH_HEADER] == "aggregations"
+    assert "ext" not in response.json()
+    response = _search(toured.url, TOURED, {"query": {"match_all": {}}, "size": 1})
+    assert response.headers[PASSTHROUGH_HEADER] == "unsupported query"
+
+
+def test_ext_tour_that_cannot_be_served_is_a_400_not_an_engine_error(sidecar: Sidecar) -> None:
+    body = {"query": {"match": {"text": "x"}}, "aggs": {"all": {"filter": {"match_all": {}}}},
+            "ext": {"tour": {}}}
+    response = _search(sidecar.url, PLAIN, body)
+    assert response.status_code == 400 and "aggregations" in response.json()["error"]["reason"]
+
+
+# --- errors ------------------------------------------------------------------------------
+
+def _engine_error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    payload = response.json()
+    assert payload["status"] == status and {"type", "reason"} <= set(payload["error"])
+    return payload["error"]
+
+
+@pytest.mark.parametrize(("tour", "reason"), [
+    ({"bogus": 1}, "unknown tour options ['bogus']"),
+    ({"method": "nope"}, "unknown tour method [nope]"),
+    ({"lambda": 2.0}, "tour.lam must be in [0, 1]"),
+    ({"k": 51}, "past this server's maximum [50]"),
+])
+def test_bad_ext_tour_is_a_400_in_the_engines_error_shape(sidecar: Sidecar, tour: dict,
+                                                          reason: str) -> None:
+    body = {"query": {"match": {"text": "x"}}, "ext": {"tour": tour}}
+    error = _engine_error(_search(sidecar.url, PLAIN, body), 400)
+    assert error["type"] == "illegal_argument_exception" and reason in error["reason"]
+
+
+def test_vector_of_the_wrong_dimension_is_a_400(sidecar: Sidecar) -> None:
+    body = {"query": {"knn": {"embedding": {"vector": [0.1] * 7, "k": 5}}},
+            "ext": {"tour": {"query_text": "x"}}}
+    error = _engine_error(_search(sidecar.url, PLAIN, body), 400)
+    assert "7 dimensions" in error["reason"] and "384" in error["reason"]
+
+
+def test_malformed_json_is_a_400(sidecar: Sidecar, toured: Sidecar) -> None:
+    for index in (PLAIN, TOURED):  # the engine's own 400, then the sidecar's
+        response = httpx.post(f"{sidecar.url}/{index}/_search", content=b"{not json",
+                              headers={"content-type": "application/json"})
+        _engine_error(response, 400)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_upstream_down_is_a_quick_502(models: Models) -> None:
+    config = ServerConfig(upstream=f"http://127.0.0.1:{_closed_port()}", connect_timeout_s=1.0)
+    with BackgroundServer(config, models) as server:
+        for request in (httpx.Request("GET", f"{server.url}/"),
+                        httpx.Request("POST", f"{server.url}/any/_search",
+                                      json={"query": {"match": {"t": "x"}}, "ext": {"tour": {}}})):
+            started = time.monotonic()
+            response = httpx.Client(timeout=30).send(request)
+            assert time.monotonic() - started < 5
+            assert _engine_error(response, 502)["type"] == "upstream_exception"
+
+
+def test_past_the_deadline_round_0_results_come_back_degraded(sidecar: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "size": 3,
+            "ext": {"tour": {"timeout_ms": 1, "method": "tour-hard", **TOUR}}}
+    response = _search(sidecar.url, PLAIN, body)
+    tour = _tour(response)
+    assert tour["degraded"] is True and tour["fallback"] == "knn"
+    assert tour["method"] == "tour-hard"
+    assert len(response.json()["hits"]["hits"]) == 3

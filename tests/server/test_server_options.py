@@ -1,0 +1,48 @@
+"""Precedence request > index settings > server defaults, and the settings-name table."""
+
+from __future__ import annotations
+
+import pytest
+
+from es_tour.errors import ConfigError
+from es_tour.server import ServerConfig
+from es_tour.server._options import check_method, index_settings, resolve
+
+DEFAULTS = {"method": "tour-hard", "labeler": "default", "vector_field": "embedding",
+            "text_fields": ("title", "text"), "options": {"k": 10}}
+
+
+def test_index_settings_are_typed_from_the_engines_strings() -> None:
+    flat = {"index.tour.enabled": "true", "index.tour.k": "20", "index.tour.lambda": "0.3",
+            "index.tour.text_fields": ["a", "b"], "index.number_of_shards": "1"}
+    assert index_settings(flat) == {"enabled": True, "k": 20, "lambda": 0.3,
+                                    "text_fields": ("a", "b")}
+
+
+def test_request_beats_index_beats_server() -> None:
+    settings = {"method": "tour-soft", "k": 20, "lambda": 0.3, "temperature": 2.0}
+    chosen = resolve({"method": "tour-hard", "k": 7}, settings, DEFAULTS)
+    assert chosen.method == "tour-hard" and chosen.options == {"k": 7, "lam": 0.3, "tau": 2.0}
+    assert chosen.origins["method"] == "request" and chosen.origins["lam"] == "index"
+    assert resolve({}, settings, DEFAULTS).method == "tour-soft"
+    assert resolve({}, {}, DEFAULTS).options == {"k": 10}
+
+
+def test_index_settings_a_method_does_not_take_are_ignored() -> None:
+    chosen = resolve({"method": "hre"}, {"lr": 0.5, "threshold": 0.2, "k": 5}, DEFAULTS)
+    assert chosen.options == {"k": 5}
+    learned = resolve({"method": "learned-agent"}, {"threshold": 0.2}, DEFAULTS)
+    assert learned.options == {"k": 10, "threshold": 0.2}
+
+
+def test_unknown_methods_list_every_choice() -> None:
+    with pytest.raises(ConfigError, match=r"choose one of: .*tour-soft.*rm3-agent"):
+        check_method("nope")
+
+
+@pytest.mark.parametrize("kwargs", [{"upstream": "ftp://x"}, {"upstream": "http://x", "max_k": 0},
+                                    {"upstream": "http://x", "engine": "solr"},
+                                    {"upstream": "http://x", "method": "nope"}])
+def test_server_config_is_checked_when_built(kwargs) -> None:
+    with pytest.raises(ConfigError):
+        ServerConfig(**kwargs)

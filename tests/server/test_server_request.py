@@ -1,0 +1,68 @@
+"""Reading `_search` requests: what is served, what passes through, what is a 400."""
+
+from __future__ import annotations
+
+import pytest
+
+from es_tour.errors import ConfigError
+from es_tour.server._request import Passthrough, parse_body, parse_search, search_target
+
+
+def test_search_target_names_one_index_or_none() -> None:
+    assert search_target("POST", "/scifact/_search") == "scifact"
+    assert search_target("GET", "/_search") == ""
+    assert search_target("PUT", "/scifact/_search") is None
+    assert search_target("GET", "/scifact/_doc/1") is None
+    assert search_target("GET", "/_cat/indices") is None
+
+
+def test_match_text_and_paging_are_read() -> None:
+    request = parse_search("docs", {"from": "2"}, {"query": {"match": {"text": {"query": "q"}}},
+                                                   "size": 3}, explicit=False)
+    assert (request.text, request.size, request.from_, request.vector) == ("q", 3, 2, None)
+
+
+def test_es_knn_and_opensearch_knn_both_give_the_vector_and_its_field() -> None:
+    es = parse_search("d", {}, {"knn": {"field": "emb", "query_vector": [1, 2], "k": 5},
+                                "ext": {"tour": {"query_text": "q"}}}, explicit=True)
+    os_ = parse_search("d", {}, {"query": {"knn": {"emb": {"vector": [1, 2], "k": 5}}},
+                                 "ext": {"tour": {"query_text": "q"}}}, explicit=True)
+    for request in (es, os_):
+        assert request.vector.tolist() == [1.0, 2.0] and request.vector_field == "emb"
+        assert request.text == "q" and "query_text" not in request.tour
+
+
+@pytest.mark.parametrize(("target", "params", "body", "reason"), [
+    ("a,b", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
+    ("a*", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
+    ("a", {"scroll": "1m"}, {"query": {"match": {"t": "q"}}}, "scroll"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "aggs": {}}, "aggregations"),
+    ("a", {}, {"query": {"bool": {}}}, "unsupported query [bool]"),
+    ("a", {}, {"query": {"match_all": {}}}, "unsupported query [match_all]"),
+    ("a", {}, {}, "unsupported query"),
+    ("a", {}, {"query": {"knn": {"e": {"vector": [1.0]}}}}, "no query text"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "sort": ["_id"]}, "unsupported body key [sort]"),
+])
+def test_what_cannot_be_served_passes_through_with_its_reason(target, params, body, reason) -> None:
+    with pytest.raises(Passthrough) as verdict:
+        parse_search(target, params, body, explicit=False)
+    assert verdict.value.reason == reason
+
+
+def test_malformed_json_and_bad_values_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        parse_body(b"{nope")
+    with pytest.raises(ConfigError, match="size must be an integer"):
+        parse_search("a", {}, {"query": {"match": {"t": "q"}}, "size": -1}, explicit=False)
+    with pytest.raises(ConfigError, match="timeout_ms"):
+        parse_search("a", {}, {"query": {"match": {"t": "q"}}, "ext": {"tour": {"timeout_ms": 0}}},
+                     explicit=True)
+    assert parse_body(b"") == {}
+
+
+def test_source_filter_from_body_and_params() -> None:
+    body = {"query": {"match": {"t": "q"}}, "_source": {"includes": ["a*"], "excludes": ["ab"]}}
+    request = parse_search("x", {}, body, explicit=False)
+    assert request.source.includes == ("a*",) and request.source.excludes == ("ab",)
+    off = parse_search("x", {"_source": "false"}, {"query": {"match": {"t": "q"}}}, explicit=False)
+    assert off.source.enabled is False
