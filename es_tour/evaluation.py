@@ -95,7 +95,12 @@ async def evaluate(
     """
     qrels = dataset.qrels(split)
     queries = list(dataset.queries(split).items())[:max_queries]
-    built = [(spec, build_method(spec.name, context, spec.options)) for spec in methods]
+    judged = {"qrels": qrels, "queries": dict(queries)}  # only the oracle reads judgements
+    built = [
+        (spec, build_method(spec.name, context,
+                            {**spec.options, **(judged if spec.name == "oracle-agent" else {})}))
+        for spec in methods
+    ]
     reports = []
     for spec, method in built:
         if cold_labels:

@@ -299,8 +299,10 @@ def build_method(
     name: str, context: SearchContext, options: Mapping[str, Any] | None = None
 ) -> SearchMethod:
     """The method called `name`, its options checked now rather than per query."""
-    try:
-        factory = METHODS[name]
-    except KeyError:
-        raise ConfigError(f"unknown method [{name}]; choose one of: {', '.join(METHODS)}") from None
+    from es_tour.agents import AGENTS  # the agents build on this module's option classes
+
+    factory = METHODS.get(name) or AGENTS.get(name)
+    if factory is None:
+        known = ", ".join([*METHODS, *AGENTS])
+        raise ConfigError(f"unknown method [{name}]; choose one of: {known}")
     return factory(context, dict(options or {}))

@@ -1,0 +1,94 @@
+"""Hybrid search agents (HARE / Learning-to-Search) over BM25 and one kNN call.
+
+The query grammar (parse, compile to `bool`, render as Lucene text), the hybrid retrieval
+environment, and policies behind one interface: `hre`, `rm3-agent`, `oracle-agent`,
+`learned-agent`, each with a pipeline-shaped factory in `AGENTS`.
+"""
+
+from __future__ import annotations
+
+from es_tour.agents._environment import Budget, Environment, State
+from es_tour.agents._features import FEATURES, ndcg_at_k, rm3_weights
+from es_tour.agents._grammar import (
+    KINDS,
+    WEIGHTS,
+    GrammarError,
+    Query,
+    Refinement,
+    compile_bool,
+    from_bool,
+    parse,
+    render,
+)
+from es_tour.agents._labeling import CorpusLabeler
+from es_tour.agents._methods import (
+    AGENTS,
+    AgentMethod,
+    AgentOptions,
+    HreOptions,
+    LearnedOptions,
+    OracleOptions,
+    Session,
+    hre,
+    learned_agent,
+    oracle_agent,
+    rm3_agent,
+    run_session,
+)
+from es_tour.agents._model import LogisticPolicy, fit_logistic, policy_dir
+from es_tour.agents._policies import (
+    Decision,
+    LearnedPolicy,
+    NoRefinement,
+    OraclePolicy,
+    Policy,
+    Rm3Policy,
+    Scored,
+)
+from es_tour.agents._train import Evaluation, TrainReport, evaluate, sample_queries, train_policy
+
+__all__ = [
+    "AGENTS",
+    "FEATURES",
+    "KINDS",
+    "WEIGHTS",
+    "AgentMethod",
+    "AgentOptions",
+    "Budget",
+    "CorpusLabeler",
+    "Decision",
+    "Environment",
+    "Evaluation",
+    "GrammarError",
+    "HreOptions",
+    "LearnedOptions",
+    "LearnedPolicy",
+    "LogisticPolicy",
+    "NoRefinement",
+    "OracleOptions",
+    "OraclePolicy",
+    "Policy",
+    "Query",
+    "Refinement",
+    "Rm3Policy",
+    "Scored",
+    "Session",
+    "State",
+    "TrainReport",
+    "compile_bool",
+    "evaluate",
+    "fit_logistic",
+    "from_bool",
+    "hre",
+    "learned_agent",
+    "ndcg_at_k",
+    "oracle_agent",
+    "parse",
+    "policy_dir",
+    "render",
+    "rm3_agent",
+    "rm3_weights",
+    "run_session",
+    "sample_queries",
+    "train_policy",
+]

@@ -1,0 +1,146 @@
+"""The hybrid retrieval environment (HRE) that every agent acts in, on the real engine.
+
+Round 0: BM25 top-k over the whole index, and kNN top-K on q0 — the session's only dense
+call, which fixes the sub-collection Top-K. The union of the BM25 top-k and the first k of
+Top-K is labelled against q0. Round t > 0: the refined query's `bool` over the whole index
+and restricted to Top-K (an ids filter), top-k each; new docs are labelled and joined.
+A_t is the best k of every doc seen by φ(q0, d), each doc labelled once per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_tour.agents._grammar import Query, Refinement, compile_bool, render
+from es_tour.engines import Hit, TermStats
+from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._types import Timings
+from es_tour.tour import LabelCache
+
+
+@dataclass(frozen=True)
+class State:
+    """One point of a session: q_t, every doc seen with its φ, and A_t (best first)."""
+
+    round: int
+    query: Query
+    phi: dict[str, float]  # doc id -> φ(q0, d), in first-seen order
+    answer: tuple[str, ...]
+    retrieved: int = 0  # hits the round's engine calls returned
+
+    def answer_phi(self) -> list[float]:
+        return [self.phi[doc] for doc in self.answer]
+
+
+@dataclass
+class Budget:
+    """What a session cost: engine calls (searches, term vectors, analyze) and labels."""
+
+    engine_calls: int = 0
+    pairs_scored: int = 0
+    timings: Timings = field(default_factory=Timings)
+
+
+class Environment:
+    """One session of the HRE for one query; `step` never changes a `State` it is given."""
+
+    def __init__(self, context: SearchContext, k: int = 10, top_k: int = 1000):
+        self.context = context
+        self.k = k
+        self.top_k = top_k
+        self.budget = Budget()
+        self.sources: dict[str, dict[str, Any]] = {}
+        self._labels = LabelCache()
+        self._q0 = ""
+        self._q0_tokens: list[str] | None = None
+        self._sub_collection: list[str] = []
+        self._retrieved: dict[str, tuple[list[Hit], list[Hit]]] = {}
+        self._stats = TermStats({}, {}, 0)
+        self._lock = asyncio.Lock()
+
+    async def start(self, query: str, timings: Timings) -> State:
+        """Round 0 on q0."""
+        self._q0 = query
+        context = self.context
+        vector = context.embed_query(query, timings)
+        lexical, dense = await self._engine(timings, context.engine.bm25(
+            context.index, query, self.k, fields=context.text_fields,
+            exclude=[context.vector_field],
+        ), context.engine.knn(context.index, vector, self.top_k,
+                              num_candidates=max(100, 2 * self.top_k),
+                              field=context.vector_field))
+        self._sub_collection = [hit.id for hit in dense]
+        phi = await self._join({}, [*lexical, *dense[: self.k]], timings)
+        return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense))
+
+    async def step(self, state: State, delta: Refinement, timings: Timings) -> State:
+        """q_{t+1} = q_t Δq: its top-k over the index and over Top-K, joined to what was seen."""
+        query = state.query.refine(delta)
+        whole, within = await self._search(query, timings)
+        phi = await self._join(state.phi, [*whole, *within], timings)
+        return State(state.round + 1, query, phi, self._best(phi), len(whole) + len(within))
+
+    async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
+        """Term vectors of `ids` with index statistics; each doc is fetched once a session."""
+        async with self._lock:
+            missing = [doc for doc in dict.fromkeys(ids) if doc not in self._stats.tf]
+            if missing:
+                (fresh,) = await self._engine(timings, self.context.engine.term_stats(
+                    self.context.index, missing, fields=self.context.text_fields))
+                self._stats = TermStats({**self._stats.tf, **fresh.tf},
+                                        {**self._stats.df, **fresh.df},
+                                        max(self._stats.doc_count, fresh.doc_count))
+            return self._stats
+
+    async def q0_tokens(self, timings: Timings) -> list[str]:
+        """q0 as the index analyses its first text field."""
+        if self._q0_tokens is None:
+            field = self.context.text_fields[-1]
+            (self._q0_tokens,) = await self._engine(
+                timings, self.context.engine.analyze(self.context.index, self._q0, field=field))
+        return self._q0_tokens
+
+    def describe(self, query: Query) -> dict[str, Any]:
+        """The query as the trace shows it: Lucene text and the compiled `bool`."""
+        return {"lucene": render(query), "bool": compile_bool(query, self.context.text_fields)}
+
+    async def _search(self, query: Query, timings: Timings) -> tuple[list[Hit], list[Hit]]:
+        key = render(query)
+        if key not in self._retrieved:
+            compiled = compile_bool(query, self.context.text_fields)
+            engine, index = self.context.engine, self.context.index
+            exclude = [self.context.vector_field]
+            whole, within = await self._engine(
+                timings, engine.bool_search(index, compiled, self.k, exclude=exclude),
+                engine.bool_search(index, compiled, self.k, ids=self._sub_collection,
+                                   exclude=exclude),
+            )
+            self._retrieved[key] = (whole, within)
+        return self._retrieved[key]
+
+    async def _engine(self, timings: Timings, *calls: Any) -> list[Any]:
+        """Run engine calls concurrently, counting each and timing them together."""
+        self.budget.engine_calls += len(calls)
+        with timings.engine():
+            return list(await asyncio.gather(*calls))
+
+    async def _join(self, seen: dict[str, float], hits: Sequence[Hit],
+                    timings: Timings) -> dict[str, float]:
+        fresh = list({hit.id: hit for hit in hits if hit.id not in seen}.values())
+        for hit in fresh:
+            self.sources.setdefault(hit.id, {key: value for key, value in hit.source.items()
+                                             if key != self.context.vector_field})
+        phi = dict(seen)
+        if fresh:
+            scores, newly = self.context.label(self._q0, fresh, timings, self._labels)
+            self.budget.pairs_scored += newly
+            phi.update(zip([hit.id for hit in fresh], scores.tolist(), strict=True))
+        return phi
+
+    def _best(self, phi: dict[str, float]) -> tuple[str, ...]:
+        ids, values = list(phi), list(phi.values())
+        ranked = sorted(range(len(ids)), key=lambda i: -values[i])  # stable: first seen wins ties
+        return tuple(ids[i] for i in ranked[: self.k])

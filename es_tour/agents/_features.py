@@ -1,0 +1,154 @@
+"""Candidate Δq and their features, RM3 weights and nDCG: pure functions over term statistics.
+
+Terms come from the index's own analyzer (term vectors) and are ranked by the index's IDF.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from es_tour.agents._grammar import KINDS, WEIGHTS, Query, Refinement
+from es_tour.engines import TermStats
+
+# Per candidate, one block of these for its kind of Δq (so a linear model weighs, say,
+# a term's φ-share differently for `+` than for `-`).
+BASE_FEATURES: tuple[str, ...] = (
+    "bias", "idf", "a_doc_fraction", "a_log_tf", "a_best_rank_inv", "phi_mean", "phi_max",
+    "phi_share", "rm3", "in_q0", "round",
+)
+_LETTER = re.compile(r"[^\W\d_]")
+FEATURES: tuple[str, ...] = tuple(f"{kind}:{name}" for kind in KINDS for name in BASE_FEATURES)
+
+
+def positive_refinements(terms: Iterable[str], m: int) -> list[Refinement]:
+    """`term`, `+term` and `term^w` for each of the first `m` terms."""
+    chosen = list(terms)[:m]
+    return [
+        *(Refinement(t, "should") for t in chosen),
+        *(Refinement(t, "must") for t in chosen),
+        *(Refinement(t, "should", w) for w in WEIGHTS for t in chosen),
+    ]
+
+
+def negative_refinements(terms: Iterable[str], m: int) -> list[Refinement]:
+    return [Refinement(t, "must_not") for t in list(terms)[:m]]
+
+
+def by_idf(vocabulary: Iterable[str], stats: TermStats, exclude: Iterable[str] = (),
+           limit: int | None = None) -> list[str]:
+    """The `limit` word-like terms of highest IDF (lowest df), ties by name.
+
+    Terms in one doc of the index are dropped: such a term can only retrieve that doc.
+    """
+    excluded, df = set(exclude), stats.df
+    kept = [(df[t], t) for t in vocabulary
+            if df.get(t, 0) >= 2 and t not in excluded and is_word(t)]
+    ranked = heapq.nsmallest(limit, kept) if limit is not None else sorted(kept)
+    return [t for _, t in ranked]
+
+
+def is_word(term: str) -> bool:
+    """At least two characters and at least one letter: not `2`, `25.8` or `t`."""
+    return len(term) >= 2 and _LETTER.search(term) is not None
+
+
+def vocabulary(stats: TermStats, docs: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for doc in docs:
+        found.update(stats.tf.get(doc, {}))
+    return found
+
+
+def rm3_weights(stats: TermStats, docs: Sequence[str], phi: Sequence[float],
+                max_df_fraction: float = 1.0) -> dict[str, float]:
+    """RM3's relevance model P(w|R) = Σ_d P(w|d) P(d|q) over feedback docs.
+
+    P(w|d) = tf(w, d) / |d| (maximum likelihood); P(d|q) is φ min-max normalised over the
+    docs and summed to one (uniform when every φ is equal). Terms held by more than
+    `max_df_fraction` of the index get no weight (RM3's usual stop filter). docs: (n,),
+    phi: (n,).
+    """
+    weights = _normalised_phi(phi)
+    total = weights.sum()
+    prior = weights / total if total > 0 else np.full(len(docs), 1.0 / max(len(docs), 1))
+    model: dict[str, float] = {}
+    for doc, p_doc in zip(docs, prior, strict=True):
+        counts = stats.tf.get(doc, {})
+        length = sum(counts.values())
+        if not length:
+            continue
+        for term, tf in counts.items():
+            if stats.df.get(term, 0) > max_df_fraction * stats.doc_count:
+                continue
+            model[term] = model.get(term, 0.0) + float(p_doc) * tf / length
+    return model
+
+
+def candidate_features(
+    candidates: Sequence[Refinement], stats: TermStats, answer: Sequence[str],
+    phi: Sequence[float], q0_terms: Iterable[str], round_fraction: float,
+) -> np.ndarray:
+    """(n, len(FEATURES)) float64 features of n candidates in the state (A_t, φ).
+
+    answer: (k,) the ids of A_t best first; phi: (k,) their φ.
+    """
+    phi_n = _normalised_phi(phi)
+    rm3 = rm3_weights(stats, answer, phi)
+    rm3_max = max(rm3.values(), default=0.0) or 1.0
+    idf_max = math.log(1.0 + (stats.doc_count + 0.5) / 0.5) if stats.doc_count else 1.0
+    q0 = set(q0_terms)
+    wanted = {candidate.term for candidate in candidates}
+    holders: dict[str, list[int]] = {term: [] for term in wanted}
+    for rank, doc in enumerate(answer):
+        for term in wanted.intersection(stats.tf.get(doc, {})):
+            holders[term].append(rank)
+    block = len(BASE_FEATURES)
+    out = np.zeros((len(candidates), len(FEATURES)), dtype=np.float64)
+    for row, candidate in enumerate(candidates):
+        term = candidate.term
+        ranks = holders.get(term, [])
+        tf = sum(stats.tf.get(answer[r], {}).get(term, 0) for r in ranks)
+        held = phi_n[ranks] if ranks else np.zeros(1)
+        base = (
+            1.0,
+            stats.idf(term) / idf_max,
+            len(ranks) / max(len(answer), 1),
+            math.log1p(tf),
+            1.0 / (1.0 + min(ranks)) if ranks else 0.0,
+            float(held.mean()) if ranks else 0.0,
+            float(held.max()) if ranks else 0.0,
+            float(held.sum() / phi_n.sum()) if ranks and phi_n.sum() > 0 else 0.0,
+            rm3.get(term, 0.0) / rm3_max,
+            1.0 if term in q0 else 0.0,
+            round_fraction,
+        )
+        start = KINDS.index(candidate.kind) * block
+        out[row, start: start + block] = base
+    return out
+
+
+def ndcg_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int = 10) -> float:
+    """trec_eval's nDCG@k (gain = relevance, log2 discount); 0 when nothing is relevant."""
+    gains = [judgements.get(doc, 0) for doc in ranking[:k]]
+    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0)
+    ideal = sorted((g for g in judgements.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def query_terms(query: Query, q0_tokens: Iterable[str]) -> set[str]:
+    """Every term q_t already uses: q0's analysed tokens and the refinement terms."""
+    return set(q0_tokens) | set(query.terms)
+
+
+def _normalised_phi(phi: Sequence[float]) -> np.ndarray:
+    values = np.asarray(phi, dtype=np.float64).reshape(-1)
+    if values.size == 0:
+        return values
+    span = values.max() - values.min()
+    return (values - values.min()) / span if span > 0 else np.ones_like(values)

@@ -1,0 +1,45 @@
+"""A dual-encoder labeler that reads corpus vectors cached by the model instead of encoding.
+
+φ(q, d) is the same cosine `DualEncoderLabeler` computes, but each doc of the corpus is a
+row lookup: what makes oracle sessions over hundreds of training queries affordable on a
+CPU. Texts outside the corpus are encoded as usual.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from es_tour.datasets import BeirDataset
+from es_tour.models import DualEncoder, DualEncoderLabeler
+from es_tour.models._select import corpus_embeddings
+
+
+class CorpusLabeler(DualEncoderLabeler):
+    """φ = cosine(query, doc) over `dataset`'s cached corpus vectors: (n, d) float32."""
+
+    def __init__(self, encoder: DualEncoder, dataset: BeirDataset, name: str | None = None):
+        super().__init__(encoder, name)
+        texts = [doc.contents for doc in dataset.corpus()]
+        vectors, _ = corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
+        norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        self._vectors = (vectors / norms).astype(np.float32)
+        self._rows = {text: row for row, text in enumerate(texts)}
+
+    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+        rows = [self._rows.get(text) for text in texts]
+        unknown = [text for text, row in zip(texts, rows, strict=True) if row is None]
+        if unknown:  # the parent encodes them (and embeds and caches the query)
+            encoded = iter(super()._score_new(query, unknown).tolist())
+        q = self._query(query)
+        return np.array([float(self._vectors[row] @ q) if row is not None else next(encoded)
+                         for row in rows], dtype=np.float32)
+
+    def _query(self, query: str) -> np.ndarray:
+        vector = self._query_vectors.get(query)
+        if vector is None:
+            vector = self.encoder.encode_queries([query])[0]
+            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            self._query_vectors[query] = vector
+            while len(self._query_vectors) > self._cached_queries:
+                self._query_vectors.popitem(last=False)
+        return vector

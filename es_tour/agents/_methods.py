@@ -1,0 +1,215 @@
+"""Agents as search methods: one session of a policy in the HRE per query, with a trace.
+
+Factories have the pipeline's shape, `(context, options) -> SearchMethod`; options are
+checked once, when the method is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from es_tour.agents._environment import Environment, State
+from es_tour.agents._model import LogisticPolicy
+from es_tour.agents._policies import (
+    Decision,
+    LearnedPolicy,
+    NoRefinement,
+    OraclePolicy,
+    Policy,
+    Rm3Policy,
+)
+from es_tour.errors import ConfigError
+from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._methods import SearchMethod, _Options
+from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+
+
+@dataclass(frozen=True)
+class HreOptions(_Options):
+    k: int = 10  # |A_t|, and the depth of each BM25 call
+    top_k: int = 1000  # K: the kNN sub-collection fixed by the session's one dense call
+
+    def __post_init__(self) -> None:
+        _check_int("k", self.k, 1, 1000)
+        _check_int("top_k", self.top_k, self.k, 10_000)
+
+
+@dataclass(frozen=True)
+class AgentOptions(HreOptions):
+    max_rounds: int = 5  # refinements at most; round 0 is the HRE itself
+    m: int = 5  # candidate terms per operator
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("max_rounds", self.max_rounds, 0, 50)
+        _check_int("m", self.m, 1, 100)
+
+
+@dataclass(frozen=True)
+class OracleOptions(AgentOptions):
+    """qrels: query id -> {doc id: relevance}; queries: query id -> text (to find a query's)."""
+
+    qrels: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    queries: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.qrels or not self.queries:
+            raise ConfigError("oracle-agent needs `qrels` {query id: {doc id: relevance}} and "
+                              "`queries` {query id: text}")
+
+    def judgements(self, query: str) -> Mapping[str, int]:
+        for qid, text in self.queries.items():
+            if text == query and qid in self.qrels:
+                return self.qrels[qid]
+        raise ConfigError(f"oracle-agent has no qrels for the query {query!r}")
+
+
+@dataclass(frozen=True)
+class LearnedOptions(AgentOptions):
+    policy: str | None = None  # directory of a trained policy; default models_dir()/agent-policy
+    threshold: float | None = None  # overrides the stored stop threshold
+    pseudo_relevant: int = 3  # best docs of A_t by φ that stand in for the relevant ones
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("pseudo_relevant", self.pseudo_relevant, 1, self.k)
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"threshold must be in [0, 1], got {self.threshold!r}")
+
+
+@dataclass
+class Session:
+    """Every state of one session, the decision taken in each, and what it cost."""
+
+    states: list[State]
+    decisions: list[Decision]
+    rounds: list[RoundTrace]
+    env: Environment
+
+
+async def run_session(env: Environment, policy: Policy, query: str, max_rounds: int,
+                      timings: Timings) -> Session:
+    """Round 0, then decide and step until the policy stops or after max_rounds refinements.
+
+    Each round's trace covers its retrieval and labelling and the decision taken on its
+    state (for the oracle, every trial); `timings` gathers engine and model time.
+    """
+    states: list[State] = []
+    decisions: list[Decision] = []
+    rounds: list[RoundTrace] = []
+    previous: tuple[str, ...] = ()
+    while True:
+        started, round_timings = time.perf_counter(), Timings()
+        calls, pairs = env.budget.engine_calls, env.budget.pairs_scored
+        if not states:
+            state = await env.start(query, round_timings)
+        else:
+            chosen = decisions[-1].chosen
+            assert chosen is not None
+            state = await env.step(states[-1], chosen, round_timings)
+        decision = Decision()
+        if state.round < max_rounds:
+            decision = await policy.decide(env, state, round_timings)
+        states.append(state)
+        decisions.append(decision)
+        round_timings.total_ms = (time.perf_counter() - started) * 1000
+        timings.engine_ms += round_timings.engine_ms
+        timings.model_ms += round_timings.model_ms
+        rounds.append(RoundTrace(state.round, state.retrieved, env.budget.pairs_scored - pairs,
+                                 round_timings,
+                                 _details(env, state, decision, previous,
+                                          env.budget.engine_calls - calls)))
+        if decision.chosen is None:
+            return Session(states, decisions, rounds, env)
+        previous = state.answer
+
+
+class AgentMethod:
+    """A policy acting in the HRE, behind the pipeline's `search(query, size)`.
+
+    `policy` makes the policy of one query (the oracle's depends on the query's qrels).
+    """
+
+    def __init__(self, name: str, context: SearchContext, options: HreOptions,
+                 policy: Callable[[str], Policy]):
+        self.name = name
+        self.context = context
+        self.options = options
+        self._policy = policy
+
+    async def search(self, query: str, size: int = 10) -> SearchResult:
+        started, timings = time.perf_counter(), Timings()
+        env = Environment(self.context, self.options.k, self.options.top_k)
+        max_rounds = self.options.max_rounds if isinstance(self.options, AgentOptions) else 0
+        session = await run_session(env, self._policy(query), query, max_rounds, timings)
+        final = session.states[-1]
+        ranked = sorted(final.phi, key=lambda doc: -final.phi[doc])[:size]
+        hits = [RankedHit(doc, final.phi[doc], env.sources.get(doc, {})) for doc in ranked]
+        timings.total_ms = (time.perf_counter() - started) * 1000
+        parameters = {f.name: getattr(self.options, f.name) for f in fields(self.options)
+                      if f.name not in ("qrels", "queries")}
+        return SearchResult(self.name, hits, session.rounds, env.budget.pairs_scored,
+                            env.budget.engine_calls, timings, parameters)
+
+
+def _details(env: Environment, state: State, decision: Decision, previous: tuple[str, ...],
+             calls: int) -> dict[str, Any]:
+    return {
+        "query": env.describe(state.query),
+        "answer": list(state.answer),
+        "answer_change": {"entered": [d for d in state.answer if d not in previous],
+                          "left": [d for d in previous if d not in state.answer]},
+        "candidates": [scored.to_dict() for scored in decision.considered],
+        "chosen": decision.chosen.render() if decision.chosen else None,
+        "engine_calls": calls,
+    }
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+
+
+def hre(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """The environment alone: round 0, no refinement. Options: k, top_k."""
+    return AgentMethod("hre", context, HreOptions.from_mapping(options), lambda _: NoRefinement())
+
+
+def rm3_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """+term with the top RM3 term of A_t each round. Options: k, top_k, max_rounds, m."""
+    checked = AgentOptions.from_mapping(options)
+    return AgentMethod("rm3-agent", context, checked, lambda _: Rm3Policy(checked.m))
+
+
+def oracle_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """The nDCG oracle. Options: k, top_k, max_rounds, m, qrels, queries (both required)."""
+    checked = OracleOptions.from_mapping(options)
+    return AgentMethod("oracle-agent", context, checked,
+                       lambda query: OraclePolicy(checked.judgements(query), checked.m, checked.k))
+
+
+def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """The behaviour-cloned policy. Options: k, top_k, max_rounds, m, policy, threshold,
+    pseudo_relevant."""
+    checked = LearnedOptions.from_mapping(options)
+    model = LogisticPolicy.load(Path(checked.policy) if checked.policy else None)
+    if checked.threshold is not None:
+        model = LogisticPolicy(model.weights, model.mean, model.scale, checked.threshold,
+                               model.features, model.info)
+    return AgentMethod("learned-agent", context, checked,
+                       lambda _: LearnedPolicy(model, checked.m, checked.pseudo_relevant))
+
+
+AgentFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
+
+AGENTS: dict[str, AgentFactory] = {
+    "hre": hre,
+    "rm3-agent": rm3_agent,
+    "oracle-agent": oracle_agent,
+    "learned-agent": learned_agent,
+}

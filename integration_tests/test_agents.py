@@ -1,0 +1,51 @@
+"""Hybrid search agents on the real OpenSearch over SciFact test queries.
+
+The labeler is the default labeler (never the retriever: when φ is the retriever's own
+score, kNN's top-k already is φ's top-k and no refinement can change A_t), reading the
+corpus vectors the model caches on first use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ir_measures
+from ir_measures import nDCG
+
+from es_tour.agents import CorpusLabeler, evaluate, sample_queries, train_policy
+from es_tour.cluster import NodeStatus
+from es_tour.datasets import BeirDataset
+from es_tour.engines import connect
+from es_tour.models import DualEncoder, model_path
+from es_tour.pipeline import SearchContext
+from onnx_models import spec
+
+SAMPLE, SEED = 30, 13  # test queries, fixed sample
+
+
+async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
+    nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, tmp_path: Path,
+) -> None:
+    # the default labeler over its cached corpus vectors (computed here on first use)
+    labeler = CorpusLabeler(DualEncoder(model_path(spec("default").name)), scifact)
+    encoder = DualEncoder(model_path("minilm-l6"))
+    queries = sample_queries(scifact, "test", SAMPLE, SEED)
+    qrels = {qid: judged for qid, judged in scifact.qrels("test").items() if qid in queries}
+    async with connect("opensearch", nodes["opensearch"].url) as engine:
+        # a policy of the test's own, cloned from oracle sessions on train queries only
+        await train_policy(engine, scifact_index, scifact, "train", max_queries=40,
+                           out=tmp_path, encoder=encoder, labeler=labeler)
+        policy = str(tmp_path)
+        context = SearchContext(engine, scifact_index, encoder, labeler)
+        results = await evaluate(context, queries, ["hre", "learned-agent", "oracle-agent"], {
+            "learned-agent": {"policy": policy},
+            "oracle-agent": {"qrels": qrels, "queries": queries},
+        })
+    ndcg = {name: ir_measures.calc_aggregate([nDCG @ 10], qrels, e.run)[nDCG @ 10]
+            for name, e in results.items()}
+    for name, e in results.items():
+        print(f"{name}: nDCG@10 {ndcg[name]:.4f}, pairs {e.pairs_scored:.1f}, "
+              f"calls {e.engine_calls:.1f}, {e.latency_ms:.0f} ms, operators {e.operators}")
+    assert ndcg["learned-agent"] >= ndcg["hre"]
+    assert ndcg["oracle-agent"] > ndcg["hre"]
+    assert results["hre"].engine_calls == 2  # one BM25 and the session's one kNN call

@@ -1,0 +1,164 @@
+"""The HRE and the agent methods over a fake engine that records its calls."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from es_tour import agents
+from es_tour.agents import AGENTS, Environment, Refinement, parse
+from es_tour.engines import Hit, TermStats
+from es_tour.errors import ConfigError
+from es_tour.pipeline import SearchContext, Timings
+
+PHI = {f"d{i}": 1.0 - i / 100 for i in range(100)}  # d0 is best
+
+
+class FakeEngine:
+    """BM25 returns docs by a fixed order per query text; kNN returns d50.. first."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    async def bm25(self, index, text, k, *, fields, ids=None, exclude=()):
+        self.calls.append(("bm25", text, ids))
+        return [_hit(f"d{i}") for i in range(20, 20 + k)]
+
+    async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None):
+        self.calls.append(("knn", k))
+        return [_hit(f"d{i}") for i in range(50, 50 + k)]
+
+    async def bool_search(self, index, query, k, *, ids=None, exclude=()):
+        self.calls.append(("bool", query, None if ids is None else len(ids)))
+        start = 60 if ids is not None else 5
+        return [_hit(f"d{i}") for i in range(start, start + k)]
+
+    async def term_stats(self, index, ids, *, fields):
+        self.calls.append(("term_stats", tuple(ids)))
+        return TermStats({d: {"t" + d: 1, "common": 2} for d in ids},
+                         {"common": 50, **{"t" + d: 2 for d in ids}}, 100)
+
+    async def analyze(self, index, text, *, field="text"):
+        self.calls.append(("analyze", text))
+        return text.lower().split()
+
+
+class FakeLabeler:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.pairs_scored = 0
+
+    def score(self, query, docs):
+        self.pairs_scored += len(docs)
+        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
+
+
+class FakeEncoder:
+    def encode_queries(self, texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def _hit(doc: str) -> Hit:
+    return Hit(doc, 1.0, {"title": doc, "text": "", "embedding": [0.0]})
+
+
+@pytest.fixture
+def context() -> SearchContext:
+    return SearchContext(FakeEngine(), "idx", FakeEncoder(), FakeLabeler())
+
+
+async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> None:
+    env = Environment(context, k=3, top_k=10)
+    state = await env.start("Vitamin D", Timings())
+    kinds = [call[0] for call in context.engine.calls]
+    assert kinds.count("knn") == 1 and context.engine.calls[kinds.index("knn")][1] == 10
+    # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
+    assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
+    assert state.answer == ("d20", "d21", "d22")
+    assert env.budget.pairs_scored == 6 and env.budget.engine_calls == 2
+    assert "embedding" not in env.sources["d50"]
+
+
+async def test_a_step_searches_the_index_and_top_k_and_never_calls_knn_again(context) -> None:
+    env = Environment(context, k=3, top_k=10)
+    state = await env.start("q", Timings())
+    after = await env.step(state, Refinement("calcium", "must"), Timings())
+    bools = [call for call in context.engine.calls if call[0] == "bool"]
+    assert [call[2] for call in bools] == [None, 10]  # whole index, then the ids filter
+    assert bools[0][1]["bool"]["must"][0]["multi_match"]["query"] == "calcium"
+    assert [call[0] for call in context.engine.calls].count("knn") == 1
+    assert after.answer == ("d5", "d6", "d7")  # best φ of everything seen
+    assert set(state.phi) < set(after.phi) and state.round + 1 == after.round
+    again = await env.step(state, Refinement("calcium", "must"), Timings())
+    assert again.phi == after.phi and len(bools) == 2  # same query: no new engine calls
+    assert env.budget.pairs_scored == len(after.phi)
+
+
+async def test_term_vectors_are_fetched_once_per_doc(context) -> None:
+    env = Environment(context, k=3, top_k=10)
+    await env.term_stats(["d1", "d2"], Timings())
+    stats = await env.term_stats(["d2", "d3"], Timings())
+    assert [c[1] for c in context.engine.calls if c[0] == "term_stats"] == [("d1", "d2"), ("d3",)]
+    assert set(stats.tf) == {"d1", "d2", "d3"}
+
+
+async def test_rm3_agent_trace_holds_queries_candidates_choices_and_costs(context) -> None:
+    method = AGENTS["rm3-agent"](context, {"k": 3, "top_k": 10, "max_rounds": 2, "m": 2})
+    result = await method.search("Vitamin D", size=5)
+    assert [r.round for r in result.rounds] == [0, 1, 2]
+    first, last = result.rounds[0].details, result.rounds[-1].details
+    assert first["query"]["lucene"] == "(Vitamin D)"
+    assert first["chosen"].startswith("+") and len(first["candidates"]) == 2
+    chosen = result.rounds[1].details["chosen"]
+    assert parse(last["query"]["lucene"]).refinements[-1].render() == chosen
+    assert last["chosen"] is None  # max_rounds reached
+    assert result.rounds[1].details["answer_change"]["entered"] == ["d5", "d6", "d7"]
+    assert result.engine_calls == sum(r.details["engine_calls"] for r in result.rounds)
+    assert result.pairs_scored == sum(r.newly_scored for r in result.rounds)
+    assert [h.id for h in result.hits] == ["d5", "d6", "d7", "d20", "d21"]
+    assert result.parameters == {"k": 3, "top_k": 10, "max_rounds": 2, "m": 2}
+
+
+async def test_hre_never_refines(context) -> None:
+    result = await AGENTS["hre"](context, {"k": 3, "top_k": 10}).search("q", size=3)
+    assert len(result.rounds) == 1 and result.engine_calls == 2
+
+
+def test_unknown_options_are_rejected_with_the_supported_ones(context) -> None:
+    with pytest.raises(ConfigError, match="supported"):
+        AGENTS["hre"](context, {"max_rounds": 3})
+
+
+@pytest.mark.parametrize("options", [{"k": 0}, {"m": 0}, {"top_k": 5}, {"max_rounds": -1}])
+def test_range_errors_echo_the_bad_value(context, options) -> None:
+    with pytest.raises(ConfigError, match=str(next(iter(options.values())))):
+        AGENTS["rm3-agent"](context, options)
+
+
+def test_the_oracle_needs_qrels_and_queries(context) -> None:
+    with pytest.raises(ConfigError, match="qrels"):
+        AGENTS["oracle-agent"](context, {})
+
+
+async def test_the_oracle_refuses_a_query_it_has_no_qrels_for(context) -> None:
+    method = AGENTS["oracle-agent"](context, {"qrels": {"1": {"d9": 1}}, "queries": {"1": "a"}})
+    with pytest.raises(ConfigError, match="no qrels"):
+        await method.search("b")
+
+
+def test_agents_import_on_their_own_and_before_the_pipeline() -> None:
+    subprocess.run([sys.executable, "-c", "import es_tour.agents, es_tour.pipeline"], check=True)
+
+
+def test_agents_never_import_an_engine_client() -> None:
+    for source in Path(agents.__file__).parent.glob("*.py"):
+        text = source.read_text()
+        for client in ("elasticsearch", "opensearchpy"):
+            assert f"import {client}" not in text and f"from {client}" not in text, source

@@ -1,0 +1,174 @@
+"""Policy logic against a tiny fake environment: pure, no engine."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from es_tour.agents import (
+    FEATURES,
+    LearnedPolicy,
+    LogisticPolicy,
+    OraclePolicy,
+    Query,
+    Refinement,
+    Rm3Policy,
+    State,
+    fit_logistic,
+)
+from es_tour.agents._train import act_threshold
+from es_tour.engines import TermStats
+from es_tour.errors import ModelError
+from es_tour.pipeline import Timings
+
+# d1, d2 relevant; d1 seen, d2 not. "shared" is in d1 (seen) and d2 (unseen).
+TF = {
+    "d1": {"vitamin": 3, "shared": 2, "bone": 1},
+    "d2": {"shared": 1, "calcium": 4},
+    "d3": {"vitamin": 1, "noise": 5, "mice": 2},
+    "d4": {"noise": 1, "rat": 1},
+}
+DF = {"vitamin": 40, "shared": 3, "bone": 20, "calcium": 9, "noise": 300, "mice": 12, "rat": 2}
+STATS = TermStats(TF, DF, 1000)
+
+
+@dataclass
+class FakeEnv:
+    """Answers `step` from a table: rendered Δq -> the docs it brings in (with φ)."""
+
+    brings: dict[str, dict[str, float]] = field(default_factory=dict)
+    steps: list[str] = field(default_factory=list)
+    k: int = 3
+
+    async def term_stats(self, ids, timings):
+        return TermStats({d: TF[d] for d in TF}, DF, 1000)
+
+    async def q0_tokens(self, timings):
+        return ["vitamin"]
+
+    async def step(self, state, delta, timings):
+        self.steps.append(delta.render())
+        phi = {**state.phi, **self.brings.get(delta.render(), {})}
+        answer = tuple(sorted(phi, key=lambda d: -phi[d])[: self.k])
+        return State(state.round + 1, state.query.refine(delta), phi, answer)
+
+
+def _state(phi: dict[str, float], k: int = 3) -> State:
+    return State(0, Query("vitamin d"), phi, tuple(sorted(phi, key=lambda d: -phi[d])[:k]))
+
+
+async def test_rm3_adds_the_top_expansion_term_not_in_the_query_as_must() -> None:
+    state = _state({"d1": 0.9, "d3": 0.5, "d4": 0.1})
+    decision = await Rm3Policy(m=3).decide(FakeEnv(), state, Timings())
+    assert decision.chosen is not None
+    assert decision.chosen.operator == "must"
+    assert decision.chosen.term != "vitamin"  # q0's analysed token is never proposed
+    scores = [s.score for s in decision.considered]
+    assert scores == sorted(scores, reverse=True)
+    assert decision.chosen == decision.considered[0].delta
+
+
+async def test_oracle_keeps_the_candidate_that_most_improves_ndcg() -> None:
+    state = _state({"d1": 0.9, "d3": 0.5, "d4": 0.1})
+    env = FakeEnv(brings={"shared^8": {"d2": 0.8}, "+shared": {"d4": 0.05}})
+    decision = await OraclePolicy({"d1": 1, "d2": 1}, m=2, k=3).decide(env, state, Timings())
+    assert decision.chosen == Refinement("shared", "should", 8.0)
+    # positive pools hold only terms an unseen relevant doc shares with A_t
+    positive = {s.delta.term for s in decision.considered if s.delta.operator != "must_not"}
+    assert positive == {"shared"}
+    negative = {s.delta.term for s in decision.considered if s.delta.operator == "must_not"}
+    assert negative <= {"mice", "rat"}  # "noise" held by d3/d4 only, but ranked below
+
+
+async def test_oracle_stops_without_trials_when_every_relevant_doc_was_seen() -> None:
+    env = FakeEnv()
+    state = _state({"d1": 0.9, "d3": 0.5, "d4": 0.1})
+    decision = await OraclePolicy({"d1": 1, "d3": 1}, m=2).decide(env, state, Timings())
+    assert decision.chosen is None and not env.steps
+
+
+async def test_oracle_stops_when_no_candidate_improves() -> None:
+    state = _state({"d1": 0.9, "d3": 0.5, "d4": 0.1})
+    decision = await OraclePolicy({"d1": 1, "d2": 1}, m=2).decide(FakeEnv(), state, Timings())
+    assert decision.chosen is None
+    assert decision.considered and all(s.score == 0 for s in decision.considered)
+
+
+@dataclass
+class FixedModel:
+    threshold: float
+    favourite: int = 0
+
+    def predict(self, features):
+        scores = np.full(len(features), 0.1)
+        scores[self.favourite] = 0.7
+        return scores
+
+
+async def test_learned_policy_takes_the_best_candidate_above_its_threshold() -> None:
+    state = _state({"d1": 0.9, "d2": 0.6, "d3": 0.5, "d4": 0.1}, k=4)
+    decision = await LearnedPolicy(FixedModel(0.5, 1), m=2, pseudo_relevant=2).decide(
+        FakeEnv(), state, Timings())
+    assert decision.chosen == decision.considered[1].delta
+
+
+async def test_learned_policy_stops_when_no_candidate_reaches_the_threshold() -> None:
+    state = _state({"d1": 0.9, "d2": 0.6, "d3": 0.5, "d4": 0.1}, k=4)
+    decision = await LearnedPolicy(FixedModel(0.9), m=2).decide(FakeEnv(), state, Timings())
+    assert decision.chosen is None and decision.considered
+
+
+async def test_learned_policy_decides_within_20_ms_per_step() -> None:
+    rng = np.random.default_rng(0)
+    vocabulary = [f"t{i}" for i in range(2000)]
+    tf = {f"d{i}": {t: int(rng.integers(1, 4)) for t in rng.choice(vocabulary, 150)}
+          for i in range(10)}
+    stats = TermStats(tf, {t: int(rng.integers(2, 500)) for t in vocabulary}, 5000)
+
+    class Env(FakeEnv):
+        async def term_stats(self, ids, timings):
+            return stats
+
+    model = fit_logistic(rng.normal(size=(200, len(FEATURES))), rng.integers(0, 2, 200))
+    state = State(1, Query("q"), {d: float(rng.random()) for d in tf}, tuple(tf))
+    policy = LearnedPolicy(model, m=5)
+    await policy.decide(Env(), state, Timings())
+    started = time.perf_counter()
+    for _ in range(20):
+        await policy.decide(Env(), state, Timings())
+    assert (time.perf_counter() - started) / 20 < 0.020
+
+
+def test_logistic_policy_learns_a_separable_rule_and_round_trips(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, len(FEATURES)))
+    y = (X[:, 3] > 0.2).astype(float)
+    model = fit_logistic(X, y)
+    assert ((model.predict(X) >= 0.5) == (y > 0)).mean() > 0.95
+    model.save(tmp_path, {"training": {"queries": 0}})
+    loaded = LogisticPolicy.load(tmp_path)
+    np.testing.assert_allclose(loaded.predict(X), model.predict(X))
+    assert loaded.info["training"] == {"queries": 0}
+
+
+def test_a_tampered_policy_file_is_refused(tmp_path) -> None:
+    model = fit_logistic(np.eye(len(FEATURES)), np.arange(len(FEATURES)) % 2)
+    model.save(tmp_path, {})
+    (tmp_path / "policy-v1.npz").write_bytes(b"not the file")
+    with pytest.raises(ModelError, match="sha256"):
+        LogisticPolicy.load(tmp_path)
+
+
+def test_a_missing_policy_names_how_to_train_one(tmp_path) -> None:
+    with pytest.raises(ModelError, match="train_policy"):
+        LogisticPolicy.load(tmp_path / "absent")
+
+
+def test_the_act_threshold_is_the_deepest_cut_that_keeps_half_the_steps_good() -> None:
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    labels = np.array([1, 0, 1, 0, 0])
+    assert act_threshold(scores, labels, 0.5) == 0.6  # 2 of the top 4 improved
+    assert act_threshold(scores, np.zeros(5), 0.5) == 1.0  # nothing improved: never act
