@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 models: install
-	$(BIN)/es-tour models build
+	$(BIN)/es-tour models build retriever default
 
 plugin:
 	mvn -q -B -f plugin/pom.xml package

@@ -1,0 +1,133 @@
+"""Labelers: a relevance score φ(query, doc) per document, computed once per (query, doc id)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from es_tour.errors import ConfigError
+from es_tour.models._runtime import CrossEncoder, DualEncoder
+
+DEFAULT_CACHED_QUERIES = 256
+
+
+@runtime_checkable
+class Labeler(Protocol):
+    """Scores documents for a query; `pairs_scored` counts model work done so far.
+
+    One unit of work is one new (query, doc id): a cross-encoder pair, or a document
+    embedded by a dual encoder. Scores already computed for the query are reused.
+    """
+
+    name: str
+    pairs_scored: int
+
+    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
+        ...
+
+
+class _CachedLabeler:
+    """Per-query score cache shared by the labelers; keeps the most recent queries."""
+
+    def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES) -> None:
+        if cached_queries < 1:
+            raise ConfigError(f"cached_queries [{cached_queries}] must be >= 1")
+        self.name = name
+        self.pairs_scored = 0
+        self._cached_queries = cached_queries
+        self._cache: OrderedDict[str, dict[str, float]] = OrderedDict()
+
+    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
+        known = self._cache.get(query)
+        if known is None:
+            known = self._cache[query] = {}
+            while len(self._cache) > self._cached_queries:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(query)
+        new: dict[str, str] = {}
+        for doc_id, text in docs:
+            if doc_id not in known and doc_id not in new:
+                new[doc_id] = text
+        if new:
+            fresh = self._score_new(query, list(new.values()))
+            known.update(zip(new, fresh.tolist(), strict=True))
+            self.pairs_scored += len(new)
+        return np.array([known[doc_id] for doc_id, _ in docs], dtype=np.float32)
+
+    def clear_cache(self) -> None:
+        """Forget every cached score; `pairs_scored` keeps counting."""
+        self._cache.clear()
+
+    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class CrossEncoderLabeler(_CachedLabeler):
+    """φ = the cross-encoder's score of (query, doc text)."""
+
+    def __init__(
+        self, encoder: CrossEncoder, name: str | None = None,
+        cached_queries: int = DEFAULT_CACHED_QUERIES,
+    ) -> None:
+        super().__init__(name or encoder.manifest.name or encoder.path.name, cached_queries)
+        self.encoder = encoder
+
+    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+        return self.encoder.score(query, texts)
+
+
+class DualEncoderLabeler(_CachedLabeler):
+    """φ = cosine of the query embedding (computed once per query) and each new doc's."""
+
+    def __init__(
+        self, encoder: DualEncoder, name: str | None = None,
+        cached_queries: int = DEFAULT_CACHED_QUERIES,
+    ) -> None:
+        super().__init__(name or encoder.manifest.name or encoder.path.name, cached_queries)
+        self.encoder = encoder
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+        q = self._query_vectors.get(query)
+        if q is None:
+            q = _unit(self.encoder.encode_queries([query]))[0]
+            self._query_vectors[query] = q
+            while len(self._query_vectors) > self._cached_queries:
+                self._query_vectors.popitem(last=False)
+        return _unit(self.encoder.encode_docs(texts)) @ q
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        self._query_vectors.clear()
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """x: (n, d) -> (n, d) float32 unit rows (a no-op for normalised encoders)."""
+    return (x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)).astype(
+        np.float32
+    )
+
+
+def load_labeler(
+    name: str = "default", precision: str | None = None, threads: int | None = None
+) -> Labeler:
+    """The labeler of a registry model ("default" is the chosen offline labeler).
+
+    The model must be built (`es-tour models build NAME`); precision defaults to the
+    registry's choice for the model.
+    """
+    from es_tour.models._build import model_path
+    from onnx_models import spec
+
+    recipe = spec(name)
+    path = model_path(recipe.name)
+    chosen = precision or recipe.labeler_precision
+    if recipe.kind == "cross":
+        return CrossEncoderLabeler(CrossEncoder(path, chosen, threads), recipe.name)
+    return DualEncoderLabeler(DualEncoder(path, chosen, threads), recipe.name)

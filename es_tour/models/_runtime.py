@@ -1,0 +1,256 @@
+"""ONNX runtime encoders: `DualEncoder.encode_*` and `CrossEncoder.predict` / `rank`.
+
+Nothing here imports torch. onnxruntime is imported when the first model is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from es_tour.errors import ConfigError, ModelError
+from es_tour.models._manifest import PRECISIONS, Manifest, read_manifest
+
+DEFAULT_BATCH_SIZE = 32
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise ModelError(
+            "onnxruntime is not installed: `pip install onnxruntime` "
+            "(or `pip install 'es-tour[gpu]'` for CUDA)"
+        ) from exc
+    return onnxruntime
+
+
+def available_providers() -> list[str]:
+    """Execution providers to use, best first: CUDA when onnxruntime offers it, then CPU."""
+    offered = _onnxruntime().get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in offered]
+
+
+class _OnnxModel:
+    """Shared loading, tokenisation and length-bucketed batching of both encoder kinds."""
+
+    kind: str
+
+    def __init__(
+        self,
+        path: str | Path,
+        precision: str = "fp32",
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        providers: Sequence[str] | None = None,
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ConfigError(f"precision [{precision}] is not one of {list(PRECISIONS)}")
+        if threads is not None and threads < 1:
+            raise ConfigError(f"threads [{threads}] must be >= 1 (or None for all cores)")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size [{batch_size}] must be >= 1")
+        self.path = Path(path)
+        manifest = read_manifest(self.path)
+        if manifest.kind != self.kind:
+            other = "CrossEncoder" if manifest.kind == "cross" else "DualEncoder"
+            raise ModelError(
+                f"[{self.path}] holds a {manifest.kind} model; open it with {other}, "
+                f"not {type(self).__name__}"
+            )
+        if precision not in manifest.models:
+            raise ModelError(
+                f"[{self.path}] has no {precision} model; it has {sorted(manifest.models)}"
+            )
+        self.manifest: Manifest = manifest
+        self.precision = precision
+        self.batch_size = batch_size
+        model_file = self.path / manifest.models[precision]
+        tokenizer_file = self.path / manifest.tokenizer
+        for needed in (model_file, tokenizer_file):
+            if not needed.is_file():
+                raise ModelError(f"[{needed}] is missing; rebuild the model directory")
+        self._tokenizer = _load_tokenizer(tokenizer_file, manifest.max_length)
+        ort = _onnxruntime()
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self._session = ort.InferenceSession(
+                str(model_file),
+                sess_options=options,
+                providers=list(providers) if providers else available_providers(),
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise ModelError(f"onnxruntime cannot load [{model_file}]: {exc}") from exc
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        outputs = [o.name for o in self._session.get_outputs()]
+        if manifest.output not in outputs:
+            raise ModelError(
+                f"[{model_file}] has no output [{manifest.output}]; it has {outputs}"
+            )
+        unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
+        if unknown:
+            raise ModelError(f"[{model_file}] expects unsupported inputs {sorted(unknown)}")
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self._session.get_providers())
+
+    def _run(self, encodings: list[Any]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield (rows, outputs[0], attention_mask) per batch, longest inputs first.
+
+        Sorting by token length keeps padding small; `rows` says where each output row
+        belongs in the caller's order.
+        """
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(-lengths, kind="stable")
+        pad = self.manifest.pad_id
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = int(lengths[rows].max())
+            ids = np.full((len(rows), width), pad, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            types = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                e = encodings[i]
+                n = len(e.ids)
+                ids[r, :n] = e.ids
+                mask[r, :n] = e.attention_mask
+                types[r, :n] = e.type_ids
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            out = self._session.run([self.manifest.output], {k: feed[k] for k in self._inputs})
+            yield rows, out[0], mask
+
+
+def _load_tokenizer(path: Path, max_length: int) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception on bad files
+        raise ModelError(f"cannot read tokenizer [{path}]: {exc}") from exc
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
+    return tokenizer
+
+
+class DualEncoder(_OnnxModel):
+    """A bi-encoder: queries and documents map to (d,) vectors compared by dot product.
+
+    Prefixes, pooling (mean or CLS over `last_hidden_state`, in numpy) and L2
+    normalisation come from the directory's manifest.
+    """
+
+    kind = "dual"
+
+    def __init__(
+        self,
+        path: str | Path,
+        precision: str = "fp32",
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        providers: Sequence[str] | None = None,
+        query_prefix: str | None = None,
+        doc_prefix: str | None = None,
+    ) -> None:
+        """`query_prefix` / `doc_prefix` replace the manifest's when given (ablations)."""
+        super().__init__(path, precision, threads, batch_size, providers)
+        self.query_prefix = self.manifest.query_prefix if query_prefix is None else query_prefix
+        self.doc_prefix = self.manifest.doc_prefix if doc_prefix is None else doc_prefix
+
+    @property
+    def dimension(self) -> int:
+        assert self.manifest.dimension is not None
+        return self.manifest.dimension
+
+    @property
+    def normalized(self) -> bool:
+        return bool(self.manifest.normalize)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """texts: n queries -> (n, d) float32, unit length when the manifest normalises."""
+        return self.encode([self.query_prefix + t for t in texts])
+
+    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
+        """texts: n documents -> (n, d) float32, unit length when the manifest normalises."""
+        return self.encode([self.doc_prefix + t for t in texts])
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """texts (prefixes already applied): n strings -> (n, d) float32."""
+        if isinstance(texts, str):
+            raise ConfigError("encode takes a sequence of strings, not one string")
+        result = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return result
+        encodings = self._tokenizer.encode_batch(list(texts))
+        for rows, hidden, mask in self._run(encodings):
+            result[rows] = pool(hidden, mask, self.manifest.pooling or "mean")
+        if self.manifest.normalize:
+            result = l2_normalize(result)
+        return result
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+    """hidden: (b, t, d), mask: (b, t) -> (b, d) float32 by mean over real tokens, or CLS."""
+    if pooling == "cls":
+        return hidden[:, 0].astype(np.float32)
+    m = mask[..., None].astype(np.float32)
+    summed = (hidden * m).sum(axis=1)
+    return (summed / np.clip(m.sum(axis=1), 1e-9, None)).astype(np.float32)
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """x: (n, d) -> (n, d) float32 with unit rows (zero rows stay zero)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class Ranked(NamedTuple):
+    """One document in a `CrossEncoder.rank` answer: its index in the input and its score."""
+
+    index: int
+    score: float
+
+
+class CrossEncoder(_OnnxModel):
+    """A cross-encoder: (query, document) pairs in, one relevance score per pair out.
+
+    The score is the logit for single-label models and the log-probability of the last
+    label for multi-label ones; higher is more relevant.
+    """
+
+    kind = "cross"
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """pairs: n (query, doc) -> (n,) float32 scores."""
+        scores = np.zeros(len(pairs), dtype=np.float32)
+        if not pairs:
+            return scores
+        encodings = self._tokenizer.encode_batch([(q, d) for q, d in pairs])
+        for rows, logits, _ in self._run(encodings):
+            scores[rows] = _relevance(logits)
+        return scores
+
+    def score(self, query: str, docs: Sequence[str]) -> np.ndarray:
+        """query and n docs -> (n,) float32 scores in the docs' order."""
+        return self.predict([(query, d) for d in docs])
+
+    def rank(self, query: str, docs: Sequence[str], top_k: int | None = None) -> list[Ranked]:
+        """Docs sorted by `predict` score, best first; the top_k best when given."""
+        scores = self.score(query, docs)
+        order = np.argsort(-scores, kind="stable")[:top_k]
+        return [Ranked(int(i), float(scores[i])) for i in order]
+
+
+def _relevance(logits: np.ndarray) -> np.ndarray:
+    """logits: (b, labels) -> (b,) float32."""
+    if logits.shape[1] == 1:
+        return logits[:, 0].astype(np.float32)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return log_probs[:, -1].astype(np.float32)

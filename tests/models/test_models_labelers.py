@@ -1,0 +1,61 @@
+"""Labelers score each (query, doc id) once and count the work."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from es_tour.models import (
+    CrossEncoder,
+    CrossEncoderLabeler,
+    DualEncoder,
+    DualEncoderLabeler,
+    Labeler,
+)
+
+DOCS = [("d1", "Vitamin D and bone fractures."), ("d2", "Elasticsearch shards."),
+        ("d3", "BRCA1 and breast cancer risk.")]
+
+
+def test_cross_labeler_scoring_same_doc_twice_costs_one_pair(tiny_cross_dir):
+    labeler = CrossEncoderLabeler(CrossEncoder(tiny_cross_dir))
+    assert isinstance(labeler, Labeler)
+    first = labeler.score("vitamin d", DOCS[:1])
+    again = labeler.score("vitamin d", DOCS[:1])
+    assert labeler.pairs_scored == 1
+    assert first.tolist() == again.tolist()
+
+
+def test_dual_labeler_scoring_same_doc_twice_costs_one_doc(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    assert isinstance(labeler, Labeler)
+    labeler.score("vitamin d", DOCS[:1])
+    labeler.score("vitamin d", DOCS[:1])
+    assert labeler.pairs_scored == 1
+
+
+def test_only_new_docs_are_scored_and_order_is_kept(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    some = labeler.score("bone fractures", DOCS[:2])
+    everything = labeler.score("bone fractures", [DOCS[2], DOCS[0], DOCS[1], DOCS[0]])
+    assert labeler.pairs_scored == 3
+    assert everything.shape == (4,) and everything.dtype == np.float32
+    assert everything[1] == everything[3] == some[0]
+    assert everything[2] == some[1]
+    assert int(np.argmax(everything)) in (1, 3)  # the vitamin D doc fits the query best
+
+
+def test_cache_is_per_query(minilm_dir, tiny_cross_dir):
+    for labeler in (DualEncoderLabeler(DualEncoder(minilm_dir)),
+                    CrossEncoderLabeler(CrossEncoder(tiny_cross_dir))):
+        labeler.score("q1", DOCS)
+        labeler.score("q2", DOCS)
+        assert labeler.pairs_scored == 6
+
+
+def test_dual_labeler_score_is_cosine(minilm_dir):
+    encoder = DualEncoder(minilm_dir)
+    labeler = DualEncoderLabeler(encoder)
+    scores = labeler.score("bone fractures", DOCS)
+    expected = encoder.encode_docs([t for _, t in DOCS]) @ encoder.encode_queries(
+        ["bone fractures"])[0]
+    assert np.allclose(scores, expected, atol=1e-5)
