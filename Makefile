@@ -22,7 +22,7 @@ plugin:
 	mvn -q -B -f plugin/pom.xml package
 	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
 
-test: install models plugin
+test: install models plugin lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests
 
 unit: install

@@ -37,7 +37,7 @@ class LabelCache:
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
         if len(ids) != len(scores):
             raise ValueError(f"got {len(ids)} ids but {len(scores)} scores")
-        self._scores.update(zip(ids, scores.tolist()))
+        self._scores.update(zip(ids, scores.tolist(), strict=True))
 
     def get(self, ids: Sequence[str]) -> np.ndarray:
         """Cached scores for ids: (n,) float64; KeyError names any id never labelled."""

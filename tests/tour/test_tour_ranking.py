@@ -36,5 +36,5 @@ def test_final_scores_treat_a_constant_vector_as_zeros():
 
 
 def test_final_scores_reject_lam_outside_unit_interval():
-    with pytest.raises(ValueError, match="1.5"):
+    with pytest.raises(ValueError, match=r"1\.5"):
         final_scores(PHI, SIM, lam=1.5)
