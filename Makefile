@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
 
-.PHONY: install models plugin test unit integration demo engines-stop lint clean
+.PHONY: install models plugin test unit demo bench-proxy engines-stop lint clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,12 @@ lint: install
 demo: install models
 	$(BIN)/es-tour engine start --engine opensearch --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
+
+bench-proxy: install models
+	$(BIN)/es-tour engine start --engine opensearch
+	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
+	$(BIN)/python -m es_tour.server.bench --upstream http://127.0.0.1:9200 --index scifact \
+		--output docs/benchmarks/proxy.md
 
 engines-stop: install
 	$(BIN)/es-tour engine stop --engine opensearch

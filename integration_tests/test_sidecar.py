@@ -209,7 +209,7 @@ def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Side
     assert response.status_code == 200 and response.headers[PASSTHROUGH_HEADER] == "aggregations"
     assert "ext" not in response.json()
     response = _search(toured.url, TOURED, {"query": {"match_all": {}}, "size": 1})
-    assert response.headers[PASSTHROUGH_HEADER] == "unsupported query"
+    assert response.headers[PASSTHROUGH_HEADER] == "unsupported query [match_all]"
 
 
 def test_ext_tour_that_cannot_be_served_is_a_400_not_an_engine_error(sidecar: Sidecar) -> None:
