@@ -20,6 +20,7 @@ QUERIES = 100
 async def scifact_test_reports(nodes, scifact, scifact_index, retriever, labeler):
     async with connect("opensearch", nodes["opensearch"].url) as engine:
         context = SearchContext(engine, scifact_index, retriever, labeler)
+        # the defaults: k=10, at most 3 rounds
         specs = [MethodSpec.parse(s) for s in ("knn", "tour-hard", "tour-soft")]
         # latency is not under test: the methods may share the labeler's cached scores
         reports = await evaluate(

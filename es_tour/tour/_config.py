@@ -44,7 +44,7 @@ class TourConfig:
 
     variant: str = DEFAULT_VARIANT
     lr: float = 0.2
-    k: int = 100
+    k: int = 10  # the plugin's index.tour.k default: labelling cost grows with k
     max_rounds: int = 3
     tau: float = 0.5
     p: float = 0.5
