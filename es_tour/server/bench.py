@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import platform
 import socket
 import statistics
@@ -113,7 +114,7 @@ def markdown(report: Report, command: str) -> str:
         "",
         f"- command: `{command}`",
         f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- machine: {platform.node()}, {platform.machine()}, {platform.processor() or '?'}, "
+        f"- machine: {_cpu_model()}, {os.cpu_count()} cores, {platform.machine()}, "
         f"Python {platform.python_version()}",
         f"- {len(report.direct_ms)} `_search` requests each way on loopback, interleaved, "
         "one keep-alive connection each, after 10 warm-up pairs; the sidecar in its own "
@@ -147,6 +148,16 @@ def main(argv: list[str] | None = None) -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(text)
+
+
+def _cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), which platform.processor() often lacks."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    return next((line.split(":", 1)[1].strip() for line in lines
+                 if line.startswith("model name")), "unknown CPU")
 
 
 if __name__ == "__main__":
