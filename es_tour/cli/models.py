@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from es_tour.cli import app
-from es_tour.errors import EsTourError
+from es_tour.cli._errors import clean_errors
 
 models_app = typer.Typer(no_args_is_help=True, help="Build, list and evaluate registry models.")
 app.add_typer(models_app, name="models")
 
 
-@contextmanager
-def _reported() -> Iterator[None]:
-    """Turn an es-tour error into one line on stderr and exit status 1."""
-    try:
-        yield
-    except EsTourError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-
-
 @app.command("export")
+@clean_errors
 def export(
     model: Annotated[str, typer.Option(help="Hugging Face model directory or hub id.")],
     kind: Annotated[str, typer.Option(help="dual or cross.")],
@@ -41,17 +30,17 @@ def export(
     """Export a model to ONNX with its tokenizer and a parity-checked manifest.json."""
     from es_tour.models import export_model
 
-    with _reported():
-        manifest = export_model(
-            model, kind, out, int8=int8, max_length=max_length, pooling=pooling,
-            normalize=normalize, query_prefix=query_prefix, doc_prefix=doc_prefix,
-        )
+    manifest = export_model(
+        model, kind, out, int8=int8, max_length=max_length, pooling=pooling,
+        normalize=normalize, query_prefix=query_prefix, doc_prefix=doc_prefix,
+    )
     typer.echo(f"wrote {out} ({', '.join(sorted(manifest.models))})")
     for precision, figures in manifest.parity.items():
         typer.echo(f"  parity {precision}: {figures}")
 
 
 @models_app.command("build")
+@clean_errors
 def build(
     names: Annotated[list[str] | None, typer.Argument(help="Registry names; default: all.")] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when up to date.")] = False,
@@ -60,14 +49,14 @@ def build(
     from es_tour.models import build as build_one
     from onnx_models import MODELS
 
-    with _reported():
-        for name in names or list(MODELS):
-            done = build_one(name, force)
-            state = f"built in {done.seconds:.0f}s" if done.rebuilt else "up to date"
-            typer.echo(f"{done.name}: {state} -> {done.path}")
+    for name in names or list(MODELS):
+        done = build_one(name, force)
+        state = f"built in {done.seconds:.0f}s" if done.rebuilt else "up to date"
+        typer.echo(f"{done.name}: {state} -> {done.path}")
 
 
 @models_app.command("list")
+@clean_errors
 def list_models() -> None:
     """Registry models, their role, source and whether they are built."""
     from es_tour.models import model_path
@@ -85,6 +74,7 @@ def list_models() -> None:
 
 
 @models_app.command("evaluate")
+@clean_errors
 def evaluate(
     dataset: Annotated[Path, typer.Option(help="BEIR dataset directory.")],
     names: Annotated[
@@ -101,21 +91,20 @@ def evaluate(
     from es_tour.models import DualEncoder, evaluate, load_beir, model_path
     from onnx_models import MODELS, spec
 
-    with _reported():
-        data = load_beir(dataset, split)
-        chosen = names or [n for n, s in MODELS.items() if s.kind == "dual"]
-        typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |")
-        typer.echo("|---|---|---|---|---|---|")
-        for name in chosen:
-            recipe = spec(name)
-            encoder = DualEncoder(
-                model_path(recipe.name), precision, threads, query_prefix=query_prefix
-            )
-            label = recipe.name if query_prefix is None else (
-                f"{recipe.name} (query prefix {query_prefix!r})"
-            )
-            result = evaluate(encoder, data, split, label)
-            typer.echo(
-                f"| {result.model} | {result.split} | {result.precision} | "
-                f"{result.ndcg_at_10:.4f} | {result.queries} | {result.docs_per_s:.1f} |"
-            )
+    data = load_beir(dataset, split)
+    chosen = names or [n for n, s in MODELS.items() if s.kind == "dual"]
+    typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |")
+    typer.echo("|---|---|---|---|---|---|")
+    for name in chosen:
+        recipe = spec(name)
+        encoder = DualEncoder(
+            model_path(recipe.name), precision, threads, query_prefix=query_prefix
+        )
+        label = recipe.name if query_prefix is None else (
+            f"{recipe.name} (query prefix {query_prefix!r})"
+        )
+        result = evaluate(encoder, data, split, label)
+        typer.echo(
+            f"| {result.model} | {result.split} | {result.precision} | "
+            f"{result.ndcg_at_10:.4f} | {result.queries} | {result.docs_per_s:.1f} |"
+        )
