@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -124,14 +124,9 @@ class KnnMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         vector = self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings), 1
-
-    async def _score(
-        self, query: str, hits: list[Hit], timings: Timings
-    ) -> tuple[list[float], int]:
+        hits = await self.context.knn(vector, k, timings)
         # the raw inner product, not the engine's transformed _score
-        vector = self.context.embed_query(query, timings)
-        return [float(np.dot(h.vector, vector)) for h in hits], 0
+        return [replace(h, score=float(np.dot(h.vector, vector))) for h in hits], 1
 
 
 class HybridRrfMethod(_FirstStage):
