@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,14 +87,17 @@ async def evaluate(
     max_queries: int | None = None,
     on_query: Callable[[str], None] | None = None,
     cold_labels: bool = True,
+    query_ids: Collection[str] | None = None,
 ) -> list[MethodReport]:
     """Each method over the split's queries, one at a time so latencies are honest.
 
+    `query_ids` keeps only those queries, `max_queries` the first N of what is kept.
     With `cold_labels` every method starts with an empty labeler cache, so none is timed
     on labels another paid for; pairs scored are counted per search either way.
     """
     qrels = dataset.qrels(split)
-    queries = list(dataset.queries(split).items())[:max_queries]
+    queries = [(qid, text) for qid, text in dataset.queries(split).items()
+               if query_ids is None or qid in query_ids][:max_queries]
     judged = {"qrels": qrels, "queries": dict(queries)}  # only the oracle reads judgements
     built = [
         (spec, build_method(spec.name, context,

@@ -52,20 +52,25 @@ async def ingest(
     reuse_embeddings: bool = True,
     if_missing: bool = False,
     show_progress: bool = True,
+    max_docs: int | None = None,
 ) -> IngestReport:
     """Index every doc of `dataset` by its stable id; re-running never duplicates.
 
     Embedding of the next batch overlaps bulk indexing of the current one, so the engine
     is not the bottleneck. `reuse_embeddings` loads the corpus vectors cached by the model
-    (computing and caching them on the first run); `if_missing` skips a complete index.
+    (computing and caching them on the first run); `if_missing` skips a complete index;
+    `max_docs` indexes only the corpus's first docs (trials, benchmarks).
     """
-    docs = list(dataset.corpus())
+    docs = list(dataset.corpus())[:max_docs]
     started = time.perf_counter()
     created = await engine.create_index(index_spec(index, encoder), replace=replace)
     if if_missing and not created and await engine.count(index) == len(docs):
         return IngestReport(index, len(docs), 0, 0, 0.0, skipped=True)
     cached = None
     if reuse_embeddings:
+        if max_docs is not None:
+            raise IngestError("max_docs indexes part of the corpus; it cannot reuse the "
+                              "whole corpus's cached embeddings (set reuse_embeddings=False)")
         texts = [doc.contents for doc in docs]
         cached, _ = corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
     batches = [docs[i : i + batch_size] for i in range(0, len(docs), batch_size)]

@@ -57,6 +57,7 @@ class Environment:
         self._q0 = ""
         self._q0_tokens: list[str] | None = None
         self._sub_collection: list[str] = []
+        self._dense_scores: dict[str, float] = {}
         self._retrieved: dict[str, tuple[list[Hit], list[Hit]]] = {}
         self._stats = TermStats({}, {}, 0)
         self._lock = asyncio.Lock()
@@ -71,10 +72,16 @@ class Environment:
             exclude=[context.vector_field],
         ), context.engine.knn(context.index, vector, self.top_k,
                               num_candidates=max(100, 2 * self.top_k),
-                              field=context.vector_field))
+                              field=context.vector_field, with_vectors=False))
         self._sub_collection = [hit.id for hit in dense]
+        self._dense_scores = {hit.id: hit.score for hit in dense}
         phi = await self._join({}, [*lexical, *dense[: self.k]], timings)
         return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense))
+
+    def unlabelled_rest(self, state: State) -> list[tuple[str, float]]:
+        """Top-K docs the session never labelled, in kNN order with the engine's scores."""
+        return [(doc, self._dense_scores[doc]) for doc in self._sub_collection
+                if doc not in state.phi]
 
     async def step(self, state: State, delta: Refinement, timings: Timings) -> State:
         """q_{t+1} = q_t Δq: its top-k over the index and over Top-K, joined to what was seen."""

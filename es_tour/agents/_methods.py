@@ -148,8 +148,10 @@ class AgentMethod:
         max_rounds = self.options.max_rounds if isinstance(self.options, AgentOptions) else 0
         session = await run_session(env, self._policy(query), query, max_rounds, timings)
         final = session.states[-1]
-        ranked = sorted(final.phi, key=lambda doc: -final.phi[doc])[:size]
-        hits = [RankedHit(doc, final.phi[doc], env.sources.get(doc, {})) for doc in ranked]
+        labelled = sorted(final.phi.items(), key=lambda item: -item[1])
+        # labelled docs by φ first, then the rest of Top-K, as a rerank window would be
+        hits = [RankedHit(doc, score, env.sources.get(doc, {}))
+                for doc, score in [*labelled, *env.unlabelled_rest(final)][:size]]
         timings.total_ms = (time.perf_counter() - started) * 1000
         parameters = {f.name: getattr(self.options, f.name) for f in fields(self.options)
                       if f.name not in ("qrels", "queries")}

@@ -119,8 +119,10 @@ class ClientEngine:
         num_candidates: int | None = None,
         field: str = "embedding",
         ids: Sequence[str] | None = None,
+        with_vectors: bool = True,
     ) -> list[Hit]:
-        """Approximate kNN; hits carry their stored vectors so callers can compute q·c."""
+        """Approximate kNN; hits carry their stored vectors so callers can compute q·c,
+        unless `with_vectors` is False (a thousand 384-d vectors cost ~100s of ms of JSON)."""
         body = self._knn_body(
             np.asarray(vector, dtype=np.float32).tolist(),
             k,
@@ -128,6 +130,8 @@ class ClientEngine:
             field,
             ids,
         )
+        if not with_vectors:
+            body["_source"] = {"excludes": [field]}
         response = await self._client.search(index=index, body={"size": k, **body})
         return _hits(response, field)
 

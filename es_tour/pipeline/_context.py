@@ -50,10 +50,13 @@ class SearchContext:
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None
     ) -> list[Hit]:
+        # A positive rescale leaves the ranking by q·c unchanged, and Elasticsearch's
+        # dot_product similarity rejects query vectors that are not unit length (TOUR's are not).
+        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
         with timings.engine():
             return await self.engine.knn(
                 self.index,
-                vector,
+                unit,
                 k,
                 num_candidates=max(100, 2 * k),
                 field=self.vector_field,

@@ -62,6 +62,19 @@ def _ranked(
     return [RankedHit(ids[i], float(scores[i]), dict(sources.get(ids[i], {}))) for i in order]
 
 
+def _ranked_then_rest(
+    hits: Sequence[Hit], scores: Sequence[float], sources: Mapping[str, Any], size: int
+) -> list[RankedHit]:
+    """The first len(scores) hits by score, then the rest in retrieval order with their
+    engine scores: a rerank window on top, as Elasticsearch's rescore orders it."""
+    window = [h.id for h in hits[: len(scores)]]
+    ranked = _ranked(window, scores, sources, size)
+    seen = set(window)
+    rest = [RankedHit(h.id, float(h.score), dict(sources.get(h.id, {})))
+            for h in hits[len(scores):] if h.id not in seen]
+    return (ranked + rest)[:size]
+
+
 def _result(
     method: str,
     hits: list[RankedHit],
@@ -88,13 +101,12 @@ class _FirstStage:
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
         hits, calls = await self._retrieve(query, max(size, self.options.k), timings)
-        ids = [h.id for h in hits]
         scores, pairs = await self._score(query, hits, timings)
         sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
         trace = RoundTrace(0, len(hits), pairs, timings)
         return _result(
             self.name,
-            _ranked(ids, scores, sources, size),
+            _ranked_then_rest(hits, scores, sources, size),
             [trace],
             pairs,
             calls,
@@ -109,6 +121,7 @@ class _FirstStage:
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
+        """Scores of a prefix of `hits` (all of them, or a rerank window), and pairs scored."""
         return [h.score for h in hits], 0
 
 
@@ -152,7 +165,6 @@ class RerankMethod(_FirstStage):
     name = "rerank"
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        k = self.options.k
         if self.options.first_stage == "bm25":
             return await self.context.bm25(query, k, timings), 1
         return await self.context.knn(self.context.embed_query(query, timings), k, timings), 1
@@ -160,7 +172,8 @@ class RerankMethod(_FirstStage):
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
-        phi, pairs = self.context.label(query, hits, timings, LabelCache())
+        window = hits[: self.options.k]
+        phi, pairs = self.context.label(query, window, timings, LabelCache())
         return phi.tolist(), pairs
 
 
@@ -214,7 +227,9 @@ class TourMethod:
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
                 phis[hit.id] = float(score)
             C = np.stack([h.vector for h in top])
-            details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]]}
+            ranking = self._rank_seen(vectors, phis, q, hits, sources, size)
+            details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
+                                       "ranking": [h.id for h in ranking]}
             stop = round_no == self._max_rounds or self._converged(phi)
             if not stop:
                 q_next = self._update(q, C, phi, optimizer)
@@ -227,12 +242,9 @@ class TourMethod:
             rounds.append(RoundTrace(round_no, len(hits), newly, timings, details))
             if stop:
                 break
-        ids = list(vectors)
-        sims = np.stack([vectors[i] for i in ids]) @ q
-        scores = final_scores(np.array([phis[i] for i in ids]), sims, config.lam)
         return _result(
             self.name,
-            _ranked(ids, scores.tolist(), sources, size),
+            ranking,
             rounds,
             pairs,
             len(rounds),
@@ -240,6 +252,26 @@ class TourMethod:
             started,
             _parameters(config),
         )
+
+    def _rank_seen(
+        self,
+        vectors: Mapping[str, np.ndarray],
+        phis: Mapping[str, float],
+        q: np.ndarray,
+        last_hits: Sequence[Hit],
+        sources: Mapping[str, Any],
+        size: int,
+    ) -> list[RankedHit]:
+        """What the search returns if it stops now: every labelled doc by the final score,
+        then the last retrieval's unlabelled hits in the engine's order."""
+        ids = list(vectors)
+        sims = np.stack([vectors[i] for i in ids]) @ q
+        scores = final_scores(np.array([phis[i] for i in ids]), sims, self.config.lam)
+        ranked = _ranked(ids, scores.tolist(), sources, size)
+        rest = [RankedHit(h.id, float(h.vector @ q), _without_vector(h.source,
+                                                                      self.context.vector_field))
+                for h in last_hits if h.id not in phis]
+        return (ranked + rest)[:size]
 
     def _converged(self, phi: np.ndarray) -> bool:
         if isinstance(self.config, RocchioOptions):

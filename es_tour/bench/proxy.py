@@ -1,6 +1,6 @@
 """The sidecar's cost: pass-through `_search` latency through it vs direct, and TOUR's own time.
 
-    python -m es_tour.server.bench --upstream http://127.0.0.1:9200 --index scifact
+    python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact
 
 The sidecar runs in its own process (as in production: in one process with the client,
 the GIL adds tens of ms); requests to both sides are interleaved so load drifts hit both
@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
-import platform
 import socket
 import statistics
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import numpy as np
 
+from es_tour.bench._machine import machine, now
 from es_tour.errors import EsTourError
 from es_tour.server._config import ServerConfig
 from es_tour.server._run import serve
@@ -113,9 +111,8 @@ def markdown(report: Report, command: str) -> str:
         "# Sidecar overhead",
         "",
         f"- command: `{command}`",
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- machine: {_cpu_model()}, {os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()}",
+        f"- date: {now()}",
+        f"- machine: {machine()}",
         f"- {len(report.direct_ms)} `_search` requests each way on loopback, interleaved, "
         "one keep-alive connection each, after 10 warm-up pairs; the sidecar in its own "
         "process (uvicorn, asyncio loop, h11)",
@@ -142,22 +139,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/proxy.md"))
     args = parser.parse_args(argv)
     report = measure(args.upstream, args.index, args.requests, args.tour_searches)
-    command = (f"python -m es_tour.server.bench --upstream {args.upstream} --index {args.index} "
+    command = (f"python -m es_tour.bench.proxy --upstream {args.upstream} --index {args.index} "
                f"--requests {args.requests} --tour-searches {args.tour_searches}")
     text = markdown(report, command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(text)
-
-
-def _cpu_model() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), which platform.processor() often lacks."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    return next((line.split(":", 1)[1].strip() for line in lines
-                 if line.startswith("model name")), "unknown CPU")
 
 
 if __name__ == "__main__":

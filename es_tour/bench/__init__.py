@@ -1,0 +1,1 @@
+"""Benchmarks behind `make bench`: quality and cost, models, proxy, ingest; RESULTS.md."""

@@ -1,0 +1,64 @@
+"""`make bench`'s pipeline end to end on 20 queries (`--smoke`), on both real engines.
+
+No timing is asserted: this checks that every benchmark runs and that RESULTS.md and the
+plots are written from what it measured. The labeler is the retriever itself, whose corpus
+vectors ingest already cached, so the smoke run takes minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from es_tour.bench.__main__ import main
+from es_tour.bench.retrieval import ALL_METHODS
+
+
+@pytest.fixture(scope="module")
+def smoke_run(nodes, scifact, scifact_index, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    main(["--dataset", str(scifact.root), "--opensearch", nodes["opensearch"].url,
+          "--elasticsearch", nodes["elasticsearch"].url, "--index", scifact_index,
+          "--labeler", "retriever", "--out", str(out), "--smoke"])
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_every_method_runs_on_both_engines(smoke_run):
+    _, results = smoke_run
+    for engine in ("opensearch", "elasticsearch"):
+        methods = results["engines"][engine]["methods"]
+        assert set(methods) == set(ALL_METHODS)
+        assert all(m["queries"] == 20 for m in methods.values())
+        assert all(0.0 <= m["ndcg@10"] <= 1.0 for m in methods.values())
+        assert methods["rerank:k=40"]["pairs_scored_mean"] == 40
+        assert methods["knn"]["pairs_scored_mean"] == 0
+
+
+def test_per_round_quality_and_operators_are_recorded(smoke_run):
+    _, results = smoke_run
+    methods = results["engines"]["opensearch"]["methods"]
+    assert len(methods["rocchio"]["ndcg@10_per_round"]) == 2  # Rocchio never stops early
+    assert len(methods["rm3-agent"]["ndcg@10_per_round"]) > 1
+    assert set(methods["rm3-agent"]["operators"]) == {"+"}
+
+
+def test_sweeps_ingest_and_sub_reports_are_filled(smoke_run):
+    _, results = smoke_run
+    assert [s["parameter"] for s in results["sweeps"]] == ["lr", "m"]
+    assert all(s["best"] in s["ndcg@10"] for s in results["sweeps"])
+    assert results["ingest"]["docs"] == 64 and results["ingest"]["ratio"] > 0
+    assert "| direct |" in results["proxy_markdown"]
+
+
+def test_results_markdown_and_plots_are_written(smoke_run):
+    out, results = smoke_run
+    text = (out / "RESULTS.md").read_text()
+    for section in ("Quality and cost on opensearch", "Quality and cost on elasticsearch",
+                    "Against the papers", "Hyper-parameters", "Ingest", "Proxy (P4)"):
+        assert section in text
+    assert "**P1, TOUR-hard" in text and "**P2, learned agent" in text
+    for image in ("frontier", "latency", "rounds"):
+        png = out / "img" / f"{image}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f"img/{image}.png" in text
