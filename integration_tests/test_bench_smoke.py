@@ -55,8 +55,10 @@ def test_results_markdown_and_plots_are_written(smoke_run):
     out, results = smoke_run
     text = (out / "RESULTS.md").read_text()
     for section in ("Quality and cost on opensearch", "Quality and cost on elasticsearch",
-                    "Against the papers", "Hyper-parameters", "Ingest", "Proxy (P4)"):
+                    "Against the papers", "Hyper-parameters", "Ingest", "Proxy (P4)",
+                    "Models (P3)"):
         assert section in text
+    assert results["models_markdown"].strip().splitlines()[-1] in text
     assert "**P1, TOUR-hard" in text and "**P2, learned agent" in text
     for image in ("frontier", "latency", "rounds"):
         png = out / "img" / f"{image}.png"

@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from es_tour.agents import (
     AgentOptions,
     CorpusLabeler,
@@ -48,6 +50,8 @@ from es_tour.paths import models_dir, work_dir
 from es_tour.pipeline import SearchContext
 from es_tour.tour import TourConfig
 from onnx_models import spec
+
+console = Console(stderr=True)
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ async def run(
             version = await context.engine.version()
             if position == 0:
                 out["ingest"] = await ingest_speed(context, dataset, plan.ingest_docs)
+                console.print(f"ingest: {out['ingest']}")
                 trained = await train_policy(context.engine, index, dataset, "train",
                                              plan.policy_queries, policy, encoder=retriever,
                                              labeler=labeler)
@@ -117,11 +122,14 @@ async def run(
                                           sweep_ids)
                 out["sweeps"] = [{**row, "base": _strip_policy(row["base"])} for row in sweeps]
                 out["operators"] = {"oracle (train, policy training)": trained.oracle_operators}
+                console.print(f"policy and {len(sweeps)} sweeps done at {_minutes(started)}")
             methods = await run_methods(
                 context, dataset, _methods_with_policy(ALL_METHODS, policy), "test",
                 plan.test_queries, cost)
             methods = {_strip_policy(label): m for label, m in methods.items()}
             out["engines"][engine_name] = {"version": version, "methods": methods}
+            console.print(f"{engine_name} {version}: {len(methods)} methods done at "
+                          f"{_minutes(started)}")
             if position == 0:
                 for who in ("oracle-agent", "learned-agent"):
                     out["operators"][f"{who} (test)"] = methods[who].get("operators", {})
@@ -148,6 +156,10 @@ async def _cross_encoder_run(context: SearchContext, dataset: BeirDataset, path:
                                 "test", queries)
     return {"name": name, "precision": "int8", "queries": queries,
             "methods": {_strip_policy(label): m for label, m in methods.items()}}
+
+
+def _minutes(started: float) -> str:
+    return f"{(time.perf_counter() - started) / 60:.1f} min"
 
 
 def _methods_with_policy(methods: tuple[str, ...], policy: Path) -> list[str]:

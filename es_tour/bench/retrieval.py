@@ -16,6 +16,7 @@ from typing import Any
 import ir_measures
 import numpy as np
 from ir_measures import nDCG
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
@@ -64,8 +65,17 @@ async def run_methods(
     doc encoding; `latency_ms_*_cold` adds each query's new docs × the measured cost.
     """
     specs = [MethodSpec.parse(method) for method in methods]
-    reports = await evaluate(context, dataset, specs, split=split, max_queries=max_queries,
-                             query_ids=query_ids)
+    queries = len([q for q in dataset.queries(split) if query_ids is None or q in query_ids][
+        :max_queries])
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), transient=True) as progress:
+        task = progress.add_task(f"{context.engine.name} {split}", total=len(specs) * queries)
+
+        def advance(label: str) -> None:
+            progress.update(task, advance=1, description=f"{context.engine.name} {split} {label}")
+
+        reports = await evaluate(context, dataset, specs, split=split, max_queries=max_queries,
+                                 query_ids=query_ids, on_query=advance)
     qrels = dataset.qrels(split)
     return {report.spec.label: describe(report, qrels, labeler_cost) for report in reports}
 

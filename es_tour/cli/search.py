@@ -124,14 +124,24 @@ def eval_command(
     labeler: str = "default",
     max_queries: Annotated[int | None, typer.Option(help="only the first N queries")] = None,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
+    ] = None,
 ) -> None:
     """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
     data = BeirDataset(dataset)
     reports = asyncio.run(_evaluate(engine, url, data, index, methods, split, max_queries, labeler))
-    console.print(_table(f"{data.name} {split} on {engine}", reports))
+    title = f"{data.name} {split} on {engine}"
+    console.print(_table(title, reports))
+    summary = report_json(data, engine, split, reports)
     if output:
-        output.write_text(json.dumps(report_json(data, engine, split, reports), indent=2))
+        output.write_text(json.dumps(summary, indent=2))
         console.print(f"wrote {output}")
+    if plot:
+        from es_tour.bench.results import plot_frontier
+
+        plot_frontier(summary["methods"], plot, title)
+        console.print(f"wrote {plot}")
 
 
 @app.command("demo")
