@@ -27,7 +27,9 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
     nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, tmp_path: Path,
 ) -> None:
     # the default labeler over its cached corpus vectors (computed here on first use)
-    labeler = CorpusLabeler(DualEncoder(model_path(spec("default").name)), scifact)
+    default = spec("default")
+    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
+                            scifact)
     encoder = DualEncoder(model_path("minilm-l6"))
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
     qrels = {qid: judged for qid, judged in scifact.qrels("test").items() if qid in queries}
