@@ -50,4 +50,6 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
               f"calls {e.engine_calls:.1f}, {e.latency_ms:.0f} ms, operators {e.operators}")
     assert ndcg["learned-agent"] >= ndcg["hre"]
     assert ndcg["oracle-agent"] > ndcg["hre"]
-    assert results["hre"].engine_calls == 2  # one BM25 and the session's one kNN call
+    # one BM25, the session's one kNN call (ids), and an mget of the texts it labels, unless
+    # BM25 already returned all k of them
+    assert 2 <= results["hre"].engine_calls <= 3

@@ -27,13 +27,17 @@ class ExactStore:
 
     def __init__(self) -> None:
         self.sent: list[np.ndarray] = []
+        self.returned: list[str] = []
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
-                  with_vectors=True):
+                  returns="vectors"):
         self.sent.append(np.asarray(vector))
+        self.returned.append(returns)
         order = np.argsort(-(DOCS @ vector), kind="stable")[:k]
-        return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}", "embedding": DOCS[i]},
-                    DOCS[i]) for i in order]
+        with_vectors = returns == "vectors"
+        return [Hit(f"d{i}", float(DOCS[i] @ vector),
+                    {"title": f"d{i}", **({"embedding": DOCS[i]} if with_vectors else {})},
+                    DOCS[i] if with_vectors else None) for i in order]
 
 
 class TargetLabeler:
@@ -68,11 +72,15 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
     result = await build_method(method, context, {"k": 10, "max_rounds": 3}
                                 if method != "rocchio" else {"k": 10}).search("q", 50)
     assert len(result.rounds) > 1
-    assert [h.id for h in result.hits] == result.rounds[-1].details["ranking"]
+    ranking = result.rounds[-1].details["ranking"]
+    labelled = {d for r in result.rounds for d in r.details["top_ids"]}
+    assert set(ranking) == labelled
+    # every labelled doc ranks above every doc the labeler never saw, which fill the depth
+    assert [h.id for h in result.hits[: len(ranking)]] == ranking
     assert len(result.hits) == 50 and len({h.id for h in result.hits}) == 50
-    labelled = {d for r in result.rounds for d in r.details["top_ids"][:10]}
-    # every labelled doc ranks above every doc the labeler never saw
-    assert {h.id for h in result.hits[: len(labelled)]} == labelled
+    # rounds fetch vectors for k docs; only the one call below them skips the vectors
+    assert context.engine.returned == ["vectors"] * len(result.rounds) + ["text"]
+    assert result.engine_calls == len(result.rounds) + 1
 
 
 async def test_query_vectors_reach_the_engine_at_unit_length(context):

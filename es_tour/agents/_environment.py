@@ -72,10 +72,18 @@ class Environment:
             exclude=[context.vector_field],
         ), context.engine.knn(context.index, vector, self.top_k,
                               num_candidates=max(100, 2 * self.top_k),
-                              field=context.vector_field, with_vectors=False))
+                              field=context.vector_field, returns="ids"))
         self._sub_collection = [hit.id for hit in dense]
         self._dense_scores = {hit.id: hit.score for hit in dense}
-        phi = await self._join({}, [*lexical, *dense[: self.k]], timings)
+        # Top-K came back as ids (its texts are megabytes); fetch the k that get labelled
+        read = {hit.id: hit for hit in lexical}
+        unread = [hit.id for hit in dense[: self.k] if hit.id not in read]
+        if unread:
+            (docs,) = await self._engine(timings, context.engine.mget(
+                context.index, unread, exclude=[context.vector_field]))
+            read.update((doc.id, doc) for doc in docs)
+        top = [read.get(hit.id, hit) for hit in dense[: self.k]]
+        phi = await self._join({}, [*lexical, *top], timings)
         return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense))
 
     def unlabelled_rest(self, state: State) -> list[tuple[str, float]]:

@@ -164,9 +164,11 @@ TOUR_SWEEPS = (
     Sweep("tour-hard:k=10:lr=0.2", "max_rounds", (1, 2, 3, 5)),
     Sweep("tour-hard:k=10:max_rounds=3", "lam", (0.0, 0.25, 0.5, 0.75, 1.0)),
     Sweep("tour-hard:k=10:max_rounds=3", "p", (0.3, 0.5, 0.7, 0.9)),
-    Sweep("tour-hard:k=10:max_rounds=3", "tau", (0.1, 0.5, 1.0)),
+    # a dual-encoder labeler's cosines span ~0.1 over a top-10, a cross-encoder's logits
+    # several units: τ sets how peaked softmax(φ/τ) is, so it is swept down to 0.02
+    Sweep("tour-hard:k=10:max_rounds=3", "tau", (0.02, 0.05, 0.1, 0.5, 1.0)),
     Sweep("tour-soft:k=10:max_rounds=3", "lr", (0.1, 0.2, 0.5, 1.0)),
-    Sweep("tour-soft:k=10:max_rounds=3", "tau", (0.1, 0.5, 1.0)),
+    Sweep("tour-soft:k=10:max_rounds=3", "tau", (0.02, 0.05, 0.1, 0.5, 1.0)),
 )
 AGENT_SWEEPS = (
     Sweep("learned-agent", "m", (3, 5, 10)),

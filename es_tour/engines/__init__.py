@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from es_tour.engines._base import ClientEngine
+from es_tour.engines._base import ClientEngine, KnnReturns
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import BulkReport, Hit, IndexSpec, SearchEngine, TermStats
@@ -34,6 +34,7 @@ __all__ = [
     "ElasticsearchEngine",
     "Hit",
     "IndexSpec",
+    "KnnReturns",
     "OpenSearchEngine",
     "SearchEngine",
     "TermStats",

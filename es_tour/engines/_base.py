@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from es_tour.engines._types import BulkReport, Hit, IndexSpec, TermStats
 
 _BULK_CHUNK = 500
+
+KnnReturns = Literal["vectors", "text", "ids"]
 
 
 class ClientEngine:
@@ -119,10 +121,11 @@ class ClientEngine:
         num_candidates: int | None = None,
         field: str = "embedding",
         ids: Sequence[str] | None = None,
-        with_vectors: bool = True,
+        returns: KnnReturns = "vectors",
     ) -> list[Hit]:
-        """Approximate kNN; hits carry their stored vectors so callers can compute q·c,
-        unless `with_vectors` is False (a thousand 384-d vectors cost ~100s of ms of JSON)."""
+        """Approximate kNN. `returns`: "vectors" (the source with the stored vectors, so
+        callers can compute q·c), "text" (the source without them) or "ids" (no source).
+        Each 384-d vector is ~8 KB of JSON, so callers ask only for what they read."""
         body = self._knn_body(
             np.asarray(vector, dtype=np.float32).tolist(),
             k,
@@ -130,8 +133,12 @@ class ClientEngine:
             field,
             ids,
         )
-        if not with_vectors:
+        if returns == "text":
             body["_source"] = {"excludes": [field]}
+        elif returns == "ids":
+            body["_source"] = False
+        elif returns != "vectors":
+            raise ValueError(f"returns must be vectors, text or ids, got {returns!r}")
         response = await self._client.search(index=index, body={"size": k, **body})
         return _hits(response, field)
 
@@ -153,8 +160,11 @@ class ClientEngine:
         response = await self._client.search(index=index, body=body)
         return _hits(response, None)
 
-    async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]:
-        response = await self._client.mget(index=index, body={"ids": list(ids)})
+    async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
+                   ) -> list[Hit]:
+        """The docs of `ids` that exist, in order; `exclude` drops source fields."""
+        options = {"_source_excludes": list(exclude)} if exclude else {}
+        response = await self._client.mget(index=index, body={"ids": list(ids)}, **options)
         return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
 
     async def settings(self, index: str) -> dict[str, Any]:

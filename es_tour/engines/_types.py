@@ -92,6 +92,7 @@ class SearchEngine(Protocol):
         num_candidates: int | None = None,
         field: str = "embedding",
         ids: Sequence[str] | None = None,
+        returns: Literal["vectors", "text", "ids"] = "vectors",
     ) -> list[Hit]: ...
 
     async def bool_search(
@@ -104,7 +105,8 @@ class SearchEngine(Protocol):
         exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
-    async def mget(self, index: str, ids: Sequence[str]) -> list[Hit]: ...
+    async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
+                   ) -> list[Hit]: ...
 
     async def settings(self, index: str) -> dict[str, Any]: ...
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.engines import ClientEngine, Hit
+from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
 from es_tour.tour import LabelCache
@@ -48,7 +48,8 @@ class SearchContext:
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
 
     async def knn(
-        self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None
+        self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
+        returns: KnnReturns = "vectors",
     ) -> list[Hit]:
         # A positive rescale leaves the ranking by q·c unchanged, and Elasticsearch's
         # dot_product similarity rejects query vectors that are not unit length (TOUR's are not).
@@ -61,6 +62,7 @@ class SearchContext:
                 num_candidates=max(100, 2 * k),
                 field=self.vector_field,
                 ids=ids,
+                returns=returns,
             )
 
     async def bm25(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -137,9 +137,7 @@ class KnnMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         vector = self.context.embed_query(query, timings)
-        hits = await self.context.knn(vector, k, timings)
-        # the raw inner product, not the engine's transformed _score
-        return [replace(h, score=float(np.dot(h.vector, vector))) for h in hits], 1
+        return await self.context.knn(vector, k, timings, returns="text"), 1
 
 
 class HybridRrfMethod(_FirstStage):
@@ -167,7 +165,8 @@ class RerankMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
             return await self.context.bm25(query, k, timings), 1
-        return await self.context.knn(self.context.embed_query(query, timings), k, timings), 1
+        vector = self.context.embed_query(query, timings)
+        return await self.context.knn(vector, k, timings, returns="text"), 1
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -218,7 +217,7 @@ class TourMethod:
         for round_no in range(self._max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
-            hits = await self.context.knn(q, max(config.k, size), timings)
+            hits = await self.context.knn(q, config.k, timings)
             top = hits[: config.k]
             phi, newly = self.context.label(query, top, timings, labels)
             pairs += newly
@@ -227,7 +226,7 @@ class TourMethod:
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
                 phis[hit.id] = float(score)
             C = np.stack([h.vector for h in top])
-            ranking = self._rank_seen(vectors, phis, q, hits, sources, size)
+            ranking = self._rank_seen(vectors, phis, q, sources, size)
             details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
                                        "ranking": [h.id for h in ranking]}
             stop = round_no == self._max_rounds or self._converged(phi)
@@ -242,12 +241,19 @@ class TourMethod:
             rounds.append(RoundTrace(round_no, len(hits), newly, timings, details))
             if stop:
                 break
+        calls = len(rounds)
+        if size > len(ranking):  # deeper than the docs labelled: the engine's order below
+            below = await self.context.knn(q, size, total, returns="text")
+            calls += 1
+            ranking += [RankedHit(h.id, h.score, _without_vector(h.source,
+                                                                 self.context.vector_field))
+                        for h in below if h.id not in phis][: size - len(ranking)]
         return _result(
             self.name,
             ranking,
             rounds,
             pairs,
-            len(rounds),
+            calls,
             total,
             started,
             _parameters(config),
@@ -258,20 +264,14 @@ class TourMethod:
         vectors: Mapping[str, np.ndarray],
         phis: Mapping[str, float],
         q: np.ndarray,
-        last_hits: Sequence[Hit],
         sources: Mapping[str, Any],
         size: int,
     ) -> list[RankedHit]:
-        """What the search returns if it stops now: every labelled doc by the final score,
-        then the last retrieval's unlabelled hits in the engine's order."""
+        """What the search returns if it stops now: every labelled doc by the final score."""
         ids = list(vectors)
         sims = np.stack([vectors[i] for i in ids]) @ q
         scores = final_scores(np.array([phis[i] for i in ids]), sims, self.config.lam)
-        ranked = _ranked(ids, scores.tolist(), sources, size)
-        rest = [RankedHit(h.id, float(h.vector @ q), _without_vector(h.source,
-                                                                      self.context.vector_field))
-                for h in last_hits if h.id not in phis]
-        return (ranked + rest)[:size]
+        return _ranked(ids, scores.tolist(), sources, size)
 
     def _converged(self, phi: np.ndarray) -> bool:
         if isinstance(self.config, RocchioOptions):

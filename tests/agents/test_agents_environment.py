@@ -31,9 +31,13 @@ class FakeEngine:
         return [_hit(f"d{i}") for i in range(20, 20 + k)]
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
-                  with_vectors=True):
-        self.calls.append(("knn", k, with_vectors))
-        return [_hit(f"d{i}") for i in range(50, 50 + k)]
+                  returns="vectors"):
+        self.calls.append(("knn", k, returns))
+        return [Hit(f"d{i}", 1.0) for i in range(50, 50 + k)]
+
+    async def mget(self, index, ids, *, exclude=()):
+        self.calls.append(("mget", tuple(ids), tuple(exclude)))
+        return [_hit(doc) for doc in ids]
 
     async def bool_search(self, index, query, k, *, ids=None, exclude=()):
         self.calls.append(("bool", query, None if ids is None else len(ids)))
@@ -80,13 +84,15 @@ async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> 
     state = await env.start("Vitamin D", Timings())
     kinds = [call[0] for call in context.engine.calls]
     assert kinds.count("knn") == 1
-    # Top-K's ids are all the session needs of it: its 1000 vectors are never fetched
-    assert context.engine.calls[kinds.index("knn")][1:] == (10, False)
+    # Top-K comes back as ids; only the k of it that get labelled are read, without vectors
+    assert context.engine.calls[kinds.index("knn")][1:] == (10, "ids")
+    assert context.engine.calls[kinds.index("mget")][1:] == (("d50", "d51", "d52"),
+                                                             ("embedding",))
     # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
     assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
     assert state.answer == ("d20", "d21", "d22")
-    assert env.budget.pairs_scored == 6 and env.budget.engine_calls == 2
-    assert "embedding" not in env.sources["d50"]
+    assert env.budget.pairs_scored == 6 and env.budget.engine_calls == 3
+    assert "embedding" not in env.sources["d50"] and env.sources["d50"]["title"] == "d50"
 
 
 async def test_a_step_searches_the_index_and_top_k_and_never_calls_knn_again(context) -> None:
@@ -131,7 +137,7 @@ async def test_rm3_agent_trace_holds_queries_candidates_choices_and_costs(contex
 
 async def test_hre_never_refines(context) -> None:
     result = await AGENTS["hre"](context, {"k": 3, "top_k": 10}).search("q", size=3)
-    assert len(result.rounds) == 1 and result.engine_calls == 2
+    assert len(result.rounds) == 1 and result.engine_calls == 3  # BM25, kNN, mget
 
 
 def test_unknown_options_are_rejected_with_the_supported_ones(context) -> None:
