@@ -159,7 +159,7 @@ class Sweep:
 
 
 TOUR_SWEEPS = (
-    Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.05, 0.1, 0.2, 0.5, 1.0)),
+    Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)),
     Sweep("tour-hard:k=10:max_rounds=3", "k", (10, 20, 40)),
     Sweep("tour-hard:k=10:lr=0.2", "max_rounds", (1, 2, 3, 5)),
     Sweep("tour-hard:k=10:max_rounds=3", "lam", (0.0, 0.25, 0.5, 0.75, 1.0)),

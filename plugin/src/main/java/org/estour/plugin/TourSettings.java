@@ -73,7 +73,7 @@ public final class TourSettings {
     public static final Setting<Double> LR = boundedDouble("lr", 0.2, 0.0, false, LR_MAX);
 
     /** Weight that mixes the original query with the feedback query. Double in [0, 1]; default 0.5. */
-    public static final Setting<Double> LAMBDA = boundedDouble("lambda", 0.5, 0.0, true, 1.0);
+    public static final Setting<Double> LAMBDA = boundedDouble("lambda", 1.0, 0.0, true, 1.0);
 
     /** Softmax temperature over labeler scores (soft methods). Double in (0, 100]; default 0.5. */
     public static final Setting<Double> TEMPERATURE = boundedDouble("temperature", 0.5, 0.0, false, TEMPERATURE_MAX);

@@ -40,7 +40,7 @@ public class TourSettingsTest {
         assertEquals(10, (int) TourSettings.K.get(Settings.EMPTY));
         assertEquals(3, (int) TourSettings.MAX_ROUNDS.get(Settings.EMPTY));
         assertEquals(0.2, TourSettings.LR.get(Settings.EMPTY), 0.0);
-        assertEquals(0.5, TourSettings.LAMBDA.get(Settings.EMPTY), 0.0);
+        assertEquals(1.0, TourSettings.LAMBDA.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.TEMPERATURE.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.THRESHOLD.get(Settings.EMPTY), 0.0);
         assertEquals("embedding", TourSettings.VECTOR_FIELD.get(Settings.EMPTY));
