@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
 
-.PHONY: install models plugin test unit demo bench-proxy engines-stop lint clean
+.PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
+	engines-stop lint clean
 
 install: $(VENV)/.installed
 
@@ -35,10 +36,39 @@ demo: install models
 	$(BIN)/es-tour engine start --engine opensearch --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
 
+# Fine-tunes the SciFact reranker (about 25 minutes on two cores) into the model cache,
+# <ES_TOUR_HOME>/models/scifact-reranker; see docs/models.md.
+reranker: install models
+	$(BIN)/es-tour engine start --engine opensearch --heap 1g
+	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
+	$(BIN)/es-tour train-reranker --dataset $(DATASETS)/scifact --engine opensearch
+
+# Everything behind docs/RESULTS.md: both engines, every method, sweeps, models, proxy,
+# ingest. Trains the reranker first if the model cache lacks it.
+bench: install models
+	$(BIN)/python -c "import sys; from es_tour.paths import models_dir; \
+		sys.exit(not (models_dir() / 'scifact-reranker' / 'manifest.json').is_file())" \
+		|| $(MAKE) reranker
+	$(BIN)/es-tour engine start --engine opensearch --heap 1g
+	$(BIN)/es-tour engine start --engine elasticsearch --heap 1g
+	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --out docs
+
+# The same pipeline on 20 queries, written to a scratch directory (make test runs it too,
+# as integration_tests/test_bench_smoke.py).
+bench-smoke: install models
+	$(BIN)/es-tour engine start --engine opensearch --heap 1g
+	$(BIN)/es-tour engine start --engine elasticsearch --heap 1g
+	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --smoke --labeler retriever \
+		--out $${TMPDIR:-/tmp}/es-tour-bench-smoke
+
+bench-models: install models
+	$(BIN)/python -m es_tour.bench.models --output docs/benchmarks/models.md \
+		--json docs/benchmarks/models.json
+
 bench-proxy: install models
 	$(BIN)/es-tour engine start --engine opensearch
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
-	$(BIN)/python -m es_tour.server.bench --upstream http://127.0.0.1:9200 --index scifact \
+	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--output docs/benchmarks/proxy.md
 
 engines-stop: install

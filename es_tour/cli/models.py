@@ -1,14 +1,23 @@
-"""`es-tour export` and `es-tour models build|list|evaluate`."""
+"""`es-tour export`, `es-tour train-reranker` and `es-tour models build|list|evaluate|rerank`."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
+from es_tour.errors import ConfigError
+from es_tour.models._train import DEFAULT_BASE, TrainOptions
+
+if TYPE_CHECKING:
+    from es_tour.models import DualEncoder
 
 models_app = typer.Typer(no_args_is_help=True, help="Build, list and evaluate registry models.")
 app.add_typer(models_app, name="models")
@@ -108,3 +117,169 @@ def evaluate(
             f"| {result.model} | {result.split} | {result.precision} | "
             f"{result.ndcg_at_10:.4f} | {result.queries} | {result.docs_per_s:.1f} |"
         )
+
+
+Dataset = Annotated[Path, typer.Option(help="BEIR dataset directory.")]
+Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch.")]
+Url = Annotated[str | None, typer.Option(help="Engine URL (default: the local node's).")]
+Index = Annotated[str | None, typer.Option(help="Index name (default: the dataset's name).")]
+_TRAINING = TrainOptions()  # the defaults of the options below
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn())
+
+
+def _mine(
+    engine: str,
+    url: str | None,
+    index: str,
+    queries: Mapping[str, str],
+    depth: int,
+    retriever: DualEncoder | None,
+    progress: Progress,
+) -> dict[str, list[str]]:
+    """Candidates of `queries` from the engine's index, built by `es-tour index`."""
+    from es_tour.cluster import DEFAULT_PORTS
+    from es_tour.engines import connect
+    from es_tour.models._rerank import mine_candidates
+
+    address = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
+
+    async def run() -> dict[str, list[str]]:
+        async with connect(engine, address) as adapter:
+            try:
+                await adapter.count(index)
+            except Exception as exc:  # the clients raise their own connection/404 types
+                raise ConfigError(
+                    f"cannot read index [{index}] at {address} ({type(exc).__name__}); start "
+                    "the engine (`es-tour engine start`) and index the dataset (`es-tour index`)"
+                ) from exc
+            return await mine_candidates(adapter, index, queries, depth, retriever, progress)
+
+    return asyncio.run(run())
+
+
+@app.command("train-reranker")
+@clean_errors
+def train_reranker(
+    dataset: Dataset,
+    split: Annotated[str, typer.Option(help="Judged split to train on (never test).")] = "train",
+    base: Annotated[
+        str, typer.Option(help="HF checkpoint directory or registry name with PyTorch weights.")
+    ] = DEFAULT_BASE,
+    out: Annotated[
+        Path | None, typer.Option(help="Directory to write (default: <models>/<dataset>-reranker).")
+    ] = None,
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
+    depth: Annotated[int, typer.Option(help="BM25 and kNN hits mined per query.")] = 30,
+    knn: Annotated[bool, typer.Option(help="Mine kNN hits too, not only BM25.")] = True,
+    teacher: Annotated[
+        str, typer.Option(help="Registry name or model directory; 'none' to use judgements only.")
+    ] = "default",
+    minutes: Annotated[
+        float, typer.Option(help="Budget of the training loop.")
+    ] = _TRAINING.minutes,
+    steps: Annotated[
+        int | None, typer.Option(help="Planned steps (default: what fits in --minutes).")
+    ] = None,
+    seed: int = _TRAINING.seed,
+    negatives: Annotated[int, typer.Option(help="Negatives per positive.")] = _TRAINING.negatives,
+    max_length: Annotated[
+        int, typer.Option(help="Tokens per (query, doc) pair.")
+    ] = _TRAINING.max_length,
+    learning_rate: Annotated[
+        float, typer.Option(help="The encoder's peak learning rate.")
+    ] = _TRAINING.learning_rate,
+    head_learning_rate: Annotated[
+        float, typer.Option(help="The new head's peak learning rate.")
+    ] = _TRAINING.head_learning_rate,
+    teacher_weight: Annotated[
+        float, typer.Option(help="Share of the teacher's KL term.")
+    ] = _TRAINING.teacher_weight,
+    validation_queries: Annotated[
+        int, typer.Option(help="Train queries held out.")
+    ] = _TRAINING.validation_queries,
+) -> None:
+    """Fine-tune a cross-encoder reranker on a split's judgements, with hard negatives from
+    the engine and the default labeler as teacher; writes a cross model directory."""
+    from es_tour.models import DualEncoder, load_beir, model_path
+    from es_tour.models._train import check_training_split
+    from es_tour.models._train import train_reranker as train
+    from es_tour.paths import models_dir
+
+    options = TrainOptions(
+        minutes=minutes, steps=steps, seed=seed, negatives=negatives, max_length=max_length,
+        learning_rate=learning_rate, head_learning_rate=head_learning_rate,
+        teacher_weight=teacher_weight,
+        validation_queries=validation_queries,
+    )
+    check_training_split(split)
+    data = load_beir(dataset, split)
+    index = index or dataset.name
+    out = out or models_dir() / f"{dataset.name}-reranker"
+    retriever = DualEncoder(model_path("retriever")) if knn else None
+    with _progress() as progress:
+        started = time.perf_counter()
+        candidates = _mine(
+            engine, url, index, dict(zip(data.query_ids, data.query_texts, strict=True)),
+            depth, retriever, progress,
+        )
+        mined = {"engine": engine, "index": index, "depth": depth,
+                 "first_stages": ["bm25", "knn"] if knn else ["bm25"],
+                 "seconds": round(time.perf_counter() - started, 1)}
+        record = train(
+            data, split, candidates, out, options, base,
+            teacher=None if teacher == "none" else teacher, notes={"candidates": mined},
+            progress=progress,
+        )
+    typer.echo(
+        f"wrote {out}: {record['steps']} steps ({record['stopped_by']}), "
+        f"{record['groups']} groups from {record['train_queries']} queries, "
+        f"{record['seconds']:.0f}s training, {time.perf_counter() - started:.0f}s in all"
+    )
+    typer.echo(f"  held-out validation: {record['validation']}")
+
+
+@models_app.command("rerank")
+@clean_errors
+def rerank(
+    dataset: Dataset,
+    names: Annotated[list[str], typer.Argument(help="Registry names or model directories.")],
+    split: Annotated[str, typer.Option(help="train, dev or test.")] = "test",
+    depth: Annotated[int, typer.Option(help="BM25 hits reranked per query.")] = 100,
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32 or int8 (default: each model's labeler precision).")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="onnxruntime threads.")] = None,
+) -> None:
+    """nDCG@10 of reranking the engine's BM25 top-DEPTH with each model, one line per model.
+
+    Dual models score by cosine over their cached corpus vectors (encoded once, cached).
+    """
+    from es_tour.models import load_beir
+    from es_tour.models._labelers import labeler_precision
+    from es_tour.models._rerank import first_stage_ndcg, model_scorer, rerank_ndcg
+
+    data = load_beir(dataset, split)
+    queries = dict(zip(data.query_ids, data.query_texts, strict=True))
+    rows = []
+    with _progress() as progress:
+        candidates = _mine(engine, url, index or dataset.name, queries, depth, None, progress)
+        rows.append(("bm25 (no reranking)", "-", first_stage_ndcg(data, candidates), 0.0))
+        for name in names:
+            started = time.perf_counter()
+            chosen = precision or labeler_precision(name)
+            scorer = model_scorer(name, data, chosen, threads, encode_corpus=True)
+            ndcg = rerank_ndcg(data, candidates, scorer, progress, f"reranking with {name}")
+            rows.append((name, chosen, ndcg, time.perf_counter() - started))
+    typer.echo(f"| model | precision | nDCG@10, BM25 top-{depth} of {split} | seconds |")
+    typer.echo("|---|---|---|---|")
+    for name, chosen, ndcg, seconds in rows:
+        typer.echo(f"| {name} | {chosen} | {ndcg:.4f} | {seconds:.0f} |")

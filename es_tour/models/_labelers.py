@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from es_tour.errors import ConfigError
+from es_tour.models._manifest import read_manifest
 from es_tour.models._runtime import CrossEncoder, DualEncoder
 
 DEFAULT_CACHED_QUERIES = 256
@@ -117,17 +120,43 @@ def _unit(x: np.ndarray) -> np.ndarray:
 def load_labeler(
     name: str = "default", precision: str | None = None, threads: int | None = None
 ) -> Labeler:
-    """The labeler of a registry model ("default" is the chosen offline labeler).
+    """The labeler of a registry model ("default" is the chosen offline labeler) or of a
+    model directory (any exported dual or cross model; its kind is read from the manifest).
 
-    The model must be built (`es-tour models build NAME`); precision defaults to the
-    registry's choice for the model.
+    A registry model must be built (`es-tour models build NAME`); its precision defaults
+    to the registry's choice, a directory's to fp32.
     """
+    path, registry_name = model_directory(name)
+    kind = read_manifest(path).kind
+    chosen = precision or labeler_precision(name)
+    label = registry_name or path.name
+    if kind == "cross":
+        return CrossEncoderLabeler(CrossEncoder(path, chosen, threads), label)
+    return DualEncoderLabeler(DualEncoder(path, chosen, threads), label)
+
+
+def model_directory(name: str) -> tuple[Path, str | None]:
+    """A registry name or alias -> (its directory, its registry name); a path to a model
+    directory -> (that path, None). Anything else is a ConfigError naming the choices."""
     from es_tour.models._build import model_path
+    from onnx_models import ALIASES, MODELS, resolve
+
+    if name in MODELS or name in ALIASES:
+        return model_path(name), resolve(name)
+    path = Path(name).expanduser()
+    if path.exists() or os.sep in name:
+        return path, None
+    raise ConfigError(
+        f"unknown model [{name}]; choose one of: {', '.join([*MODELS, *ALIASES])}, "
+        "or give the path of a model directory"
+    )
+
+
+def labeler_precision(name: str) -> str:
+    """The precision a model labels at: the registry's choice, fp32 for a directory."""
+    _, registry_name = model_directory(name)
+    if registry_name is None:
+        return "fp32"
     from onnx_models import spec
 
-    recipe = spec(name)
-    path = model_path(recipe.name)
-    chosen = precision or recipe.labeler_precision
-    if recipe.kind == "cross":
-        return CrossEncoderLabeler(CrossEncoder(path, chosen, threads), recipe.name)
-    return DualEncoderLabeler(DualEncoder(path, chosen, threads), recipe.name)
+    return spec(registry_name).labeler_precision

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,33 @@ def corpus_embeddings(
     Loaded from `<model dir>/cache/` when present; the rate is the one measured when the
     embeddings were computed.
     """
+    cached = cached_corpus_embeddings(encoder, corpus_path, texts)
+    if cached is not None:
+        return cached
+    vectors, meta = _cache_files(encoder, corpus_path, texts)
+    started = time.perf_counter()
+    embedded = encoder.encode_docs(texts)
+    rate = len(texts) / max(time.perf_counter() - started, 1e-9)
+    vectors.parent.mkdir(exist_ok=True)
+    np.save(vectors, embedded)
+    meta.write_text(json.dumps({"docs": len(texts), "docs_per_s": rate}))
+    return embedded, rate
+
+
+def cached_corpus_embeddings(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> tuple[np.ndarray, float] | None:
+    """What `corpus_embeddings` returns when it is cached, else None (nothing is encoded)."""
+    vectors, meta = _cache_files(encoder, corpus_path, texts)
+    if vectors.is_file() and meta.is_file():
+        return np.load(vectors), float(json.loads(meta.read_text())["docs_per_s"])
+    return None
+
+
+def _cache_files(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> tuple[Path, Path]:
+    """The (.npy vectors, .json facts) cache files of `encoder` over `corpus_path`."""
     stat = corpus_path.stat()
     m = encoder.manifest
     key = hashlib.sha256(
@@ -99,16 +126,7 @@ def corpus_embeddings(
         ]).encode()
     ).hexdigest()[:20]
     cache = encoder.path / CACHE
-    vectors, meta = cache / f"corpus-{key}.npy", cache / f"corpus-{key}.json"
-    if vectors.is_file() and meta.is_file():
-        return np.load(vectors), float(json.loads(meta.read_text())["docs_per_s"])
-    started = time.perf_counter()
-    embedded = encoder.encode_docs(texts)
-    rate = len(texts) / max(time.perf_counter() - started, 1e-9)
-    cache.mkdir(exist_ok=True)
-    np.save(vectors, embedded)
-    meta.write_text(json.dumps({"docs": len(texts), "docs_per_s": rate}))
-    return embedded, rate
+    return cache / f"corpus-{key}.npy", cache / f"corpus-{key}.json"
 
 
 def exact_search(
@@ -127,20 +145,29 @@ def ndcg_at_10(
     data: BeirSplit, rows: np.ndarray, scores: np.ndarray
 ) -> float:
     """rows, scores: (q, k) results in data.query_ids order -> mean nDCG@10 (ir_measures)."""
+    return run_ndcg_at_10(data, {
+        qid: {data.doc_ids[r]: float(s) for r, s in zip(rs, ss, strict=True)}
+        for qid, rs, ss in zip(data.query_ids, rows, scores, strict=True)
+    })
+
+
+def run_ndcg_at_10(data: BeirSplit, run: Mapping[str, Mapping[str, float]]) -> float:
+    """run: query id -> {doc id: score} -> mean nDCG@10 over the run's queries (ir_measures;
+    a query with no docs scores 0)."""
     import ir_measures
     from ir_measures import nDCG
 
     qrels = [
         ir_measures.Qrel(qid, did, rel)
-        for qid, docs in data.qrels.items()
-        for did, rel in docs.items()
+        for qid in run
+        for did, rel in data.qrels[qid].items()
     ]
-    run = [
-        ir_measures.ScoredDoc(qid, data.doc_ids[r], float(s))
-        for qid, rs, ss in zip(data.query_ids, rows, scores, strict=True)
-        for r, s in zip(rs, ss, strict=True)
+    scored = [
+        ir_measures.ScoredDoc(qid, did, score)
+        for qid, docs in run.items()
+        for did, score in docs.items()
     ]
-    return float(ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10])
+    return float(ir_measures.calc_aggregate([nDCG @ 10], qrels, scored)[nDCG @ 10])
 
 
 def evaluate(
