@@ -206,9 +206,9 @@ def _interleaved(
     backends: dict[str, Callable[[Any], Any]], batches: Sequence[Any], rounds: int
 ) -> dict[str, float]:
     """name -> median items/s over `rounds` passes over `batches`, the backends taking turns
-    in a rotating order within each round (after one untimed warm-up batch each)."""
+    in a rotating order within each round (after an untimed one-item warm-up each)."""
     for backend in backends.values():
-        backend(batches[0])
+        backend(batches[0][:1])
     items = sum(len(b) for b in batches)
     names = list(backends)
     seconds: dict[str, list[float]] = {name: [] for name in names}

@@ -95,7 +95,7 @@ def _sweep_lines(sweeps: Sequence[Mapping[str, Any]], defaults: Mapping[str, Any
         rows = [[f"`{sweep['parameter']}={v}`", f"{sweep['ndcg@10'][v]:.4f}",
                  f"{sweep['pairs'][v]:.1f}"] for v in values]
         key = f"{sweep['base'].split(':')[0]}.{sweep['parameter']}"
-        default = defaults.get(key)
+        default = None if defaults.get(key) is None else str(defaults[key])
         best = sweep["best"]
         note = (f"best on train: `{best}`; the code's default: `{default}`"
                 if default is not None else f"best on train: `{best}`")
@@ -127,7 +127,7 @@ def plot_frontier(methods: Mapping[str, Mapping[str, Any]], path: Path, title: s
 def plot_latency(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> None:
     labels = list(methods)
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.5))
-    ax.boxplot([methods[label]["latencies_ms"] for label in labels], vert=False,
+    ax.boxplot([methods[label]["latencies_ms"] for label in labels], orientation="horizontal",
                showfliers=False)
     ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=7)
     ax.set_xscale("log")

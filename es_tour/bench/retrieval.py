@@ -186,12 +186,12 @@ async def run_sweeps(
     for sweep in sweeps:
         results = await run_methods(context, dataset, sweep.methods(), "train", None,
                                     query_ids=query_ids)
-        scores = {value: results[method]["ndcg@10"]
-                  for value, method in zip(sweep.values, sweep.methods(), strict=True)}
+        # values as text, the form they take in results.json
+        settings = [(str(value), results[method])
+                    for value, method in zip(sweep.values, sweep.methods(), strict=True)]
+        scores = {value: summary["ndcg@10"] for value, summary in settings}
         rows.append({"base": sweep.base, "parameter": sweep.parameter, "ndcg@10": scores,
-                     "pairs": {value: results[method]["pairs_scored_mean"]
-                               for value, method in zip(sweep.values, sweep.methods(),
-                                                        strict=True)},
+                     "pairs": {value: summary["pairs_scored_mean"] for value, summary in settings},
                      "best": max(scores, key=lambda value: scores[value])})
     return rows
 
