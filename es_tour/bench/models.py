@@ -4,9 +4,9 @@
         --json docs/benchmarks/models.json
 
 Every backend scores the same real SciFact (query, doc) pairs in the same batches, with
-tokenisation included, so padding is alike. Backends run in turn within each round, in a
-rotating order, and the median round is reported, so drifts in machine load hit all of
-them alike. The cross-encoder is `make reranker`'s output when built (its PyTorch
+tokenisation included, so padding is alike. Backends take turns batch by batch, in a
+rotating order, and the median of three passes is reported, so drifts in machine load hit
+all of them alike. The cross-encoder is `make reranker`'s output when built (its PyTorch
 checkpoint is kept beside the ONNX files); otherwise all-MiniLM-L6-v2 with an untrained
 one-logit head, exported the same way: speed does not depend on the head's weights.
 `--smoke` runs tiny sizes, to check the pipeline works.
@@ -50,38 +50,45 @@ class Sizes:
     dual_texts: int
 
 
-FULL = Sizes(rounds=3, cross_pairs={1: 32, 16: 64, 64: 128}, dual_texts=128)
+FULL = Sizes(rounds=3, cross_pairs={1: 24, 16: 64, 64: 128}, dual_texts=64)
 SMOKE = Sizes(rounds=1, cross_pairs={1: 2, 16: 16, 64: 64}, dual_texts=8)
 
 
 def run(
-    smoke: bool = False, dataset: Path = DEFAULT_DATASET, reranker: Path | None = None
+    smoke: bool = False,
+    dataset: Path = DEFAULT_DATASET,
+    reranker: Path | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Measure both encoder kinds; returns what `render_markdown` and --json show.
 
     `reranker`: a directory written by `es-tour train-reranker` (default: the model
-    cache's scifact-reranker when built).
+    cache's scifact-reranker when built). `threads`: for torch and onnxruntime alike
+    (default: each library's own, all cores).
     """
     import onnxruntime
     import torch
     import transformers
 
     sizes = SMOKE if smoke else FULL
+    if threads is not None:
+        torch.set_num_threads(threads)
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     data = load_beir(dataset, "train")
     with tempfile.TemporaryDirectory(prefix="es-tour-bench-") as tmp:
         reranker, described = _cross_model(reranker, Path(tmp))
-        cross = _bench_cross(reranker, data, sizes)
+        cross = _bench_cross(reranker, data, sizes, threads)
         cross["model"] = described
-        dual = _bench_dual(data, sizes, Path(tmp))
+        dual = _bench_dual(data, sizes, Path(tmp), threads)
     return {
         "date": now(),
         "machine": machine(),
         "smoke": smoke,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "onnxruntime": onnxruntime.__version__},
-        "threads": {"torch": torch.get_num_threads(), "onnxruntime": "all cores (default)"},
+        "threads": {"torch": torch.get_num_threads(),
+                    "onnxruntime": threads or "all cores (default)"},
         "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "rounds": sizes.rounds,
         "cross": cross,
@@ -125,7 +132,9 @@ def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _bench_cross(directory: Path, data: Any, sizes: Sizes) -> dict[str, Any]:
+def _bench_cross(
+    directory: Path, data: Any, sizes: Sizes, threads: int | None
+) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -143,16 +152,16 @@ def _bench_cross(directory: Path, data: Any, sizes: Sizes) -> dict[str, Any]:
     rates: dict[str, dict[int, float]] = {"pytorch_fp32": {}, "onnx_fp32": {}, "onnx_int8": {}}
     for batch_size, count in sizes.cross_pairs.items():
         batches = _batches(_pairs(data, count), batch_size)
-        fp32 = CrossEncoder(directory, "fp32", batch_size=batch_size)
-        int8 = CrossEncoder(directory, "int8", batch_size=batch_size)
+        fp32 = CrossEncoder(directory, "fp32", threads, batch_size)
+        int8 = CrossEncoder(directory, "int8", threads, batch_size)
         measured = _interleaved({
             "pytorch_fp32": pytorch, "onnx_fp32": fp32.predict, "onnx_int8": int8.predict,
         }, batches, sizes.rounds)
         for name, rate in measured.items():
             rates[name][batch_size] = rate
     pairs = _pairs(data, max(sizes.cross_pairs.values()))
-    fp32_scores = CrossEncoder(directory, "fp32").predict(pairs)
-    int8_scores = CrossEncoder(directory, "int8").predict(pairs)
+    fp32_scores = CrossEncoder(directory, "fp32", threads).predict(pairs)
+    int8_scores = CrossEncoder(directory, "int8", threads).predict(pairs)
     per_query = [spearman(int8_scores[i : i + 16], fp32_scores[i : i + 16])
                  for i in range(0, len(pairs) - 15, 16)]
     return {
@@ -167,7 +176,9 @@ def _bench_cross(directory: Path, data: Any, sizes: Sizes) -> dict[str, Any]:
     }
 
 
-def _bench_dual(data: Any, sizes: Sizes, scratch: Path) -> dict[str, Any]:
+def _bench_dual(
+    data: Any, sizes: Sizes, scratch: Path, threads: int | None
+) -> dict[str, Any]:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -187,7 +198,7 @@ def _bench_dual(data: Any, sizes: Sizes, scratch: Path) -> dict[str, Any]:
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             torch.nn.functional.normalize(pooled, dim=1)
 
-    fp32, int8 = DualEncoder(directory, "fp32"), DualEncoder(directory, "int8")
+    fp32, int8 = DualEncoder(directory, "fp32", threads), DualEncoder(directory, "int8", threads)
     batches = _batches(data.doc_texts[: sizes.dual_texts], DUAL_BATCH)
     rates = _interleaved({"pytorch_fp32": pytorch, "onnx_fp32": fp32.encode_docs,
                           "onnx_int8": int8.encode_docs}, batches, sizes.rounds)
@@ -205,19 +216,25 @@ def _bench_dual(data: Any, sizes: Sizes, scratch: Path) -> dict[str, Any]:
 def _interleaved(
     backends: dict[str, Callable[[Any], Any]], batches: Sequence[Any], rounds: int
 ) -> dict[str, float]:
-    """name -> median items/s over `rounds` passes over `batches`, the backends taking turns
-    in a rotating order within each round (after an untimed one-item warm-up each)."""
+    """name -> items/s over `rounds` passes over `batches`: the median pass's time.
+
+    Backends take turns batch by batch, in an order that rotates with every batch, so a
+    drift in machine load lasting more than a few batches hits them all alike. Each runs
+    one untimed item first.
+    """
     for backend in backends.values():
         backend(batches[0][:1])
     items = sum(len(b) for b in batches)
     names = list(backends)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
+    seconds = {name: [0.0] * rounds for name in names}
+    turn = 0
     for round_ in range(rounds):
-        for name in names[round_ % len(names):] + names[: round_ % len(names)]:
-            started = time.perf_counter()
-            for batch in batches:
+        for batch in batches:
+            for name in names[turn % len(names):] + names[: turn % len(names)]:
+                started = time.perf_counter()
                 backends[name](batch)
-            seconds[name].append(time.perf_counter() - started)
+                seconds[name][round_] += time.perf_counter() - started
+            turn += 1
     return {name: items / statistics.median(times) for name, times in seconds.items()}
 
 
@@ -252,8 +269,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"load average {result['load_average'][0]} before, {result['load_average'][1]} after; "
         f"{result['seconds']:.0f} s in all.",
         "",
-        "Same pairs, same batches, tokenisation included; backends take turns in a rotating "
-        f"order, median of {result['rounds']} rounds.",
+        "Same pairs, same batches, tokenisation included; backends take turns batch by batch "
+        f"in a rotating order; median of {result['rounds']} passes.",
         "",
         "## Targets",
         "",
@@ -295,9 +312,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="a train-reranker output (default: the model cache's, if built)")
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/models.md"))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for torch and onnxruntime alike (default: all cores)")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.smoke, args.dataset, args.reranker)
+    result = run(args.smoke, args.dataset, args.reranker, args.threads)
     given = sys.argv[1:] if argv is None else argv
     result["command"] = " ".join(["python -m es_tour.bench.models", *given])
     text = render_markdown(result)

@@ -51,12 +51,13 @@ def train_split(scifact: Path):
 
 
 @pytest.fixture(scope="module")
-def fine_tuned(tmp_path_factory, train_split, minilm_hf_dir) -> Path:
-    """A few steps on all-MiniLM-L6-v2, exported as `train-reranker` writes it."""
+def fine_tuned(tmp_path_factory, train_split, tiny_cross_hf) -> Path:
+    """A few steps on the tiny random BERT (fast in CI), exported as `train-reranker` writes
+    it; the real run's directory is checked below when it is built."""
     data, candidates = train_split
     groups = training_groups(data, data.query_ids, candidates, TINY.negatives, TINY.seed)
     texts = dict(zip(data.doc_ids, data.doc_texts, strict=True))
-    model, tokenizer, fitted = fit(groups, texts, minilm_hf_dir, TINY)
+    model, tokenizer, fitted = fit(groups, texts, tiny_cross_hf, TINY)
     assert fitted.steps == 3 and fitted.stopped_by == "steps"
     out = tmp_path_factory.mktemp("reranker")
     export_reranker(model, tokenizer, out, TINY.max_length, "test")
