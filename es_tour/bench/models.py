@@ -58,13 +58,14 @@ def run(
     smoke: bool = False,
     dataset: Path = DEFAULT_DATASET,
     reranker: Path | None = None,
-    threads: int | None = None,
+    threads: int | None = 1,
 ) -> dict[str, Any]:
     """Measure both encoder kinds; returns what `render_markdown` and --json show.
 
     `reranker`: a directory written by `es-tour train-reranker` (default: the model
-    cache's scifact-reranker when built). `threads`: for torch and onnxruntime alike
-    (default: each library's own, all cores).
+    cache's scifact-reranker when built). `threads`: for torch and onnxruntime alike;
+    one by default, since on a shared two-core machine all-core runs measure contention
+    (spinning thread pools) more than the libraries; None keeps each library's default.
     """
     import onnxruntime
     import torch
@@ -88,7 +89,7 @@ def run(
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "onnxruntime": onnxruntime.__version__},
         "threads": {"torch": torch.get_num_threads(),
-                    "onnxruntime": threads or "all cores (default)"},
+                    "onnxruntime": threads or "all cores (its default)"},
         "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "rounds": sizes.rounds,
         "cross": cross,
@@ -312,8 +313,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="a train-reranker output (default: the model cache's, if built)")
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/models.md"))
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads for torch and onnxruntime alike (default: all cores)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads for torch and onnxruntime alike (default 1)")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     result = run(args.smoke, args.dataset, args.reranker, args.threads)

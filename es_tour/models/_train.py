@@ -245,7 +245,7 @@ def _epochs(size: int, seed: int) -> Iterator[int]:
 
 def _parameter_groups(model: Any, options: TrainOptions) -> list[dict[str, Any]]:
     """The trainable weights in two groups: the encoder's at `learning_rate`, the new head's
-    (and BERT's pooler, which all-MiniLM-L6-v2 never trained) at `head_learning_rate`."""
+    (and BERT's pooler, unused by all-MiniLM-L6-v2's mean pooling) at `head_learning_rate`."""
     prefix = model.base_model_prefix
     body, head = [], []
     for name, weight in model.named_parameters():

@@ -26,10 +26,16 @@ class Models:
             return self._encoder
 
     def labeler(self, name: str) -> Labeler:
-        """The labeler of a registry model; an unknown name is a ConfigError (400)."""
+        """The labeler of a registry model; an unknown name is a ConfigError (400).
+
+        Names come from requests and index settings, so only registry names are taken:
+        `load_labeler` also opens any model directory by path, which a client must not pick.
+        """
+        from onnx_models import spec
+
         with self._lock:
             if name not in self._labelers:
-                self._labelers[name] = load_labeler(name)
+                self._labelers[name] = load_labeler(spec(name).name)
             return self._labelers[name]
 
     def preload(self, labeler: str) -> None:

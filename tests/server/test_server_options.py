@@ -46,3 +46,11 @@ def test_unknown_methods_list_every_choice() -> None:
 def test_server_config_is_checked_when_built(kwargs) -> None:
     with pytest.raises(ConfigError):
         ServerConfig(**kwargs)
+
+
+def test_a_labeler_path_from_a_request_is_refused(tmp_path):
+    from es_tour.errors import ConfigError
+    from es_tour.server._models import Models
+
+    with pytest.raises(ConfigError, match="unknown model"):
+        Models().labeler(str(tmp_path))
