@@ -13,13 +13,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ir_measures
 import numpy as np
-from ir_measures import nDCG
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodReport, MethodSpec, evaluate
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate, score_run
 from es_tour.ingest import ingest
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
@@ -121,13 +119,11 @@ def ndcg_per_round(report: MethodReport, qrels: dict[str, dict[str, int]]) -> li
     if not rankings:
         return []
     rounds = max(len(r) for r in rankings.values())
-    judged = {qid: qrels[qid] for qid in rankings if qid in qrels}
     scores = []
     for t in range(rounds):
         run = {qid: {doc: float(-rank) for rank, doc in enumerate(r[min(t, len(r) - 1)])}
                for qid, r in rankings.items()}
-        scores.append(round(float(ir_measures.calc_aggregate([nDCG @ 10], judged, run)[
-            nDCG @ 10]), 4))
+        scores.append(round(score_run(qrels, run)["ndcg@10"], 4))
     return scores
 
 

@@ -5,10 +5,17 @@
 
 from __future__ import annotations
 
-from es_tour.engines._base import ClientEngine, KnnReturns
+from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
-from es_tour.engines._types import BulkReport, Hit, IndexSpec, SearchEngine, TermStats
+from es_tour.engines._types import (
+    BulkReport,
+    Hit,
+    IndexSpec,
+    KnnReturns,
+    SearchEngine,
+    TermStats,
+)
 from es_tour.errors import ConfigError
 
 ENGINES: dict[str, type[ClientEngine]] = {

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from es_tour.engines._types import BulkReport, Hit, IndexSpec, TermStats
+from es_tour.engines._types import BulkReport, Hit, IndexSpec, KnnReturns, TermStats
 
 _BULK_CHUNK = 500
-
-KnnReturns = Literal["vectors", "text", "ids"]
 
 
 class ClientEngine:

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 Similarity = Literal["dot_product", "cosine"]
+KnnReturns = Literal["vectors", "text", "ids"]  # what kNN hits carry: see ClientEngine.knn
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class SearchEngine(Protocol):
         num_candidates: int | None = None,
         field: str = "embedding",
         ids: Sequence[str] | None = None,
-        returns: Literal["vectors", "text", "ids"] = "vectors",
+        returns: KnnReturns = "vectors",
     ) -> list[Hit]: ...
 
     async def bool_search(
