@@ -16,8 +16,10 @@ SCIFACT = Path(
     os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets")
 )
 SCIFACT = SCIFACT / "scifact"
-# Test ports, apart from the defaults, so a developer's own nodes are left alone.
-TEST_PORTS = {"opensearch": 9250, "elasticsearch": 9260}
+# Test ports, apart from the defaults, so a developer's own nodes are left alone;
+# ES_TOUR_TEST_PORT_BASE moves both (base, base + 10) so parallel checkouts don't share nodes.
+_PORT_BASE = int(os.environ.get("ES_TOUR_TEST_PORT_BASE", "9250"))
+TEST_PORTS = {"opensearch": _PORT_BASE, "elasticsearch": _PORT_BASE + 10}
 # Built by `make plugin`, which `make test` runs first.
 PLUGIN_ZIPS = {
     "opensearch": Path(__file__).parents[1] / "plugin/target/tour-settings-0.1.0.zip",
