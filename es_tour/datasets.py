@@ -23,6 +23,19 @@ class Document:
         return f"{self.title} {self.text}".strip()
 
 
+@dataclass(frozen=True)
+class BeirSplit:
+    """One split held in memory, in corpus order: what offline training and corpus
+    evaluation iterate over many times."""
+
+    corpus_path: Path
+    doc_ids: list[str]
+    doc_texts: list[str]  # Document.contents
+    query_ids: list[str]
+    query_texts: list[str]
+    qrels: dict[str, dict[str, int]]
+
+
 class BeirDataset:
     """A BEIR directory, read lazily; nothing is copied."""
 
@@ -58,3 +71,16 @@ class BeirDataset:
             for row in csv.DictReader(tsv, delimiter="\t"):
                 qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
         return qrels
+
+    def split(self, split: str) -> BeirSplit:
+        """The whole corpus with the queries judged in `split` and their qrels."""
+        docs = list(self.corpus())
+        queries = self.queries(split)
+        return BeirSplit(
+            self.root / "corpus.jsonl",
+            [doc.id for doc in docs],
+            [doc.contents for doc in docs],
+            list(queries),
+            list(queries.values()),
+            self.qrels(split),
+        )

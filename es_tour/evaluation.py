@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ir_measures
 import numpy as np
-from ir_measures import RR, R, nDCG
 
+import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
+from es_tour.metrics import score_run
 from es_tour.pipeline import SearchContext, SearchResult, build_method
 
-MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
 RUN_DEPTH = 100  # Recall@100 needs 100 results per query
 
 
@@ -67,15 +66,6 @@ class MethodReport:
             "latency_ms_p95": round(float(np.percentile(self.latencies_ms, 95)), 2),
             "pairs_scored_mean": round(float(np.mean(self.pairs_scored)), 2),
         }
-
-
-def score_run(
-    qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]]
-) -> dict[str, float]:
-    """nDCG@10, Recall@100 and MRR@10 averaged over the judged queries."""
-    judged = {qid: dict(docs) for qid, docs in qrels.items() if qid in run}
-    aggregate = ir_measures.calc_aggregate(list(MEASURES.values()), judged, run)
-    return {name: float(aggregate[measure]) for name, measure in MEASURES.items()}
 
 
 async def evaluate(

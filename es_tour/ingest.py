@@ -12,8 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from es_tour.datasets import BeirDataset, Document
 from es_tour.engines import ClientEngine, IndexSpec
 from es_tour.errors import EsTourError
-from es_tour.models import DualEncoder
-from es_tour.models._select import corpus_embeddings
+from es_tour.models import DualEncoder, corpus_embeddings
 
 
 class IngestError(EsTourError):

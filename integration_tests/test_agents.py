@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import ir_measures
-from ir_measures import nDCG
+import numpy as np
 
-from es_tour.agents import CorpusLabeler, evaluate, sample_queries, train_policy
+from es_tour.agents import CorpusLabeler
 from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
+from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.models import DualEncoder, model_path
 from es_tour.pipeline import SearchContext
+from es_tour.training import sample_queries, train_policy
 from onnx_models import spec
 
 SAMPLE, SEED = 30, 13  # test queries, fixed sample
@@ -32,24 +33,22 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
                             scifact)
     encoder = DualEncoder(model_path("minilm-l6"))
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
-    qrels = {qid: judged for qid, judged in scifact.qrels("test").items() if qid in queries}
     async with connect("opensearch", nodes["opensearch"].url) as engine:
         # a policy of the test's own, cloned from oracle sessions on train queries only
         await train_policy(engine, scifact_index, scifact, "train", max_queries=40,
                            out=tmp_path, encoder=encoder, labeler=labeler)
-        policy = str(tmp_path)
         context = SearchContext(engine, scifact_index, encoder, labeler)
-        results = await evaluate(context, queries, ["hre", "learned-agent", "oracle-agent"], {
-            "learned-agent": {"policy": policy},
-            "oracle-agent": {"qrels": qrels, "queries": queries},
-        })
-    ndcg = {name: ir_measures.calc_aggregate([nDCG @ 10], qrels, e.run)[nDCG @ 10]
-            for name, e in results.items()}
-    for name, e in results.items():
-        print(f"{name}: nDCG@10 {ndcg[name]:.4f}, pairs {e.pairs_scored:.1f}, "
-              f"calls {e.engine_calls:.1f}, {e.latency_ms:.0f} ms, operators {e.operators}")
+        methods = [MethodSpec("hre", "hre"), MethodSpec("oracle-agent", "oracle-agent"),
+                   MethodSpec("learned-agent", "learned-agent", {"policy": str(tmp_path)})]
+        reports = {report.spec.name: report for report in await evaluate(
+            context, scifact, methods, split="test", query_ids=queries, cold_labels=False)}
+    ndcg = {name: report.metrics["ndcg@10"] for name, report in reports.items()}
+    engine_calls = {name: np.mean([r.engine_calls for r in report.results.values()])
+                    for name, report in reports.items()}
+    for name, report in reports.items():
+        print(f"{name}: {report.summary()}, calls {engine_calls[name]:.1f}")
     assert ndcg["learned-agent"] >= ndcg["hre"]
     assert ndcg["oracle-agent"] > ndcg["hre"]
     # one BM25, the session's one kNN call (ids), and an mget of the texts it labels, unless
     # BM25 already returned all k of them
-    assert 2 <= results["hre"].engine_calls <= 3
+    assert 2 <= engine_calls["hre"] <= 3

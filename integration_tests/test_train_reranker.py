@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from es_tour.models import CrossEncoder, load_beir
-from es_tour.models._rerank import mine_candidates
-from es_tour.models._train import TRAINING_FILE
+from es_tour.datasets import BeirDataset
+from es_tour.models import CrossEncoder
+from es_tour.training._mining import mine_candidates
+from es_tour.training._reranker import TRAINING_FILE
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_training_on_the_test_split_is_refused(scifact, tmp_path):
 
 async def test_mined_candidates_interleave_bm25_and_knn(engine, scifact, scifact_index,
                                                         retriever):
-    data = load_beir(scifact.root, "train")
+    data = BeirDataset(scifact.root).split("train")
     queries = dict(list(zip(data.query_ids, data.query_texts, strict=True))[:3])
     bm25_only = await mine_candidates(engine, scifact_index, queries, 5)
     both = await mine_candidates(engine, scifact_index, queries, 5, retriever)

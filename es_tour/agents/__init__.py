@@ -8,7 +8,7 @@ environment, and policies behind one interface: `hre`, `rm3-agent`, `oracle-agen
 from __future__ import annotations
 
 from es_tour.agents._environment import Budget, Environment, State
-from es_tour.agents._features import FEATURES, ndcg_at_k, rm3_weights
+from es_tour.agents._features import FEATURES, rm3_weights
 from es_tour.agents._grammar import (
     KINDS,
     WEIGHTS,
@@ -45,7 +45,6 @@ from es_tour.agents._policies import (
     Rm3Policy,
     Scored,
 )
-from es_tour.agents._train import Evaluation, TrainReport, evaluate, sample_queries, train_policy
 
 __all__ = [
     "AGENTS",
@@ -58,7 +57,6 @@ __all__ = [
     "CorpusLabeler",
     "Decision",
     "Environment",
-    "Evaluation",
     "GrammarError",
     "HreOptions",
     "LearnedOptions",
@@ -74,14 +72,11 @@ __all__ = [
     "Scored",
     "Session",
     "State",
-    "TrainReport",
     "compile_bool",
-    "evaluate",
     "fit_logistic",
     "from_bool",
     "hre",
     "learned_agent",
-    "ndcg_at_k",
     "oracle_agent",
     "parse",
     "policy_dir",
@@ -89,6 +84,4 @@ __all__ = [
     "rm3_agent",
     "rm3_weights",
     "run_session",
-    "sample_queries",
-    "train_policy",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -130,15 +130,6 @@ def candidate_features(
         start = KINDS.index(candidate.kind) * block
         out[row, start: start + block] = base
     return out
-
-
-def ndcg_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int = 10) -> float:
-    """trec_eval's nDCG@k (gain = relevance, log2 discount); 0 when nothing is relevant."""
-    gains = [judgements.get(doc, 0) for doc in ranking[:k]]
-    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0)
-    ideal = sorted((g for g in judgements.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
 
 
 def query_terms(query: Query, q0_tokens: Iterable[str]) -> set[str]:

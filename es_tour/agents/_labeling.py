@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from es_tour.datasets import BeirDataset
-from es_tour.models import DualEncoder, DualEncoderLabeler
-from es_tour.models._select import corpus_embeddings
+from es_tour.models import DualEncoder, DualEncoderLabeler, corpus_embeddings
 
 
 class CorpusLabeler(DualEncoderLabeler):

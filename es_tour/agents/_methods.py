@@ -24,7 +24,7 @@ from es_tour.agents._policies import (
 )
 from es_tour.errors import ConfigError
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._methods import SearchMethod, _Options
+from es_tour.pipeline._methods import MethodFactory, SearchMethod, _Options, register_method
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 
 
@@ -207,11 +207,11 @@ def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchM
                        lambda _: LearnedPolicy(model, checked.m, checked.pseudo_relevant))
 
 
-AgentFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
-
-AGENTS: dict[str, AgentFactory] = {
+AGENTS: dict[str, MethodFactory] = {
     "hre": hre,
     "rm3-agent": rm3_agent,
     "oracle-agent": oracle_agent,
     "learned-agent": learned_agent,
 }
+for _name, _factory in AGENTS.items():
+    register_method(_name, _factory)

@@ -19,7 +19,6 @@ from es_tour.agents._features import (
     by_idf,
     candidate_features,
     is_word,
-    ndcg_at_k,
     negative_refinements,
     positive_refinements,
     query_terms,
@@ -28,6 +27,7 @@ from es_tour.agents._features import (
 )
 from es_tour.agents._grammar import Refinement
 from es_tour.engines import TermStats
+from es_tour.metrics import ndcg_at_k
 from es_tour.pipeline._types import Timings
 
 ROUND_SCALE = 5  # rounds at which the `round` feature reaches 1

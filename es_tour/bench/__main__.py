@@ -22,13 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from es_tour.agents import (
-    AgentOptions,
-    CorpusLabeler,
-    LearnedOptions,
-    sample_queries,
-    train_policy,
-)
+from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions
 from es_tour.bench import proxy, results
 from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import (
@@ -49,6 +43,7 @@ from es_tour.models import CrossEncoder, CrossEncoderLabeler, DualEncoder, model
 from es_tour.paths import models_dir, work_dir
 from es_tour.pipeline import SearchContext
 from es_tour.tour import TourConfig
+from es_tour.training import sample_queries, train_policy
 from onnx_models import spec
 
 console = Console(stderr=True)

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from es_tour.bench._machine import machine, now
-from es_tour.models import CrossEncoder, DualEncoder, load_beir, model_path, read_manifest
-from es_tour.models._parity import spearman
-from es_tour.models._train import DEFAULT_BASE, PYTORCH_DIR, TrainOptions, export_reranker
+from es_tour.datasets import BeirDataset
+from es_tour.models import CrossEncoder, DualEncoder, model_path, read_manifest
 from es_tour.paths import models_dir
+from es_tour.training._parity import spearman
+from es_tour.training._reranker import DEFAULT_BASE, PYTORCH_DIR, TrainOptions, export_reranker
 from onnx_models import RETRIEVER, spec
 
 DEFAULT_DATASET = Path(os.environ.get("ES_TOUR_DATASETS", "../shared/datasets")) / "scifact"
@@ -76,7 +77,7 @@ def run(
         torch.set_num_threads(threads)
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
-    data = load_beir(dataset, "train")
+    data = BeirDataset(dataset).split("train")
     with tempfile.TemporaryDirectory(prefix="es-tour-bench-") as tmp:
         reranker, described = _cross_model(reranker, Path(tmp))
         cross = _bench_cross(reranker, data, sizes, threads)

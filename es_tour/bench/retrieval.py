@@ -17,8 +17,9 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodReport, MethodSpec, evaluate, score_run
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate
 from es_tour.ingest import ingest
+from es_tour.metrics import score_run
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 

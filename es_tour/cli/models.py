@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
 from es_tour.errors import ConfigError
-from es_tour.models._train import DEFAULT_BASE, TrainOptions
+from es_tour.training._reranker import DEFAULT_BASE, TrainOptions
 
 if TYPE_CHECKING:
     from es_tour.models import DualEncoder
@@ -37,7 +37,7 @@ def export(
     doc_prefix: Annotated[str, typer.Option(help="dual only.")] = "",
 ) -> None:
     """Export a model to ONNX with its tokenizer and a parity-checked manifest.json."""
-    from es_tour.models import export_model
+    from es_tour.training import export_model
 
     manifest = export_model(
         model, kind, out, int8=int8, max_length=max_length, pooling=pooling,
@@ -55,7 +55,7 @@ def build(
     force: Annotated[bool, typer.Option(help="Rebuild even when up to date.")] = False,
 ) -> None:
     """Build registry models into the model cache (skips intact, up-to-date ones)."""
-    from es_tour.models import build as build_one
+    from es_tour.training import build as build_one
     from onnx_models import MODELS
 
     for name in names or list(MODELS):
@@ -69,7 +69,7 @@ def build(
 def list_models() -> None:
     """Registry models, their role, source and whether they are built."""
     from es_tour.models import model_path
-    from es_tour.models._build import is_current
+    from es_tour.training._build import is_current
     from onnx_models import ALIASES, MODELS
 
     roles: dict[str, list[str]] = {}
@@ -97,10 +97,12 @@ def evaluate(
     ] = None,
 ) -> None:
     """nDCG@10 of exact dense search over the whole corpus, one line per model."""
-    from es_tour.models import DualEncoder, evaluate, load_beir, model_path
+    from es_tour.datasets import BeirDataset
+    from es_tour.models import DualEncoder, model_path
+    from es_tour.training import evaluate_encoder
     from onnx_models import MODELS, spec
 
-    data = load_beir(dataset, split)
+    data = BeirDataset(dataset).split(split)
     chosen = names or [n for n, s in MODELS.items() if s.kind == "dual"]
     typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |")
     typer.echo("|---|---|---|---|---|---|")
@@ -112,7 +114,7 @@ def evaluate(
         label = recipe.name if query_prefix is None else (
             f"{recipe.name} (query prefix {query_prefix!r})"
         )
-        result = evaluate(encoder, data, split, label)
+        result = evaluate_encoder(encoder, data, split, label)
         typer.echo(
             f"| {result.model} | {result.split} | {result.precision} | "
             f"{result.ndcg_at_10:.4f} | {result.queries} | {result.docs_per_s:.1f} |"
@@ -143,7 +145,7 @@ def _mine(
     """Candidates of `queries` from the engine's index, built by `es-tour index`."""
     from es_tour.cluster import DEFAULT_PORTS
     from es_tour.engines import connect
-    from es_tour.models._rerank import mine_candidates
+    from es_tour.training._mining import mine_candidates
 
     address = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
 
@@ -206,10 +208,11 @@ def train_reranker(
 ) -> None:
     """Fine-tune a cross-encoder reranker on a split's judgements, with hard negatives from
     the engine and the default labeler as teacher; writes a cross model directory."""
-    from es_tour.models import DualEncoder, load_beir, model_path
-    from es_tour.models._train import check_training_split
-    from es_tour.models._train import train_reranker as train
+    from es_tour.datasets import BeirDataset
+    from es_tour.models import DualEncoder, model_path
     from es_tour.paths import models_dir
+    from es_tour.training._reranker import check_training_split
+    from es_tour.training._reranker import train_reranker as train
 
     options = TrainOptions(
         minutes=minutes, steps=steps, seed=seed, negatives=negatives, max_length=max_length,
@@ -218,7 +221,7 @@ def train_reranker(
         validation_queries=validation_queries,
     )
     check_training_split(split)
-    data = load_beir(dataset, split)
+    data = BeirDataset(dataset).split(split)
     index = index or dataset.name
     out = out or models_dir() / f"{dataset.name}-reranker"
     retriever = DualEncoder(model_path("retriever")) if knn else None
@@ -231,17 +234,17 @@ def train_reranker(
         mined = {"engine": engine, "index": index, "depth": depth,
                  "first_stages": ["bm25", "knn"] if knn else ["bm25"],
                  "seconds": round(time.perf_counter() - started, 1)}
-        record = train(
+        trained = train(
             data, split, candidates, out, options, base,
             teacher=None if teacher == "none" else teacher, notes={"candidates": mined},
             progress=progress,
         )
     typer.echo(
-        f"wrote {out}: {record['steps']} steps ({record['stopped_by']}), "
-        f"{record['groups']} groups from {record['train_queries']} queries, "
-        f"{record['seconds']:.0f}s training, {time.perf_counter() - started:.0f}s in all"
+        f"wrote {out}: {trained.fitted.steps} steps ({trained.fitted.stopped_by}), "
+        f"{trained.groups} groups from {trained.train_queries} queries, "
+        f"{trained.fitted.seconds:.0f}s training, {time.perf_counter() - started:.0f}s in all"
     )
-    typer.echo(f"  held-out validation: {record['validation']}")
+    typer.echo(f"  held-out validation: {trained.validation}")
 
 
 @models_app.command("rerank")
@@ -263,11 +266,11 @@ def rerank(
 
     Dual models score by cosine over their cached corpus vectors (encoded once, cached).
     """
-    from es_tour.models import load_beir
+    from es_tour.datasets import BeirDataset
     from es_tour.models._labelers import labeler_precision
-    from es_tour.models._rerank import first_stage_ndcg, model_scorer, rerank_ndcg
+    from es_tour.training._mining import first_stage_ndcg, model_scorer, rerank_ndcg
 
-    data = load_beir(dataset, split)
+    data = BeirDataset(dataset).split(split)
     queries = dict(zip(data.query_ids, data.query_texts, strict=True))
     rows = []
     with _progress() as progress:

@@ -13,6 +13,7 @@ import numpy as np
 from es_tour.errors import ConfigError
 from es_tour.models._manifest import read_manifest
 from es_tour.models._runtime import CrossEncoder, DualEncoder
+from es_tour.paths import models_dir
 
 DEFAULT_CACHED_QUERIES = 256
 
@@ -135,10 +136,16 @@ def load_labeler(
     return DualEncoderLabeler(DualEncoder(path, chosen, threads), label)
 
 
+def model_path(name: str) -> Path:
+    """The cache directory of a registry model or alias; it may not be built yet."""
+    from onnx_models import resolve
+
+    return models_dir() / resolve(name)
+
+
 def model_directory(name: str) -> tuple[Path, str | None]:
     """A registry name or alias -> (its directory, its registry name); a path to a model
     directory -> (that path, None). Anything else is a ConfigError naming the choices."""
-    from es_tour.models._build import model_path
     from onnx_models import ALIASES, MODELS, resolve
 
     if name in MODELS or name in ALIASES:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from es_tour.pipeline._context import SearchContext, open_context
-from es_tour.pipeline._methods import METHODS, SearchMethod, build_method
+from es_tour.pipeline._methods import (
+    METHODS,
+    MethodFactory,
+    SearchMethod,
+    build_method,
+    register_method,
+)
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 
 __all__ = [
     "METHODS",
+    "MethodFactory",
     "RankedHit",
     "RoundTrace",
     "SearchContext",
@@ -16,4 +23,5 @@ __all__ = [
     "Timings",
     "build_method",
     "open_context",
+    "register_method",
 ]

@@ -311,6 +311,8 @@ def _without_vector(source: Mapping[str, Any], vector_field: str) -> dict[str, A
 
 MethodFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
 
+# The one registry of method names: the pipeline's own here, the agents' added by
+# `register_method` when `es_tour.agents` is imported (the entry points import it).
 METHODS: dict[str, MethodFactory] = {
     "bm25": lambda ctx, o: Bm25Method(ctx, FirstStageOptions.from_mapping(o)),
     "knn": lambda ctx, o: KnnMethod(ctx, FirstStageOptions.from_mapping(o)),
@@ -322,14 +324,18 @@ METHODS: dict[str, MethodFactory] = {
 }
 
 
+def register_method(name: str, factory: MethodFactory) -> None:
+    """Add a method family built on this package (the agents) to the registry."""
+    if METHODS.get(name, factory) is not factory:
+        raise ValueError(f"method [{name}] is already registered")
+    METHODS[name] = factory
+
+
 def build_method(
     name: str, context: SearchContext, options: Mapping[str, Any] | None = None
 ) -> SearchMethod:
     """The method called `name`, its options checked now rather than per query."""
-    from es_tour.agents import AGENTS  # the agents build on this module's option classes
-
-    factory = METHODS.get(name) or AGENTS.get(name)
+    factory = METHODS.get(name)
     if factory is None:
-        known = ", ".join([*METHODS, *AGENTS])
-        raise ConfigError(f"unknown method [{name}]; choose one of: {known}")
+        raise ConfigError(f"unknown method [{name}]; choose one of: {', '.join(METHODS)}")
     return factory(context, dict(options or {}))

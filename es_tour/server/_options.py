@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from es_tour.agents import AGENTS
+import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.errors import ConfigError
 from es_tour.pipeline import METHODS, SearchContext, SearchMethod, build_method
 
@@ -38,11 +38,11 @@ _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold")
 
 
 def method_names() -> list[str]:
-    return [*METHODS, *AGENTS]
+    return list(METHODS)
 
 
 def check_method(name: str) -> str:
-    if name not in METHODS and name not in AGENTS:
+    if name not in METHODS:
         raise ConfigError(f"unknown tour method [{name}]; choose one of: "
                           f"{', '.join(method_names())}")
     return name
@@ -50,10 +50,7 @@ def check_method(name: str) -> str:
 
 def build(name: str, context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
     """The method called `name` (a pipeline method or an agent), its options checked now."""
-    if name in AGENTS:
-        return AGENTS[check_method(name)](context, dict(options))
-    check_method(name)
-    return build_method(name, context, options)
+    return build_method(check_method(name), context, options)
 
 
 def index_settings(flat: Mapping[str, Any]) -> dict[str, Any]:

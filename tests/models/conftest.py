@@ -56,14 +56,14 @@ def scifact_queries(scifact: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The retriever's encoder, built into the model cache by the registry."""
-    from es_tour.models import build
+    from es_tour.training import build
 
     return build("minilm-l6").path
 
 
 @pytest.fixture(scope="session")
 def default_labeler_dir() -> Path:
-    from es_tour.models import build
+    from es_tour.training import build
 
     return build("default").path
 
@@ -96,7 +96,7 @@ def tiny_cross_hf(tmp_path_factory: pytest.TempPathFactory, minilm_hf_dir: Path)
 
 @pytest.fixture(scope="session")
 def tiny_cross_dir(tmp_path_factory: pytest.TempPathFactory, tiny_cross_hf: Path) -> Path:
-    from es_tour.models import export_model
+    from es_tour.training import export_model
 
     out = tmp_path_factory.mktemp("tiny-cross-onnx")
     export_model(tiny_cross_hf, "cross", out, int8=True, max_length=64)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from es_tour.models import CrossEncoder, DualEncoder, read_manifest
-from es_tour.models._parity import rank_average, row_cosines, spearman
+from es_tour.training._parity import rank_average, row_cosines, spearman
 
 
 def _sentence_transformers_embeddings(hf_dir: Path, texts: list[str], max_length: int):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 
-from es_tour.models import build, model_path, read_manifest
-from es_tour.models._build import is_current
+from es_tour.models import model_path, read_manifest
+from es_tour.training import build
+from es_tour.training._build import is_current
 from onnx_models import DEFAULT_LABELER, LABELER_CANDIDATES, MODELS, RETRIEVER, spec
 
 

@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 
 from es_tour.bench import models as bench_models
+from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError, ModelError
 from es_tour.models import (
     CrossEncoder,
     CrossEncoderLabeler,
-    load_beir,
     load_labeler,
     read_manifest,
 )
-from es_tour.models._parity import spearman
-from es_tour.models._train import (
+from es_tour.paths import models_dir
+from es_tour.training._parity import spearman
+from es_tour.training._reranker import (
     PYTORCH_DIR,
     TrainOptions,
     check_training_split,
@@ -31,7 +32,6 @@ from es_tour.models._train import (
     split_queries,
     training_groups,
 )
-from es_tour.paths import models_dir
 
 TINY = TrainOptions(steps=3, warmup_steps=1, negatives=3, groups_per_step=2, max_length=64,
                     learning_rate=1e-4, validation_queries=2)
@@ -40,7 +40,7 @@ TINY = TrainOptions(steps=3, warmup_steps=1, negatives=3, groups_per_step=2, max
 @pytest.fixture(scope="module")
 def train_split(scifact: Path):
     """Ten SciFact train queries, with in-memory candidates: seeded random corpus docs."""
-    data = load_beir(scifact, "train")
+    data = BeirDataset(scifact).split("train")
     ids = data.query_ids[:10]
     texts = dict(zip(data.query_ids, data.query_texts, strict=True))
     small = replace(data, query_ids=ids, query_texts=[texts[q] for q in ids],

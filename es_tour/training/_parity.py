@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from es_tour.models._runtime import CrossEncoder, DualEncoder
-from es_tour.models._samples import PARITY_DOCS, PARITY_QUERIES, PARITY_TEXTS
+from es_tour.training._samples import PARITY_DOCS, PARITY_QUERIES, PARITY_TEXTS
 
 
 def parity_pairs() -> list[tuple[str, str]]:

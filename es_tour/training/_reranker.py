@@ -22,10 +22,12 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
+from es_tour.datasets import BeirSplit
 from es_tour.errors import ConfigError, ModelError
-from es_tour.models._export import _export_deps, export_model
 from es_tour.models._labelers import labeler_precision, model_directory
-from es_tour.models._rerank import (
+from es_tour.models._runtime import CrossEncoder
+from es_tour.training._export import _export_deps, export_model
+from es_tour.training._mining import (
     DocScorer,
     DualScorer,
     cross_scorer,
@@ -33,8 +35,6 @@ from es_tour.models._rerank import (
     model_scorer,
     rerank_ndcg,
 )
-from es_tour.models._runtime import CrossEncoder
-from es_tour.models._select import BeirSplit
 
 TRAINING_FILE = "training.json"
 PYTORCH_DIR = "pytorch"  # the trained checkpoint, beside the ONNX files
@@ -300,6 +300,18 @@ def teacher_scorer(name: str, data: BeirSplit) -> tuple[DocScorer, dict[str, Any
     return scorer, facts
 
 
+@dataclass(frozen=True)
+class TrainedReranker:
+    """What `train_reranker` did; `directory` holds the model and its training.json."""
+
+    directory: Path
+    fitted: Fitted
+    groups: int
+    train_queries: int
+    validation: dict[str, float]  # nDCG@10 of the student, candidates and teacher, held out
+    total_seconds: float
+
+
 def train_reranker(
     data: BeirSplit,
     split: str,
@@ -310,9 +322,9 @@ def train_reranker(
     teacher: str | None = "default",
     notes: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> TrainedReranker:
     """Fine-tune, export to `out`, validate on held-out queries of the same split, and
-    write `out/training.json`; returns what it wrote.
+    write `out/training.json` (the options, versions and query ids besides the result).
 
     `data` must not be a test split: test queries and judgements stay out of training,
     stopping and selection. `notes` (how the candidates were mined, say) are recorded too.
@@ -330,7 +342,7 @@ def train_reranker(
         model, tokenizer, fitted = fit(groups, doc_texts, checkpoint, options, scorer, progress)
     source = f"fine-tuned from {base} on {data.corpus_path.parent.name} {split}"
     export_reranker(model, tokenizer, out, options.max_length, source)
-    validation: dict[str, Any] = {"queries": len(validation_ids), "depth": VALIDATION_DEPTH}
+    validation: dict[str, float] = {"queries": len(validation_ids), "depth": VALIDATION_DEPTH}
     if validation_ids:
         held_out = {q: list(candidates.get(q, ()))[:VALIDATION_DEPTH] for q in validation_ids}
         student = cross_scorer(CrossEncoder(out), data)
@@ -343,6 +355,8 @@ def train_reranker(
     trained_on = sorted({g.query_id for g in groups})
     if isinstance(scorer, DualScorer):
         teacher_facts["docs_encoded"] = scorer.docs_encoded
+    trained = TrainedReranker(out, fitted, len(groups), len(trained_on), validation,
+                              round(time.perf_counter() - started, 1))
     record = {
         "base": base,
         "dataset": str(data.corpus_path.parent),
@@ -351,17 +365,17 @@ def train_reranker(
         "options": asdict(options),
         "teacher": teacher_facts or None,
         **(notes or {}),
-        "groups": len(groups),
-        "train_queries": len(trained_on),
+        "groups": trained.groups,
+        "train_queries": trained.train_queries,
         **asdict(fitted),
         "validation": validation,
-        "total_seconds": round(time.perf_counter() - started, 1),
+        "total_seconds": trained.total_seconds,
         "versions": _versions(),
         "train_query_ids": trained_on,
         "validation_query_ids": validation_ids,
     }
     (out / TRAINING_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
-    return record
+    return trained
 
 
 def _versions() -> dict[str, str]:

@@ -13,15 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.progress import Progress
 
+from es_tour.datasets import BeirSplit
+from es_tour.models._corpus_cache import cached_corpus_embeddings, corpus_embeddings
 from es_tour.models._labelers import _unit, model_directory
 from es_tour.models._manifest import read_manifest
 from es_tour.models._runtime import CrossEncoder, DualEncoder
-from es_tour.models._select import (
-    BeirSplit,
-    cached_corpus_embeddings,
-    corpus_embeddings,
-    run_ndcg_at_10,
-)
+from es_tour.training._corpus import run_ndcg_at_10
 
 if TYPE_CHECKING:
     from es_tour.engines import SearchEngine

@@ -1,4 +1,4 @@
-"""Behaviour cloning: run the oracle on training queries, fit the learned policy, evaluate.
+"""Behaviour cloning: run the oracle on training queries, fit the learned policy.
 
 The oracle tries every candidate Δq of each state it reaches; each try is one training
 example — the candidate's features in that state, labelled by whether it raised nDCG@k.
@@ -10,7 +10,6 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from es_tour.agents._environment import Environment, State
-from es_tour.agents._features import FEATURES, ndcg_at_k, query_terms
-from es_tour.agents._grammar import Refinement, parse
-from es_tour.agents._methods import AGENTS, run_session
+from es_tour.agents._features import FEATURES, query_terms
+from es_tour.agents._grammar import Refinement
+from es_tour.agents._methods import run_session
 from es_tour.agents._model import LogisticPolicy, fit_logistic, policy_dir
 from es_tour.agents._policies import (
     Decision,
@@ -31,9 +30,10 @@ from es_tour.agents._policies import (
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, TermStats
 from es_tour.errors import ModelError
+from es_tour.metrics import ndcg_at_k
 from es_tour.models import DualEncoder, Labeler, load_labeler, model_path
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._types import SearchResult, Timings
+from es_tour.pipeline._types import Timings
 
 _IMPROVED = 1e-9
 ACT_PRECISION = 0.25  # act where at least a quarter of such training examples improved
@@ -166,43 +166,3 @@ def act_threshold(scores: np.ndarray, labels: np.ndarray, precision: float) -> f
     hits = np.cumsum(labels[order] > 0) / np.arange(1, len(order) + 1)
     good = np.nonzero(hits >= precision)[0]
     return float(scores[order][good[-1]]) if len(good) else 1.0
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One method over some queries: its run, mean costs and the kinds of Δq it took."""
-
-    method: str
-    run: dict[str, dict[str, float]]  # query id -> {doc id: score}
-    pairs_scored: float  # mean per query
-    engine_calls: float
-    latency_ms: float
-    operators: dict[str, int]
-
-
-async def evaluate(
-    context: SearchContext, queries: Mapping[str, str], methods: Sequence[str],
-    options: Mapping[str, Mapping[str, Any]] | None = None, size: int = 10,
-) -> dict[str, Evaluation]:
-    """Run each agent on `queries` (one at a time, so latencies are comparable)."""
-    evaluations = {}
-    for name in methods:
-        method = AGENTS[name](context, dict((options or {}).get(name, {})))
-        run: dict[str, dict[str, float]] = {}
-        results: list[SearchResult] = []
-        for qid, text in queries.items():
-            result = await method.search(text, size)
-            results.append(result)
-            run[qid] = {hit.id: hit.score for hit in result.hits}
-        kinds = Counter(_kind(r["chosen"]) for result in results
-                        for r in (t.details for t in result.rounds) if r.get("chosen"))
-        evaluations[name] = Evaluation(
-            name, run, float(np.mean([r.pairs_scored for r in results])),
-            float(np.mean([r.engine_calls for r in results])),
-            float(np.mean([r.timings.total_ms for r in results])), dict(sorted(kinds.items())))
-    return evaluations
-
-
-def _kind(rendered: str) -> str:
-    (refinement,) = parse(f"() {rendered}").refinements
-    return refinement.kind

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from es_tour.errors import ModelError
+from es_tour.models import model_path
 from es_tour.models._manifest import CACHE, MANIFEST, Manifest, read_manifest, verify_files
 from es_tour.paths import models_dir
-from onnx_models import MODELS, ModelSpec, resolve, spec
+from onnx_models import MODELS, ModelSpec, spec
 
 
 class Built(NamedTuple):
@@ -22,11 +23,6 @@ class Built(NamedTuple):
     path: Path
     rebuilt: bool
     seconds: float
-
-
-def model_path(name: str) -> Path:
-    """The cache directory of a registry model or alias; it may not be built yet."""
-    return models_dir() / resolve(name)
 
 
 def build(name: str, force: bool = False) -> Built:
@@ -90,7 +86,7 @@ def is_current(recipe: ModelSpec) -> bool:
 
 
 def _export(recipe: ModelSpec, hf_dir: Path, staged: Path) -> None:
-    from es_tour.models._export import export_model
+    from es_tour.training._export import export_model
 
     export_model(
         hf_dir,
@@ -110,8 +106,8 @@ def _export(recipe: ModelSpec, hf_dir: Path, staged: Path) -> None:
 def _from_onnx(recipe: ModelSpec, fetched: Path, staged: Path) -> None:
     """Copy ready-made ONNX files and write their manifest; parity is measured without a
     PyTorch reference (padding invariance, and int8 against fp32)."""
-    from es_tour.models._export import finalize
     from es_tour.models._runtime import _onnxruntime
+    from es_tour.training._export import finalize
 
     staged.mkdir(parents=True)
     files = ["model.onnx", "tokenizer.json"]

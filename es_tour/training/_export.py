@@ -30,8 +30,8 @@ from es_tour.models._manifest import (
     sha256,
     write_manifest,
 )
-from es_tour.models._parity import cross_parity, dual_parity, parity_pairs
-from es_tour.models._samples import PARITY_TEXTS
+from es_tour.training._parity import cross_parity, dual_parity, parity_pairs
+from es_tour.training._samples import PARITY_TEXTS
 
 OPSET = 17
 TOKENIZER_FILES = (

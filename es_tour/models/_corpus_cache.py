@@ -1,0 +1,66 @@
+"""Corpus embeddings of a dual encoder, computed once per collection and cached.
+
+They live in `<model dir>/cache/`, keyed by the model file's sha256, precision,
+max_length, doc prefix and the corpus file's path, size and mtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from es_tour.models._manifest import CACHE
+from es_tour.models._runtime import DualEncoder
+
+
+def corpus_embeddings(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> tuple[np.ndarray, float]:
+    """texts: the n docs of `corpus_path` -> ((n, d) float32, docs per second).
+
+    Loaded from `<model dir>/cache/` when present; the rate is the one measured when the
+    embeddings were computed.
+    """
+    cached = cached_corpus_embeddings(encoder, corpus_path, texts)
+    if cached is not None:
+        return cached
+    vectors, meta = _cache_files(encoder, corpus_path, texts)
+    started = time.perf_counter()
+    embedded = encoder.encode_docs(texts)
+    rate = len(texts) / max(time.perf_counter() - started, 1e-9)
+    vectors.parent.mkdir(exist_ok=True)
+    np.save(vectors, embedded)
+    meta.write_text(json.dumps({"docs": len(texts), "docs_per_s": rate}))
+    return embedded, rate
+
+
+def cached_corpus_embeddings(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> tuple[np.ndarray, float] | None:
+    """What `corpus_embeddings` returns when it is cached, else None (nothing is encoded)."""
+    vectors, meta = _cache_files(encoder, corpus_path, texts)
+    if vectors.is_file() and meta.is_file():
+        return np.load(vectors), float(json.loads(meta.read_text())["docs_per_s"])
+    return None
+
+
+def _cache_files(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> tuple[Path, Path]:
+    """The (.npy vectors, .json facts) cache files of `encoder` over `corpus_path`."""
+    stat = corpus_path.stat()
+    m = encoder.manifest
+    key = hashlib.sha256(
+        json.dumps([
+            m.files[m.models[encoder.precision]], encoder.precision, m.max_length,
+            encoder.doc_prefix, m.pooling, m.normalize, str(corpus_path.resolve()), stat.st_size,
+            stat.st_mtime_ns, len(texts),
+        ]).encode()
+    ).hexdigest()[:20]
+    cache = encoder.path / CACHE
+    return cache / f"corpus-{key}.npy", cache / f"corpus-{key}.json"

@@ -1,0 +1,73 @@
+"""Choose the offline labeler: exact dense search over a BEIR corpus, scored by nDCG@10."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from es_tour.datasets import BeirSplit
+from es_tour.metrics import score_run
+from es_tour.models import DualEncoder
+from es_tour.models._corpus_cache import corpus_embeddings
+
+TOP_K = 100
+
+
+@dataclass(frozen=True)
+class EncoderEvaluation:
+    """nDCG@10 of one model on one split; docs_per_s is the corpus encoding rate."""
+
+    model: str
+    split: str
+    precision: str
+    ndcg_at_10: float
+    queries: int
+    docs: int
+    docs_per_s: float
+
+
+def exact_search(
+    queries: np.ndarray, docs: np.ndarray, k: int = TOP_K
+) -> tuple[np.ndarray, np.ndarray]:
+    """queries: (q, d), docs: (n, d) -> (rows (q, k) int, scores (q, k) float32), best first."""
+    scores = queries @ docs.T
+    k = min(k, docs.shape[0])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    top_scores = np.take_along_axis(scores, top, axis=1)
+    order = np.argsort(-top_scores, axis=1, kind="stable")
+    return np.take_along_axis(top, order, axis=1), np.take_along_axis(top_scores, order, axis=1)
+
+
+def ndcg_at_10(
+    data: BeirSplit, rows: np.ndarray, scores: np.ndarray
+) -> float:
+    """rows, scores: (q, k) results in data.query_ids order -> mean nDCG@10 (ir_measures)."""
+    return run_ndcg_at_10(data, {
+        qid: {data.doc_ids[r]: float(s) for r, s in zip(rs, ss, strict=True)}
+        for qid, rs, ss in zip(data.query_ids, rows, scores, strict=True)
+    })
+
+
+def run_ndcg_at_10(data: BeirSplit, run: Mapping[str, Mapping[str, float]]) -> float:
+    """run: query id -> {doc id: score} -> mean nDCG@10 over the run's queries."""
+    return score_run(data.qrels, run)["ndcg@10"]
+
+
+def evaluate_encoder(
+    encoder: DualEncoder, data: BeirSplit, split: str, name: str | None = None
+) -> EncoderEvaluation:
+    """Exact search of data's queries over its whole corpus with `encoder`."""
+    docs, rate = corpus_embeddings(encoder, data.corpus_path, data.doc_texts)
+    queries = encoder.encode_queries(data.query_texts)
+    rows, scores = exact_search(queries, docs)
+    return EncoderEvaluation(
+        model=name or encoder.manifest.name or encoder.path.name,
+        split=split,
+        precision=encoder.precision,
+        ndcg_at_10=round(ndcg_at_10(data, rows, scores), 4),
+        queries=len(data.query_ids),
+        docs=len(data.doc_ids),
+        docs_per_s=round(rate, 1),
+    )
