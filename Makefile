@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
+# Indexes analyse text with the plugin's tour_english analyzer, so every node gets the plugin.
+START := $(BIN)/es-tour engine start
+OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
+ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
 	engines-stop lint clean
@@ -32,32 +36,32 @@ unit: install
 lint: install
 	$(BIN)/ruff check es_tour onnx_models tests integration_tests
 
-demo: install models
-	$(BIN)/es-tour engine start --engine opensearch --heap 1g
+demo: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
 
 # Fine-tunes the SciFact reranker (about 25 minutes on two cores) into the model cache,
 # <ES_TOUR_HOME>/models/scifact-reranker; see docs/models.md.
-reranker: install models
-	$(BIN)/es-tour engine start --engine opensearch --heap 1g
+reranker: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/es-tour train-reranker --dataset $(DATASETS)/scifact --engine opensearch
 
 # Everything behind docs/RESULTS.md: both engines, every method, sweeps, models, proxy,
 # ingest. Trains the reranker first if the model cache lacks it.
-bench: install models
+bench: install models plugin
 	$(BIN)/python -c "import sys; from es_tour.paths import models_dir; \
 		sys.exit(not (models_dir() / 'scifact-reranker' / 'manifest.json').is_file())" \
 		|| $(MAKE) reranker
-	$(BIN)/es-tour engine start --engine opensearch --heap 1g
-	$(BIN)/es-tour engine start --engine elasticsearch --heap 1g
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --out docs
 
 # The same pipeline on 20 queries, written to a scratch directory (make test runs it too,
 # as integration_tests/test_bench_smoke.py).
-bench-smoke: install models
-	$(BIN)/es-tour engine start --engine opensearch --heap 1g
-	$(BIN)/es-tour engine start --engine elasticsearch --heap 1g
+bench-smoke: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --smoke --labeler retriever \
 		--out $${TMPDIR:-/tmp}/es-tour-bench-smoke
 
@@ -65,8 +69,8 @@ bench-models: install models
 	$(BIN)/python -m es_tour.bench.models --output docs/benchmarks/models.md \
 		--json docs/benchmarks/models.json
 
-bench-proxy: install models
-	$(BIN)/es-tour engine start --engine opensearch
+bench-proxy: install models plugin
+	$(START) $(OPENSEARCH)
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--output docs/benchmarks/proxy.md

@@ -27,6 +27,7 @@ class IngestReport:
     retried: int
     seconds: float
     skipped: bool = False
+    rebuilt: bool = False  # the index existed with other mappings and was made anew
 
     @property
     def docs_per_s(self) -> float:
@@ -57,13 +58,18 @@ async def ingest(
 
     Embedding of the next batch overlaps bulk indexing of the current one, so the engine
     is not the bottleneck. `reuse_embeddings` loads the corpus vectors cached by the model
-    (computing and caching them on the first run); `if_missing` skips a complete index;
+    (computing and caching them on the first run); `if_missing` skips a complete index
+    (an existing index whose mappings differ from es-tour's is always rebuilt);
     `max_docs` indexes only the corpus's first docs (trials, benchmarks).
     """
     docs = list(dataset.corpus())[:max_docs]
     started = time.perf_counter()
-    created = await engine.create_index(index_spec(index, encoder), replace=replace)
-    if if_missing and not created and await engine.count(index) == len(docs):
+    spec = index_spec(index, encoder)
+    created = await engine.create_index(spec, replace=replace)
+    rebuilt = not created and not await engine.index_matches(spec)
+    if rebuilt:  # an older mapping (another analyzer, say) ranks otherwise: start afresh
+        await engine.create_index(spec, replace=True)
+    if if_missing and not created and not rebuilt and await engine.count(index) == len(docs):
         return IngestReport(index, len(docs), 0, 0, 0.0, skipped=True)
     cached = None
     if reuse_embeddings:
@@ -98,7 +104,9 @@ async def ingest(
     count = await engine.count(index)
     if count != len(docs):
         raise IngestError(f"index [{index}] holds {count} docs, expected {len(docs)}")
-    return IngestReport(index, len(docs), indexed, retried, time.perf_counter() - started)
+    return IngestReport(
+        index, len(docs), indexed, retried, time.perf_counter() - started, rebuilt=rebuilt
+    )
 
 
 def _actions(batch: list[Document], vectors: np.ndarray) -> list[dict]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, IndexSpec
+from es_tour.ingest import index_spec, ingest
 
 DIM = 64
 N_DOCS = 300
@@ -86,6 +88,32 @@ async def test_settings_report_bm25_parameters(engine, sample_index):
     settings = await engine.settings(sample_index)
     assert float(settings["index.similarity.default.k1"]) == pytest.approx(0.9)
     assert float(settings["index.similarity.default.b"]) == pytest.approx(0.4)
+
+
+async def test_text_is_analysed_in_english_with_the_plugins_analyzer(engine, sample_index):
+    tokens = await engine.analyze(sample_index, "The patients' STUDIES were running")
+    assert tokens == ["patient", "studi", "were", "run"]
+
+
+async def test_index_matches_only_its_own_analysis_and_bm25(engine, sample_index):
+    spec = IndexSpec(sample_index, DIM)
+    assert await engine.index_matches(spec)
+    assert not await engine.index_matches(replace(spec, text_analyzer="standard"))
+    assert not await engine.index_matches(replace(spec, bm25_k1=1.2))
+    assert not await engine.index_matches(replace(spec, dimension=DIM * 2))
+
+
+async def test_ingest_rebuilds_an_index_made_with_other_mappings(engine, scifact, retriever):
+    older = IndexSpec("it-engines-older", retriever.dimension, text_analyzer="standard")
+    await engine.create_index(older, replace=True)
+    options = {"if_missing": True, "reuse_embeddings": False, "max_docs": 20,
+               "show_progress": False}
+    report = await ingest(engine, scifact, older.name, retriever, **options)
+    assert report.rebuilt and report.indexed == 20
+    assert await engine.index_matches(index_spec(older.name, retriever))
+    again = await ingest(engine, scifact, older.name, retriever, **options)
+    assert again.skipped and not again.rebuilt
+    await engine.delete_index(older.name)
 
 
 async def test_version_matches_pinned_distribution(engine, nodes):

@@ -50,3 +50,18 @@ def test_bad_tour_settings_get_the_engines_own_400(engine_url, setting, value, r
     error = response.json()["error"]
     assert error["type"] == "illegal_argument_exception"
     assert reason in error["reason"]
+
+
+def analyze(url: str, analyzer: str, text: str) -> list[str]:
+    response = httpx.post(f"{url}/_analyze", json={"analyzer": analyzer, "text": text})
+    assert response.status_code == 200, response.text
+    return [token["token"] for token in response.json()["tokens"]]
+
+
+def test_tour_english_is_lucenes_english_analysis_on_both_engines(nodes):
+    text = "The patients' STUDIES were running; the mouse's cells"
+    tokens = {name: analyze(status.url, "tour_english", text) for name, status in nodes.items()}
+    assert tokens["opensearch"] == tokens["elasticsearch"] == [
+        "patient", "studi", "were", "run", "mous", "cell"]
+    # OpenSearch's own `english` (the analysis-common module es-tour installs) agrees
+    assert analyze(nodes["opensearch"].url, "english", text) == tokens["opensearch"]

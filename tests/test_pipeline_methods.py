@@ -11,6 +11,7 @@ import pytest
 
 from es_tour.engines import Hit
 from es_tour.pipeline import SearchContext, build_method
+from es_tour.pipeline._methods import interleave
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -18,10 +19,14 @@ DOCS /= np.linalg.norm(DOCS, axis=1, keepdims=True)
 # φ prefers a direction the query only partly shares, so TOUR has somewhere to move
 TARGET = DOCS[:5].mean(axis=0)
 PHI = {f"d{i}": float(v) for i, v in enumerate(DOCS @ TARGET)}
+QUERY = (DOCS[100] + 0.3 * TARGET).astype(np.float32)
+# BM25 shares part of the query's direction, so its top docs overlap kNN's in places
+BM25 = 10.0 + 5.0 * DOCS @ (DOCS[150:153].mean(axis=0) + 0.5 * QUERY)
 
 
 class ExactStore:
-    """Exact inner-product kNN that records the query vectors it was sent."""
+    """Exact inner-product kNN that records the query vectors it was sent, and a BM25
+    whose scores favour another direction than the query's."""
 
     name = "exact"
 
@@ -40,6 +45,13 @@ class ExactStore:
                     DOCS[i] if with_vectors else None) for i in order]
 
 
+    async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=()):
+        order = np.argsort(-BM25, kind="stable")[:k]
+        return [Hit(f"d{i}", float(BM25[i]),
+                    {"title": f"d{i}", **({} if "embedding" in exclude else
+                                          {"embedding": DOCS[i].tolist()})}) for i in order]
+
+
 class TargetLabeler:
     name = "target"
     pairs_scored = 0
@@ -50,7 +62,7 @@ class TargetLabeler:
 
 class QueryEncoder:
     def encode_queries(self, texts):
-        return (DOCS[100:101] + 0.3 * TARGET).astype(np.float32)
+        return QUERY[None, :]
 
 
 @pytest.fixture
@@ -87,3 +99,48 @@ async def test_query_vectors_reach_the_engine_at_unit_length(context):
     await build_method("tour-soft", context, {"k": 10, "max_rounds": 3}).search("q")
     assert len(context.engine.sent) > 1
     assert np.allclose([np.linalg.norm(v) for v in context.engine.sent], 1.0, atol=1e-5)
+
+
+def _min_max(x: np.ndarray) -> np.ndarray:
+    return (x - x.min()) / (x.max() - x.min())
+
+
+@pytest.mark.parametrize("mu", [0.5, 1.0])
+async def test_vector_rerank_interpolates_bm25_with_stored_vectors_over_its_window(context, mu):
+    bm25 = await build_method("bm25", context).search("q", 50)
+    result = await build_method("vector-rerank", context, {"k": 20, "mu": mu}).search("q", 50)
+    window = [int(h.id[1:]) for h in bm25.hits[:20]]
+    blended = (1 - mu) * _min_max(BM25[window]) + mu * _min_max(DOCS[window] @ QUERY)
+    expected = [f"d{window[i]}" for i in np.argsort(-blended, kind="stable")]
+    assert [h.id for h in result.hits[:20]] == expected != [h.id for h in bm25.hits[:20]]
+    assert [h.id for h in result.hits[20:]] == [h.id for h in bm25.hits[20:]]
+    assert result.pairs_scored == 0 and result.parameters == {"k": 20, "mu": mu}
+    assert all("embedding" not in h.source for h in result.hits)
+
+
+async def test_vector_rerank_at_mu_zero_is_bm25(context):
+    bm25 = await build_method("bm25", context).search("q", 50)
+    result = await build_method("vector-rerank", context, {"k": 20, "mu": 0.0}).search("q", 50)
+    assert [h.id for h in result.hits] == [h.id for h in bm25.hits]
+
+
+def test_interleave_takes_each_rankings_next_unseen_hit_in_turn():
+    ranking = [[Hit(i, 0.0) for i in ids] for ids in (["a", "b", "c"], ["b", "d", "e", "f"])]
+    assert [h.id for h in interleave(*ranking)] == ["a", "b", "c", "d", "e", "f"]
+
+
+async def test_rerank_hybrid_labels_half_its_budget_from_each_list_and_ranks_by_phi(context):
+    knn = [h.id for h in (await build_method("knn", context).search("q", 100)).hits]
+    bm25 = [h.id for h in (await build_method("bm25", context).search("q", 100)).hits]
+    assert set(knn[:10]) & set(bm25[:10])  # the fake's lists overlap, so the pool must fill
+    result = await build_method("rerank-hybrid", context, {"k": 20}).search("q", 60)
+    pool = [h.id for h in result.hits[:20]]
+    assert result.pairs_scored == 20 and len(set(pool)) == 20
+    # both lists' top 10, filled to 20 from deeper in both: a prefix of each, nothing else
+    assert any(set(pool) == set(knn[:a]) | set(bm25[:b])
+               for a in range(10, 21) for b in range(10, 21))
+    assert pool == sorted(pool, key=lambda d: -PHI[d])
+    # below the pool, the rest of the two lists in turn, each doc once
+    rest = [h.id for h in interleave(*([Hit(d, 0.0) for d in r] for r in (knn, bm25)))
+            if h.id not in pool]
+    assert [h.id for h in result.hits[20:]] == rest[:40]

@@ -50,6 +50,8 @@ async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool) -
     if report.skipped:
         console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
     else:
+        if report.rebuilt:
+            console.print(f"index [bold]{report.index}[/] had other mappings: rebuilt it")
         console.print(
             f"indexed {report.indexed} docs into [bold]{report.index}[/] "
             f"({report.docs_per_s:.0f} docs/s, {report.retried} retried)"

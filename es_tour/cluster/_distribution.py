@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import zipfile
@@ -15,17 +16,45 @@ from es_tour.paths import engines_dir
 OPENSEARCH_VERSION = "2.19.1"  # the newest 2.19.x whose k-NN plugin zip Maven Central serves
 ELASTICSEARCH_VERSION = "8.19.21"  # the newest 8.x; 8.x still runs on JDK 17
 
-# The integ-test zip ships no lang-painless module, which the k-NN plugin extends,
-# so the module is assembled from its published jars.
-_PAINLESS_JARS = (
-    f"org.opensearch.plugin:lang-painless:{OPENSEARCH_VERSION}:jar",
-    f"org.opensearch.plugin:opensearch-scripting-painless-spi:{OPENSEARCH_VERSION}:jar",
-    "org.antlr:antlr4-runtime:4.13.1:jar",
-    "org.ow2.asm:asm:9.7:jar",
-    "org.ow2.asm:asm-util:9.7:jar",
-    "org.ow2.asm:asm-tree:9.7:jar",
-    "org.ow2.asm:asm-commons:9.7:jar",
-    "org.ow2.asm:asm-analysis:9.7:jar",
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module the integ-test zip lacks, assembled from its published jars."""
+
+    name: str
+    classname: str
+    description: str
+    jars: tuple[str, ...]
+    extends: tuple[str, ...] = ()
+    permissions: tuple[str, ...] = ()  # java.lang.RuntimePermission names it is granted
+
+
+# The k-NN plugin extends lang-painless.
+_PAINLESS = Module(
+    name="lang-painless",
+    classname="org.opensearch.painless.PainlessPlugin",
+    description="Painless scripting (assembled by es-tour)",
+    jars=(
+        f"org.opensearch.plugin:lang-painless:{OPENSEARCH_VERSION}:jar",
+        f"org.opensearch.plugin:opensearch-scripting-painless-spi:{OPENSEARCH_VERSION}:jar",
+        "org.antlr:antlr4-runtime:4.13.1:jar",
+        "org.ow2.asm:asm:9.7:jar",
+        "org.ow2.asm:asm-util:9.7:jar",
+        "org.ow2.asm:asm-tree:9.7:jar",
+        "org.ow2.asm:asm-commons:9.7:jar",
+        "org.ow2.asm:asm-analysis:9.7:jar",
+    ),
+    permissions=("createClassLoader", "getClassLoader"),
+)
+# The language analyzers (`english`, `porter_stem`, ...); it extends lang-painless with
+# analysis script conditions.
+_ANALYSIS_COMMON = Module(
+    name="analysis-common",
+    classname="org.opensearch.analysis.common.CommonAnalysisPlugin",
+    description="Common analysis components (assembled by es-tour)",
+    jars=(f"org.opensearch.plugin:analysis-common:{OPENSEARCH_VERSION}:jar",),
+    extends=("lang-painless",),
 )
 
 
@@ -37,7 +66,7 @@ class Distribution:
     version: str
     product_zip: str
     plugin_zips: tuple[str, ...] = ()
-    module_jars: dict[str, tuple[str, ...]] | None = None
+    modules: tuple[Module, ...] = ()
 
     @property
     def home(self) -> Path:
@@ -48,16 +77,20 @@ class Distribution:
         return self.home / "bin" / self.engine
 
     def ensure_installed(self) -> Path:
-        """Fetch (once) and unpack (once) the distribution with its plugins; returns its home."""
+        """Fetch (once) and unpack (once) the distribution with its plugins; returns its home.
+
+        A module added to `modules` after the distribution was unpacked is added to it
+        then; a node loads it when it next starts, so nodes running meanwhile are unharmed.
+        """
         if (self.home / ".installed").exists():
+            self._add_missing_modules(self.home)
             return self.home
         archive = fetch_artifact(self.product_zip)
         staging = self.home.with_name(self.home.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         _unzip(archive, staging)
         top = staging / f"{self.engine}-{self.version}"
-        for module, jars in (self.module_jars or {}).items():
-            _assemble_module(top / "modules" / module, module, self, jars)
+        self._add_missing_modules(top)
         for plugin in self.plugin_zips:
             _install_plugin(top, fetch_artifact(plugin), plugin)
         shutil.rmtree(self.home, ignore_errors=True)
@@ -86,13 +119,18 @@ class Distribution:
         _install_plugin(home, archive, str(archive))
         marker.write_text(digest)
 
+    def _add_missing_modules(self, home: Path) -> None:
+        for module in self.modules:
+            if not (home / "modules" / module.name).is_dir():
+                _assemble_module(home / "modules" / module.name, module, self.version)
+
 
 OPENSEARCH = Distribution(
     engine="opensearch",
     version=OPENSEARCH_VERSION,
     product_zip=f"org.opensearch.distribution.integ-test-zip:opensearch:{OPENSEARCH_VERSION}:zip",
     plugin_zips=(f"org.opensearch.plugin:opensearch-knn:{OPENSEARCH_VERSION}.0:zip",),
-    module_jars={"lang-painless": _PAINLESS_JARS},
+    modules=(_PAINLESS, _ANALYSIS_COMMON),
 )
 ELASTICSEARCH = Distribution(
     engine="elasticsearch",
@@ -158,20 +196,30 @@ def _unzip(archive: Path, into: Path) -> None:
         script.chmod(0o755)
 
 
-def _assemble_module(directory: Path, name: str, dist: Distribution, jars: tuple[str, ...]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for jar in jars:
-        shutil.copy(fetch_artifact(jar), directory)
-    (directory / "plugin-descriptor.properties").write_text(
-        f"description=Painless scripting (assembled by es-tour)\nversion={dist.version}\n"
-        f"name={name}\nclassname=org.opensearch.painless.PainlessPlugin\n"
-        f"java.version=11\nopensearch.version={dist.version}\nextended.plugins=\n"
-        "has.native.controller=false\n"
+def _assemble_module(directory: Path, module: Module, version: str) -> None:
+    """Assemble `module` beside the engines and move it into place whole, so that a node
+    starting meanwhile never finds it half-written."""
+    staging = engines_dir() / f"{module.name}-{version}.{os.getpid()}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for jar in module.jars:
+        shutil.copy(fetch_artifact(jar), staging)
+    (staging / "plugin-descriptor.properties").write_text(
+        f"description={module.description}\nversion={version}\n"
+        f"name={module.name}\nclassname={module.classname}\n"
+        f"java.version=11\nopensearch.version={version}\n"
+        f"extended.plugins={','.join(module.extends)}\nhas.native.controller=false\n"
     )
-    (directory / "plugin-security.policy").write_text(
-        'grant {\n  permission java.lang.RuntimePermission "createClassLoader";\n'
-        '  permission java.lang.RuntimePermission "getClassLoader";\n};\n'
-    )
+    if module.permissions:
+        grants = "".join(f'  permission java.lang.RuntimePermission "{name}";\n'
+                         for name in module.permissions)
+        (staging / "plugin-security.policy").write_text(f"grant {{\n{grants}}};\n")
+    try:
+        staging.rename(directory)
+    except OSError:  # another process put it there first
+        shutil.rmtree(staging, ignore_errors=True)
+        if not directory.is_dir():
+            raise
 
 
 def _install_plugin(home: Path, archive: Path, coordinates: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from es_tour.engines._types import BulkReport, Hit, IndexSpec, KnnReturns, TermStats
+from es_tour.errors import EngineSetupError
 
 _BULK_CHUNK = 500
 
@@ -18,10 +19,13 @@ class ClientEngine:
 
     name = "engine"
 
-    def __init__(self, client: Any, bulk: Any, not_found: type[Exception]):
+    def __init__(
+        self, client: Any, bulk: Any, not_found: type[Exception], bad_request: type[Exception]
+    ):
         self._client = client
         self._bulk = bulk
         self._not_found = not_found
+        self._bad_request = bad_request
 
     # The two dialects: how a vector field is mapped and how a kNN search is written.
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
@@ -46,20 +50,45 @@ class ClientEngine:
             if not replace:
                 return False
             await self.delete_index(spec.name)
+        try:
+            await self._client.indices.create(index=spec.name, body=self._index_body(spec))
+        except self._bad_request as error:
+            if spec.text_analyzer not in str(error):
+                raise
+            raise EngineSetupError(
+                f"the engine has no analyzer [{spec.text_analyzer}]: install the es-tour "
+                "plugin (`make plugin`, then `es-tour engine start --plugin "
+                "plugin/target/tour-settings[-es]-0.1.0.zip`)"
+            ) from error
+        return True
+
+    async def index_matches(self, spec: IndexSpec) -> bool:
+        """Whether the existing index has `spec`'s mappings and BM25 similarity.
+
+        An index made by an older es-tour (another analyzer, say) would rank differently.
+        """
+        expected = self._index_body(spec)
+        mapping = await self._client.indices.get_mapping(index=spec.name)
+        actual = next(iter(mapping.values()))["mappings"]
+        similarity = expected["settings"]["similarity"]["default"]
+        settings = await self.settings(spec.name)
+        return _contains(actual, expected["mappings"]) and all(
+            str(settings.get(f"index.similarity.default.{key}")) == str(value)
+            for key, value in similarity.items()
+        )
+
+    def _index_body(self, spec: IndexSpec) -> dict[str, Any]:
         settings = {
             "number_of_shards": spec.shards,
             "number_of_replicas": 0,
             "similarity": {"default": {"type": "BM25", "k1": spec.bm25_k1, "b": spec.bm25_b}},
-            # standard + English stop words: the analysis both integ-test distributions ship
-            "analysis": {"analyzer": {"default": {"type": "standard", "stopwords": "_english_"}}},
             **self._index_settings(spec),
         }
-        properties: dict[str, Any] = {name: {"type": "text"} for name in spec.text_fields}
+        properties: dict[str, Any] = {
+            name: {"type": "text", "analyzer": spec.text_analyzer} for name in spec.text_fields
+        }
         properties[spec.vector_field] = self._vector_mapping(spec)
-        await self._client.indices.create(
-            index=spec.name, body={"settings": settings, "mappings": {"properties": properties}}
-        )
-        return True
+        return {"settings": settings, "mappings": {"properties": properties}}
 
     async def bulk_index(
         self, index: str, docs: Iterable[Mapping[str, Any]], *, max_retries: int = 3
@@ -239,6 +268,15 @@ class ClientEngine:
 
 def _ids_filter(ids: Sequence[str]) -> dict[str, Any]:
     return {"ids": {"values": list(ids)}}
+
+
+def _contains(actual: Any, expected: Any) -> bool:
+    """Whether `actual` holds every key and value of `expected` (engines add defaults)."""
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(
+            key in actual and _contains(actual[key], value) for key, value in expected.items()
+        )
+    return bool(actual == expected)
 
 
 def _error_id(error: Mapping[str, Any]) -> str:

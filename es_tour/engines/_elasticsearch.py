@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch, NotFoundError
+from elasticsearch import AsyncElasticsearch, BadRequestError, NotFoundError
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -20,6 +20,7 @@ class ElasticsearchEngine(ClientEngine):
             AsyncElasticsearch(url, request_timeout=60, **client_options),
             async_bulk,
             NotFoundError,
+            BadRequestError,
         )
 
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:

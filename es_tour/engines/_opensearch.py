@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opensearchpy import AsyncOpenSearch, NotFoundError
+from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError
 from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -19,7 +19,8 @@ class OpenSearchEngine(ClientEngine):
 
     def __init__(self, url: str, **client_options: Any):
         super().__init__(
-            AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError
+            AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError,
+            RequestError,
         )
 
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:

@@ -21,6 +21,9 @@ class IndexSpec:
     dimension: int
     similarity: Similarity = "dot_product"  # dot_product expects unit-length vectors
     text_fields: tuple[str, ...] = ("title", "text")
+    # Lucene's EnglishAnalyzer, as Anserini's BM25 baselines analyse; the es-tour plugin
+    # registers it under this name on both engines
+    text_analyzer: str = "tour_english"
     vector_field: str = "embedding"
     bm25_k1: float = 0.9  # the BEIR / Pyserini setting the papers use
     bm25_b: float = 0.4

@@ -66,11 +66,14 @@ class SearchContext:
             )
 
     async def bm25(
-        self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None
+        self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None,
+        with_vectors: bool = False,
     ) -> list[Hit]:
+        """BM25 hits; their sources hold the stored vectors only `with_vectors`."""
+        exclude = [] if with_vectors else [self.vector_field]
         with timings.engine():
             return await self.engine.bm25(
-                self.index, query, k, fields=self.text_fields, ids=ids, exclude=[self.vector_field]
+                self.index, query, k, fields=self.text_fields, ids=ids, exclude=exclude
             )
 
 

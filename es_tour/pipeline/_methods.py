@@ -41,14 +41,21 @@ class _Options:
 
 
 @dataclass(frozen=True)
-class FirstStageOptions(_Options):
-    k: int = 100  # how many first-stage hits are retrieved (and reranked, for `rerank`)
-    first_stage: str = "knn"  # rerank over "knn" or "bm25"
-    rrf_k: int = 60  # the constant of reciprocal-rank fusion
+class DepthOptions(_Options):
+    k: int = 100  # how many first-stage hits are retrieved (and reranked, by the rerankers)
 
     def __post_init__(self) -> None:
         if not isinstance(self.k, int) or not 1 <= self.k <= 10_000:
             raise ConfigError(f"k must be an integer in [1, 10000], got {self.k!r}")
+
+
+@dataclass(frozen=True)
+class FirstStageOptions(DepthOptions):
+    first_stage: str = "knn"  # rerank over "knn" or "bm25"
+    rrf_k: int = 60  # the constant of reciprocal-rank fusion
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.first_stage not in ("knn", "bm25"):
             raise ConfigError(
                 f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}"
@@ -89,12 +96,22 @@ def _result(
     return SearchResult(method, hits, rounds, pairs, calls, timings, parameters)
 
 
+@dataclass(frozen=True)
+class VectorRerankOptions(DepthOptions):
+    mu: float = 0.5  # the weight of the vector score (BERTserini's μ)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.mu <= 1:
+            raise ConfigError(f"mu must be in [0, 1], got {self.mu!r}")
+
+
 class _FirstStage:
     """Methods that run one retrieval (two, for hybrid) and maybe one rerank."""
 
     name: ClassVar[str]
 
-    def __init__(self, context: SearchContext, options: FirstStageOptions):
+    def __init__(self, context: SearchContext, options: DepthOptions):
         self.context = context
         self.options = options
 
@@ -112,8 +129,11 @@ class _FirstStage:
             calls,
             timings,
             started,
-            {"k": self.options.k},
+            self._parameters(),
         )
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"k": self.options.k}
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         raise NotImplementedError
@@ -144,6 +164,7 @@ class HybridRrfMethod(_FirstStage):
     """Reciprocal-rank fusion of BM25 and kNN, computed here so both engines agree."""
 
     name = "hybrid-rrf"
+    options: FirstStageOptions
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         lexical = await self.context.bm25(query, k, timings)
@@ -157,16 +178,8 @@ class HybridRrfMethod(_FirstStage):
         return [Hit(i, s, by_id[i].source) for i, s in fused.items()], 2
 
 
-class RerankMethod(_FirstStage):
-    """The labeler over the first stage's top-k."""
-
-    name = "rerank"
-
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        if self.options.first_stage == "bm25":
-            return await self.context.bm25(query, k, timings), 1
-        vector = self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings, returns="text"), 1
+class _Rerank(_FirstStage):
+    """The labeler over the top-k of what `_retrieve` returns."""
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -174,6 +187,80 @@ class RerankMethod(_FirstStage):
         window = hits[: self.options.k]
         phi, pairs = self.context.label(query, window, timings, LabelCache())
         return phi.tolist(), pairs
+
+
+class RerankMethod(_Rerank):
+    """The labeler over the first stage's top-k."""
+
+    name = "rerank"
+    options: FirstStageOptions
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        if self.options.first_stage == "bm25":
+            return await self.context.bm25(query, k, timings), 1
+        vector = self.context.embed_query(query, timings)
+        return await self.context.knn(vector, k, timings, returns="text"), 1
+
+
+class RerankHybridMethod(_Rerank):
+    """The labeler over a pool of k docs that BM25 and kNN fill in turn.
+
+    The pool is the first k docs of the two rankings interleaved (kNN first, each doc
+    once), so each contributes k/2 and a doc both retrieve frees a place for the next.
+    The pool is ranked by φ; the rest of the interleave fills the depth below it.
+    """
+
+    name = "rerank-hybrid"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings,
+                                       returns="text")
+        lexical = await self.context.bm25(query, k, timings)
+        return interleave(dense, lexical), 2
+
+
+def interleave(*rankings: Sequence[Hit]) -> list[Hit]:
+    """Each ranking's next unseen hit in turn until all are spent: a union that keeps
+    every ranking's order and gives each an equal share of any prefix."""
+    merged: dict[str, Hit] = {}
+    pending = [iter(ranking) for ranking in rankings]
+    while pending:
+        for ranking in list(pending):
+            hit = next((h for h in ranking if h.id not in merged), None)
+            if hit is None:
+                pending.remove(ranking)
+            else:
+                merged[hit.id] = hit
+    return list(merged.values())
+
+
+class VectorRerankMethod(_FirstStage):
+    """BM25's top-k reranked by q·c over the stored retriever vectors: no labeler pairs.
+
+    The score is (1−μ)·minmax(BM25) + μ·minmax(q·c) over the k hits, the linear
+    interpolation of BERTserini (Yang et al. 2019) with its μ = 0.5.
+    """
+
+    name = "vector-rerank"
+    options: VectorRerankOptions
+
+    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+        return await self.context.bm25(query, k, timings, with_vectors=True), 1
+
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
+        window = hits[: self.options.k]
+        if not window:
+            return [], 0
+        q = self.context.embed_query(query, timings)
+        stored = np.stack([np.asarray(h.source[self.context.vector_field], dtype=np.float32)
+                           for h in window])
+        bm25 = np.array([h.score for h in window])
+        return final_scores(stored @ q, bm25, self.options.mu).tolist(), 0
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"k": self.options.k, "mu": self.options.mu}
 
 
 @dataclass(frozen=True)
@@ -318,6 +405,8 @@ METHODS: dict[str, MethodFactory] = {
     "knn": lambda ctx, o: KnnMethod(ctx, FirstStageOptions.from_mapping(o)),
     "hybrid-rrf": lambda ctx, o: HybridRrfMethod(ctx, FirstStageOptions.from_mapping(o)),
     "rerank": lambda ctx, o: RerankMethod(ctx, FirstStageOptions.from_mapping(o)),
+    "rerank-hybrid": lambda ctx, o: RerankHybridMethod(ctx, DepthOptions.from_mapping(o)),
+    "vector-rerank": lambda ctx, o: VectorRerankMethod(ctx, VectorRerankOptions.from_mapping(o)),
     "rocchio": lambda ctx, o: TourMethod(ctx, RocchioOptions.from_mapping(o)),
     "tour-hard": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "hard"})),
     "tour-soft": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "soft"})),

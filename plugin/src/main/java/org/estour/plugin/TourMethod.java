@@ -27,7 +27,11 @@ public enum TourMethod {
     /** An agent that rewrites the query with RM3-style expansion terms. */
     RM3_AGENT("rm3-agent"),
     /** An agent whose rewrite policy is a learned model. */
-    LEARNED_AGENT("learned-agent");
+    LEARNED_AGENT("learned-agent"),
+    /** The labeler over a pool that BM25 and kNN fill in turn, {@code k} pairs per query. */
+    RERANK_HYBRID("rerank-hybrid"),
+    /** BM25's top-k reranked by the stored retriever vectors; no labeler pairs. */
+    VECTOR_RERANK("vector-rerank");
 
     private final String settingValue;
 

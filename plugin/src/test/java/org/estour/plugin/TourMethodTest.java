@@ -16,7 +16,8 @@ public class TourMethodTest {
 
     @Test
     public void test_setting_values_are_the_documented_names_in_order() {
-        assertEquals(List.of("tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent", "learned-agent"), TourMethod.settingValues());
+        assertEquals(List.of("tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent", "learned-agent", "rerank-hybrid",
+            "vector-rerank"), TourMethod.settingValues());
     }
 
     @Test
