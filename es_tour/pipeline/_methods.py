@@ -11,10 +11,11 @@ import numpy as np
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.options import from_options
+from es_tour.options import check_int, check_number, from_options
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.tour import (
+    MAX_K,
     LabelCache,
     QueryOptimizer,
     TourConfig,
@@ -47,8 +48,8 @@ class FirstStageOptions(_Options):
     rrf_k: int = 60  # the constant of reciprocal-rank fusion
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or not 1 <= self.k <= 10_000:
-            raise ConfigError(f"k must be an integer in [1, 10000], got {self.k!r}")
+        check_int("k", self.k, 1, MAX_K)
+        check_int("rrf_k", self.rrf_k, 0, 10_000)  # 1 / (rrf_k + rank) stays positive
         if self.first_stage not in ("knn", "bm25"):
             raise ConfigError(
                 f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}"
@@ -184,6 +185,13 @@ class RocchioOptions(_Options):
     beta: float = 0.75
     gamma: float = 0.15
     lam: float = 0.5
+
+    def __post_init__(self) -> None:
+        check_int("k", self.k, 1, MAX_K)
+        check_int("k_prime", self.k_prime, 1, self.k)  # positives among the k labelled
+        for name in ("alpha", "beta", "gamma"):
+            check_number(name, getattr(self, name), 0, 100)
+        check_number("lam", self.lam, 0, 1)
 
 
 class TourMethod:
