@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from es_tour.pipeline._context import SearchContext, open_context
+from es_tour.pipeline._context import ModelPool, SearchContext, open_context
 from es_tour.pipeline._methods import METHODS, SearchMethod, build_method
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 
 __all__ = [
     "METHODS",
+    "ModelPool",
     "RankedHit",
     "RoundTrace",
     "SearchContext",

@@ -137,7 +137,7 @@ class KnnMethod(_FirstStage):
     name = "knn"
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        vector = self.context.embed_query(query, timings)
+        vector = await self.context.embed_query(query, timings)
         return await self.context.knn(vector, k, timings, returns="text"), 1
 
 
@@ -148,7 +148,7 @@ class HybridRrfMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         lexical = await self.context.bm25(query, k, timings)
-        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings)
+        dense = await self.context.knn(await self.context.embed_query(query, timings), k, timings)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -166,14 +166,14 @@ class RerankMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
             return await self.context.bm25(query, k, timings), 1
-        vector = self.context.embed_query(query, timings)
+        vector = await self.context.embed_query(query, timings)
         return await self.context.knn(vector, k, timings, returns="text"), 1
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
         window = hits[: self.options.k]
-        phi, pairs = self.context.label(query, window, timings, LabelCache())
+        phi, pairs = await self.context.label(query, window, timings, LabelCache())
         return phi.tolist(), pairs
 
 
@@ -214,7 +214,7 @@ class TourMethod:
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, total = time.perf_counter(), Timings()
         config = self.config
-        q = self.context.embed_query(query, total)
+        q = await self.context.embed_query(query, total)
         optimizer = QueryOptimizer(config) if isinstance(config, TourConfig) else None
         vectors: dict[str, np.ndarray] = {}
         sources: dict[str, Any] = {}
@@ -227,7 +227,7 @@ class TourMethod:
             round_started = time.perf_counter()
             hits = await self.context.knn(q, config.k, timings)
             top = hits[: config.k]
-            phi, newly = self.context.label(query, top, timings, labels)
+            phi, newly = await self.context.label(query, top, timings, labels)
             pairs += newly
             for hit, score in zip(top, phi, strict=True):
                 vectors[hit.id] = hit.vector
