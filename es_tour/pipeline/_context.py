@@ -37,9 +37,10 @@ class ModelPool:
     async def embed(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._queries, work)
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Drop queued work; `wait` for the batches already running to finish."""
         for executor in (self._labels, self._queries):
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=wait, cancel_futures=True)
 
 
 @dataclass
