@@ -231,7 +231,7 @@ def _engine_error(response: httpx.Response, status: int) -> dict:
 @pytest.mark.parametrize(("tour", "reason"), [
     ({"bogus": 1}, "unknown tour options ['bogus']"),
     ({"method": "nope"}, "unknown tour method [nope]"),
-    ({"lambda": 2.0}, "tour.lam must be in [0, 1]"),
+    ({"lambda": 2.0}, "tour.lam must be a number in [0, 1]"),
     ({"k": 51}, "past this server's maximum [50]"),
 ])
 def test_bad_ext_tour_is_a_400_in_the_engines_error_shape(sidecar: Sidecar, tour: dict,
