@@ -89,8 +89,11 @@ class TourService:
         if request.vector_field is not None and "vector_field" not in request.tour:
             chosen = replace(chosen, vector_field=request.vector_field)
         assert request.text is not None
-        context = _GivenVector(self.engine(engine), request.index, self.models.encoder,
-                               self.models.labeler(chosen.labeler), chosen.text_fields,
+        # a first use loads the model from disk: seconds the event loop must not wait
+        encoder, labeler = await asyncio.to_thread(
+            lambda: (self.models.encoder, self.models.labeler(chosen.labeler)))
+        context = _GivenVector(self.engine(engine), request.index, encoder, labeler,
+                               chosen.text_fields,
                                chosen.vector_field, self.pool, self.config.label_batch,
                                request.vector)
         method = build(chosen.method, context, chosen.options)  # every option checked here
