@@ -70,7 +70,9 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
                   scifact_index: str, models: Models) -> AsyncIterator[Sidecar]:
     engine, url = request.param, nodes[request.param].url
     _, plugin = await _copy_docs(engine, url)
-    with BackgroundServer(ServerConfig(upstream=url, max_k=50), models) as server:
+    # a generous deadline: these tests check answers, and the labeler shares a busy CPU
+    config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
+    with BackgroundServer(config, models) as server:
         yield Sidecar(engine, server.url, url, plugin)
 
 

@@ -21,6 +21,7 @@ from es_tour.server import BackgroundServer, Models, ServerConfig
 ENGINES = ("opensearch", "elasticsearch")
 QUERY = "vitamin D deficiency and bone fractures"
 HOLDERS = 3  # long TOUR requests that keep the one refinement slot and the one worker busy
+HOLD_MS = 10_000  # ... until their own deadline, when they answer round 0 and let go
 SETTLE_S = 1.0  # lets the holders reach the pool before the probe is sent
 
 
@@ -31,11 +32,11 @@ def models() -> Models:
     return shared
 
 
-def _long(n: int) -> dict:
-    """A rerank of 100 docs: no early stop, so its model time does not depend on the scores;
-    each holder's text differs, so no labeler cache saves it work."""
+def _long(n: int, timeout_ms: int = HOLD_MS) -> dict:
+    """A rerank of 200 docs: no early stop, so its model time does not depend on the scores
+    (seconds on two cores); each text differs, so no labeler cache saves it work."""
     return {"query": {"match": {"text": f"{QUERY} {n}"}}, "size": 3,
-            "ext": {"tour": {"method": "rerank", "k": 100, "timeout_ms": 60_000}}}
+            "ext": {"tour": {"method": "rerank", "k": 200, "timeout_ms": timeout_ms}}}
 
 
 def _short(timeout_ms: int) -> dict:
@@ -52,13 +53,13 @@ def _saturated(url: str, models: Models,
                **options: object) -> Iterator[tuple[str, list[Future]]]:
     """A sidecar with one worker and one refinement slot, HOLDERS long TOUR requests in flight."""
     config = ServerConfig(upstream=url, model_workers=1, max_refinements=1, label_batch=8,
-                          max_k=100, **options)  # type: ignore[arg-type]
+                          max_k=200, **options)  # type: ignore[arg-type]
     with BackgroundServer(config, models) as server, \
             ThreadPoolExecutor(HOLDERS) as clients:
         holders = [clients.submit(_post, server.url, _long(n)) for n in range(HOLDERS)]
         time.sleep(SETTLE_S)
         yield server.url, holders
-        assert all(h.result().status_code in (200, 429) for h in holders)
+        assert all(h.result().status_code == 200 for h in holders)
 
 
 @pytest.fixture(params=ENGINES)
@@ -105,13 +106,12 @@ def test_with_when_full_reject_a_tour_request_gets_429_with_retry_after(upstream
 
 def test_the_deadline_covers_model_time(upstream: str,
         models: Models) -> None:
-    """Alone on the server, a refinement with more model work than its deadline stops after
-    the labeler batch that is running and answers round 0."""
-    config = ServerConfig(upstream=upstream, model_workers=1, label_batch=8, max_k=100)
+    """Alone on the server, a refinement with far more model work than its deadline stops
+    after the labeler batch that is running (2 docs here) and answers round 0."""
+    config = ServerConfig(upstream=upstream, model_workers=1, label_batch=2, max_k=200)
     with BackgroundServer(config, models) as server:
         started = time.monotonic()
-        response = _post(server.url, {**_long(99), "ext": {"tour": {
-            "method": "rerank", "k": 100, "timeout_ms": 200}}})
+        response = _post(server.url, _long(99, timeout_ms=200))
         took = time.monotonic() - started
     assert response.status_code == 200 and response.json()["ext"]["tour"]["degraded"] is True
-    assert took < 0.2 + 2.0, f"a 200 ms deadline took {took:.2f}s"
+    assert took < 0.2 + 5.0, f"a 200 ms deadline took {took:.2f}s"
