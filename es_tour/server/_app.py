@@ -19,6 +19,7 @@ from es_tour.errors import ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._request import (
+    MalformedJson,
     Passthrough,
     check_path,
     parse_body,
@@ -76,7 +77,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
     try:
         body = parse_body(raw)
-    except ConfigError:
+    except MalformedJson:
         if not enabled:  # the engine answers its own malformed requests
             return await upstream.forward(request, raw)
         raise

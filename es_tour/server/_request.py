@@ -38,9 +38,16 @@ PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excl
 # The longest integer literal a body may hold: past int64 no engine takes it, and Python's
 # own int() of a 5,000-digit literal is an error of its own.
 MAX_INT_DIGITS = 20
-# An origin-form path (RFC 9112 §3.2.1): `/` and segments of path characters or %XX; a
-# leading `//` would make it an authority, which is no path an engine serves.
-_PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/\[\]{}|^`<>\"\\]|%[0-9A-Fa-f]{2})*")
+# An origin-form path (RFC 3986 §3.3): `/` and segments of pchars (unreserved, %XX,
+# sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
+# themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
+_PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+
+
+class MalformedJson(ConfigError):
+    """The body is no JSON at all: on an index the sidecar does not serve, the engine gives
+    its own 400. Numbers out of range are plain ConfigErrors, answered by the sidecar, since
+    the engines answer those with a 500."""
 
 
 class Passthrough(Exception):
@@ -121,7 +128,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw, parse_int=_json_int, parse_float=_json_float,
                           parse_constant=_json_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"request body is not valid JSON: {exc}") from exc
+        raise MalformedJson(f"request body is not valid JSON: {exc}") from exc
     except RecursionError:
         raise ConfigError("request body is nested too deeply") from None
     if not isinstance(body, dict):

@@ -43,7 +43,8 @@ def test_ordinary_numbers_still_parse() -> None:
 
 
 @pytest.mark.parametrize("path", [b"//_cluster/health", b"//", b"/idx/%zz", b"/a b", b"*",
-                                  b"/\x00", b"/caf\xc3\xa9"])
+                                  b"/\x00", b"/caf\xc3\xa9",
+                                  b"/_search/<", b"/{x}", b"/a|b"])
 def test_paths_that_are_no_valid_url_are_a_400(path: bytes) -> None:
     with pytest.raises(ConfigError, match="invalid URL path"):
         check_path(path)
