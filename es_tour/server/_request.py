@@ -92,7 +92,8 @@ def search_target(method: str, path: str) -> str | None:
     parts = [p for p in path.split("/") if p]
     if parts == ["_search"]:
         return ""
-    if len(parts) == 2 and parts[1] == "_search" and not parts[0].startswith("_"):
+    if len(parts) == 2 and parts[1] == "_search" and (parts[0] == "_all"
+                                                      or not parts[0].startswith("_")):
         return unquote(parts[0])
     return None
 
