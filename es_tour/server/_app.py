@@ -66,7 +66,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
-    check_path(request.scope["raw_path"])
+    check_path(request.scope["raw_path"], request.scope["query_string"])
     target = search_target(request.method, request.url.path)
     if target is None:
         return await upstream.forward(request)

@@ -42,6 +42,7 @@ MAX_INT_DIGITS = 20
 # sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
 # themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
 _PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+_QUERY = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
 
 
 class MalformedJson(ConfigError):
@@ -98,10 +99,12 @@ def search_target(method: str, path: str) -> str | None:
     return None
 
 
-def check_path(raw_path: bytes) -> None:
-    """A 400 for a request target that is no valid URL path."""
+def check_path(raw_path: bytes, query: bytes = b"") -> None:
+    """A 400 for a request target that is no valid URL: its path, or its query string."""
     if not _PATH.fullmatch(raw_path.decode("latin-1")):
         raise ConfigError(f"invalid URL path [{shown(raw_path.decode('latin-1'))}]")
+    if not _QUERY.fullmatch(query.decode("latin-1")):
+        raise ConfigError(f"invalid URL query [{shown(query.decode('latin-1'))}]")
 
 
 async def read_body(request: Request, limit: int) -> bytes:

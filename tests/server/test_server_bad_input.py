@@ -53,7 +53,13 @@ def test_paths_that_are_no_valid_url_are_a_400(path: bytes) -> None:
 @pytest.mark.parametrize("path", [b"/", b"/_cluster/health", b"/a,b*/_search",
                                   b"/%3Clogs-%7Bnow%2Fd%7D%3E/_search", b"/idx/_doc/a:b@c"])
 def test_valid_paths_pass(path: bytes) -> None:
-    check_path(path)
+    check_path(path, b"pretty&h=index,docs.count&q=title:x%20y&scroll=1m")
+
+
+@pytest.mark.parametrize("query", [b"<", b"q=a b", b"x=%g0", b'q="x"'])
+def test_query_strings_that_are_no_valid_url_are_a_400(query: bytes) -> None:
+    with pytest.raises(ConfigError, match="invalid URL query"):
+        check_path(b"/_search", query)
 
 
 @pytest.mark.parametrize("vector", [[0.0, 0.0], [1e300, 1.0], [1.0, -1e39]])
