@@ -1,6 +1,13 @@
-"""One error hierarchy; each error knows its HTTP status and engine-style error type."""
+"""One error hierarchy; each error knows its HTTP status and engine-style error type.
+
+This is the one table of what a client sees: the sidecar renders every error, its own
+crashes included, through `to_engine_error`, in the engine's shape.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 
 class EsTourError(Exception):
@@ -8,17 +15,64 @@ class EsTourError(Exception):
 
     status = 500
     error_type = "es_tour_exception"
+    headers: Mapping[str, str] = {}  # extra response headers (Retry-After, ...)
 
     def to_engine_error(self) -> dict:
         """The engine's own error shape: {"error": {"type", "reason"}, "status"}."""
         return {"error": {"type": self.error_type, "reason": str(self)}, "status": self.status}
 
 
-class ConfigError(EsTourError):
-    """A bad setting, option or request parameter."""
+class InternalError(EsTourError):
+    """What a client is told about a bug: no exception text, no stack trace."""
+
+    def __init__(self) -> None:
+        super().__init__("the es-tour sidecar failed on this request; its log has the details")
+
+
+class ConfigError(EsTourError, ValueError):
+    """A bad setting, option or request parameter (a ValueError, as numpy's callers expect)."""
 
     status = 400
     error_type = "illegal_argument_exception"
+
+
+class NotFoundError(EsTourError):
+    """A named resource (an agent policy) that does not exist."""
+
+    status = 404
+    error_type = "resource_not_found_exception"
+
+
+class BodyTooLargeError(EsTourError):
+    status = 413
+    error_type = "content_too_long_exception"
+
+
+class OverloadedError(EsTourError):
+    """Refinement capacity is full and the server is set to refuse rather than queue."""
+
+    status = 429
+    error_type = "es_rejected_execution_exception"
+
+    def __init__(self, reason: str, retry_after_s: int):
+        super().__init__(reason)
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
+class EngineResponseError(EsTourError):
+    """The engine answered a pipeline call with an error: its status and body go back as they
+    came, so a missing index is the engine's own 404 `index_not_found_exception`."""
+
+    def __init__(self, status: int, body: Any):
+        super().__init__(f"engine answered {status}")
+        self.status = status
+        self.body = body
+
+    def to_engine_error(self) -> dict:
+        if isinstance(self.body, dict) and "error" in self.body:
+            return self.body
+        return {"error": {"type": "status_exception", "reason": str(self.body)},
+                "status": self.status}
 
 
 class ModelError(EsTourError):

@@ -7,11 +7,14 @@ corpus vectors the model caches on first use.
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from es_tour.agents import CorpusLabeler
+from es_tour.agents import CorpusLabeler, policy_dir
 from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
@@ -24,8 +27,16 @@ from onnx_models import spec
 SAMPLE, SEED = 30, 13  # test queries, fixed sample
 
 
+@pytest.fixture
+def policy_name(tmp_path: Path) -> Iterator[str]:
+    """A registry name of the test's own (learned-agent takes names, never paths)."""
+    name = f"it-{tmp_path.name}".lower()
+    yield name
+    shutil.rmtree(policy_dir(name), ignore_errors=True)
+
+
 async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
-    nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, tmp_path: Path,
+    nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, policy_name: str,
 ) -> None:
     # the default labeler over its cached corpus vectors (computed here on first use)
     default = spec("default")
@@ -36,10 +47,10 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
     async with connect("opensearch", nodes["opensearch"].url) as engine:
         # a policy of the test's own, cloned from oracle sessions on train queries only
         await train_policy(engine, scifact_index, scifact, "train", max_queries=40,
-                           out=tmp_path, encoder=encoder, labeler=labeler)
+                           out=policy_dir(policy_name), encoder=encoder, labeler=labeler)
         context = SearchContext(engine, scifact_index, encoder, labeler)
         methods = [MethodSpec("hre", "hre"), MethodSpec("oracle-agent", "oracle-agent"),
-                   MethodSpec("learned-agent", "learned-agent", {"policy": str(tmp_path)})]
+                   MethodSpec("learned-agent", "learned-agent", {"policy": policy_name})]
         reports = {report.spec.name: report for report in await evaluate(
             context, scifact, methods, split="test", query_ids=queries, cold_labels=False)}
     ndcg = {name: report.metrics["ndcg@10"] for name, report in reports.items()}

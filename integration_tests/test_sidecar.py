@@ -70,7 +70,9 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
                   scifact_index: str, models: Models) -> AsyncIterator[Sidecar]:
     engine, url = request.param, nodes[request.param].url
     _, plugin = await _copy_docs(engine, url)
-    with BackgroundServer(ServerConfig(upstream=url, max_k=50), models) as server:
+    # a generous deadline: these tests check answers, and the labeler shares a busy CPU
+    config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
+    with BackgroundServer(config, models) as server:
         yield Sidecar(engine, server.url, url, plugin)
 
 
@@ -231,7 +233,7 @@ def _engine_error(response: httpx.Response, status: int) -> dict:
 @pytest.mark.parametrize(("tour", "reason"), [
     ({"bogus": 1}, "unknown tour options ['bogus']"),
     ({"method": "nope"}, "unknown tour method [nope]"),
-    ({"lambda": 2.0}, "tour.lam must be in [0, 1]"),
+    ({"lambda": 2.0}, "tour.lam must be a number in [0, 1]"),
     ({"k": 51}, "past this server's maximum [50]"),
 ])
 def test_bad_ext_tour_is_a_400_in_the_engines_error_shape(sidecar: Sidecar, tour: dict,

@@ -66,7 +66,7 @@ class Environment:
         """Round 0 on q0."""
         self._q0 = query
         context = self.context
-        vector = context.embed_query(query, timings)
+        vector = await context.embed_query(query, timings)
         lexical, dense = await self._engine(timings, context.engine.bm25(
             context.index, query, self.k, fields=context.text_fields,
             exclude=[context.vector_field],
@@ -150,7 +150,7 @@ class Environment:
                                              if key != self.context.vector_field})
         phi = dict(seen)
         if fresh:
-            scores, newly = self.context.label(self._q0, fresh, timings, self._labels)
+            scores, newly = await self.context.label(self._q0, fresh, timings, self._labels)
             self.budget.pairs_scored += newly
             phi.update(zip([hit.id for hit in fresh], scores.tolist(), strict=True))
         return phi

@@ -32,13 +32,3 @@ class CorpusLabeler(DualEncoderLabeler):
         q = self._query(query)
         return np.array([float(self._vectors[row] @ q) if row is not None else next(encoded)
                          for row in rows], dtype=np.float32)
-
-    def _query(self, query: str) -> np.ndarray:
-        vector = self._query_vectors.get(query)
-        if vector is None:
-            vector = self.encoder.encode_queries([query])[0]
-            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-            self._query_vectors[query] = vector
-            while len(self._query_vectors) > self._cached_queries:
-                self._query_vectors.popitem(last=False)
-        return vector

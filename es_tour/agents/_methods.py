@@ -9,11 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from es_tour.agents._environment import Environment, State
-from es_tour.agents._model import LogisticPolicy
+from es_tour.agents._model import (
+    DEFAULT_POLICY,
+    LogisticPolicy,
+    check_policy_name,
+)
 from es_tour.agents._policies import (
     Decision,
     LearnedPolicy,
@@ -23,9 +26,11 @@ from es_tour.agents._policies import (
     Rm3Policy,
 )
 from es_tour.errors import ConfigError
+from es_tour.options import check_int, check_number
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._methods import MethodFactory, SearchMethod, _Options, register_method
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.tour import MAX_K
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,8 @@ class HreOptions(_Options):
     top_k: int = 1000  # K: the kNN sub-collection fixed by the session's one dense call
 
     def __post_init__(self) -> None:
-        _check_int("k", self.k, 1, 1000)
-        _check_int("top_k", self.top_k, self.k, 10_000)
+        check_int("k", self.k, 1, 1000)
+        check_int("top_k", self.top_k, self.k, MAX_K)
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,8 @@ class AgentOptions(HreOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_int("max_rounds", self.max_rounds, 0, 50)
-        _check_int("m", self.m, 1, 100)
+        check_int("max_rounds", self.max_rounds, 0, 50)
+        check_int("m", self.m, 1, 100)
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ class OracleOptions(AgentOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.qrels or not self.queries:
+        if not (_mapping_of(self.qrels, lambda judged: _mapping_of(judged, _is_int))
+                and _mapping_of(self.queries, lambda text: isinstance(text, str))):
             raise ConfigError("oracle-agent needs `qrels` {query id: {doc id: relevance}} and "
                               "`queries` {query id: text}")
 
@@ -71,15 +77,16 @@ class OracleOptions(AgentOptions):
 
 @dataclass(frozen=True)
 class LearnedOptions(AgentOptions):
-    policy: str | None = None  # directory of a trained policy; default models_dir()/agent-policy
+    policy: str = DEFAULT_POLICY  # a trained policy's registry name, never a path
     threshold: float | None = None  # overrides the stored stop threshold
     pseudo_relevant: int = 3  # best docs of A_t by φ that stand in for the relevant ones
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_int("pseudo_relevant", self.pseudo_relevant, 1, self.k)
-        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
-            raise ConfigError(f"threshold must be in [0, 1], got {self.threshold!r}")
+        check_int("pseudo_relevant", self.pseudo_relevant, 1, self.k)
+        check_policy_name(self.policy)
+        if self.threshold is not None:
+            check_number("threshold", self.threshold, 0, 1)
 
 
 @dataclass
@@ -172,9 +179,14 @@ def _details(env: Environment, state: State, decision: Decision, previous: tuple
     }
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mapping_of(value: Any, valid: Callable[[Any], bool]) -> bool:
+    """A non-empty mapping of string keys whose every value is `valid`."""
+    return (isinstance(value, Mapping) and bool(value)
+            and all(isinstance(key, str) and valid(item) for key, item in value.items()))
 
 
 def hre(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
@@ -199,7 +211,7 @@ def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchM
     """The behaviour-cloned policy. Options: k, top_k, max_rounds, m, policy, threshold,
     pseudo_relevant."""
     checked = LearnedOptions.from_mapping(options)
-    model = LogisticPolicy.load(Path(checked.policy) if checked.policy else None)
+    model = LogisticPolicy.named(checked.policy)
     if checked.threshold is not None:
         model = LogisticPolicy(model.weights, model.mean, model.scale, checked.threshold,
                                model.features, model.info)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,15 +18,32 @@ from typing import Any
 import numpy as np
 
 from es_tour.agents._features import FEATURES
-from es_tour.errors import ModelError
+from es_tour.errors import ConfigError, ModelError, NotFoundError
 from es_tour.paths import models_dir
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 
 
-def policy_dir() -> Path:
-    return models_dir() / "agent-policy"
+DEFAULT_POLICY = "default"
+_POLICY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def check_policy_name(name: object) -> str:
+    """name when it can name a policy: lower-case letters, digits, `-` and `_`, so a request
+    can never point at a path (and an error never says which paths exist)."""
+    if not isinstance(name, str) or not _POLICY_NAME.fullmatch(name):
+        raise ConfigError(f"policy must be a registry name ([a-z0-9][a-z0-9_-]*), got {name!r}")
+    return name
+
+
+def policy_dir(name: str = DEFAULT_POLICY) -> Path:
+    """Where the policy called `name` lives: `agent-policy/` for the default one,
+    `agent-policies/<name>/` for the others, under models_dir()."""
+    check_policy_name(name)
+    if name == DEFAULT_POLICY:
+        return models_dir() / "agent-policy"
+    return models_dir() / "agent-policies" / name
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,15 @@ class LogisticPolicy:
         }
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         return directory / MANIFEST
+
+    @classmethod
+    def named(cls, name: str) -> LogisticPolicy:
+        """The policy registered as `name`; NotFoundError, naming no path, when none is."""
+        directory = policy_dir(name)
+        if not (directory / MANIFEST).is_file():
+            raise NotFoundError(f"no agent policy [{name}] is trained on this server; train one "
+                                "with es_tour.agents.train_policy(...)")
+        return cls.load(directory)
 
     @classmethod
     def load(cls, directory: Path | None = None) -> LogisticPolicy:

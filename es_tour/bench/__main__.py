@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions
+from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions, policy_dir
 from es_tour.bench import proxy, results
 from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import (
@@ -40,7 +40,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.ingest import ingest
 from es_tour.models import CrossEncoder, CrossEncoderLabeler, DualEncoder, model_path
-from es_tour.paths import models_dir, work_dir
+from es_tour.paths import models_dir
 from es_tour.pipeline import SearchContext
 from es_tour.tour import TourConfig
 from es_tour.training import sample_queries, train_policy
@@ -97,7 +97,7 @@ async def run(
         "test_queries": len(test_ids), "sweep_queries": plan.sweep_queries,
         "defaults": code_defaults(), "engines": {},
     }
-    policy = work_dir() / "bench-agent-policy"
+    policy = "bench"  # the policy's registry name: learned-agent takes names, never paths
     for position, (engine_name, url) in enumerate(urls.items()):
         context = SearchContext(connect(engine_name, url), index, retriever, labeler)
         async with context.engine:
@@ -107,7 +107,8 @@ async def run(
                 out["ingest"] = await ingest_speed(context, dataset, plan.ingest_docs)
                 console.print(f"ingest: {out['ingest']}")
                 trained = await train_policy(context.engine, index, dataset, "train",
-                                             plan.policy_queries, policy, encoder=retriever,
+                                             plan.policy_queries, policy_dir(policy),
+                                             encoder=retriever,
                                              labeler=labeler)
                 # train_policy's own fixed-seed sample; the sweeps use other train queries
                 policy_ids = set(sample_queries(dataset, "train", plan.policy_queries))
@@ -141,7 +142,7 @@ async def run(
 
 
 async def _cross_encoder_run(context: SearchContext, dataset: BeirDataset, path: Path,
-                             queries: int, policy: Path) -> dict[str, Any]:
+                             queries: int, policy: str) -> dict[str, Any]:
     encoder = CrossEncoder(path, "int8")
     name = encoder.manifest.name or path.name
     crossed = SearchContext(context.engine, context.index, context.encoder,
@@ -157,11 +158,11 @@ def _minutes(started: float) -> str:
     return f"{(time.perf_counter() - started) / 60:.1f} min"
 
 
-def _methods_with_policy(methods: tuple[str, ...], policy: Path) -> list[str]:
+def _methods_with_policy(methods: tuple[str, ...], policy: str) -> list[str]:
     return [f"{m}:policy={policy}" if m.startswith("learned-agent") else m for m in methods]
 
 
-def _with_policy(sweeps: tuple[Sweep, ...], policy: Path) -> list[Sweep]:
+def _with_policy(sweeps: tuple[Sweep, ...], policy: str) -> list[Sweep]:
     return [Sweep(f"{s.base}:policy={policy}", s.parameter, s.values)
             if s.base.startswith("learned-agent") else s for s in sweeps]
 

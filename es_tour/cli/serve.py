@@ -23,14 +23,30 @@ def serve_command(
     labeler: Annotated[str, typer.Option(help="default labeler model")] = "default",
     deadline_ms: Annotated[int, typer.Option(
         help="round-0 results are returned when a refinement runs longer")] = 10_000,
-    max_k: Annotated[int, typer.Option(help="largest k and from+size a request may ask")] = 1000,
+    max_k: Annotated[int, typer.Option(help="largest k a request may ask")] = 1000,
+    max_size: Annotated[int, typer.Option(help="largest from+size a request may ask")] = 1000,
+    max_rounds: Annotated[int, typer.Option(help="largest max_rounds a request may ask")] = 10,
+    max_top_k: Annotated[int, typer.Option(help="largest agent top_k a request may ask")] = 1000,
+    max_timeout_ms: Annotated[int, typer.Option(
+        help="largest ext.tour.timeout_ms a request may ask")] = 60_000,
+    max_body_bytes: Annotated[int, typer.Option(
+        help="largest _search body read (413 past it)")] = 10 * 1024 * 1024,
+    model_workers: Annotated[int, typer.Option(help="threads running labeler batches")] = 2,
+    max_refinements: Annotated[int, typer.Option(
+        help="TOUR requests refining at once; others wait or get 429")] = 4,
+    when_full: Annotated[str, typer.Option(
+        help="queue (wait until the deadline, then round 0, degraded) or reject (429)")] = "queue",
     settings_ttl: Annotated[float, typer.Option(help="seconds index settings are cached")] = 5.0,
     log_level: str = "info",
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
     config = ServerConfig(upstream=upstream, engine=engine, method=method, labeler=labeler,
-                          deadline_ms=deadline_ms, max_k=max_k, settings_ttl_s=settings_ttl)
+                          deadline_ms=deadline_ms, max_k=max_k, max_size=max_size,
+                          max_rounds=max_rounds, max_top_k=max_top_k,
+                          max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
+                          model_workers=model_workers, max_refinements=max_refinements,
+                          when_full=when_full, settings_ttl_s=settings_ttl)
     parse_listen(listen)
     typer.echo(f"es-tour sidecar on http://{listen} -> {config.base_url}")
     serve(config, listen, log_level)

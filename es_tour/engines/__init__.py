@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
+from es_tour.engines._errors import CLIENT_ERRORS, engine_answer
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -35,6 +36,7 @@ def connect(engine: str, url: str) -> ClientEngine:
 
 
 __all__ = [
+    "CLIENT_ERRORS",
     "ENGINES",
     "BulkReport",
     "ClientEngine",
@@ -46,4 +48,5 @@ __all__ = [
     "SearchEngine",
     "TermStats",
     "connect",
+    "engine_answer",
 ]

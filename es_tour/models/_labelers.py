@@ -1,12 +1,14 @@
-"""Labelers: a relevance score φ(query, doc) per document, computed once per (query, doc id)."""
+"""Labelers: a relevance score φ(query, doc) per document, computed once per (query, doc)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,8 +24,9 @@ DEFAULT_CACHED_QUERIES = 256
 class Labeler(Protocol):
     """Scores documents for a query; `pairs_scored` counts model work done so far.
 
-    One unit of work is one new (query, doc id): a cross-encoder pair, or a document
-    embedded by a dual encoder. Scores already computed for the query are reused.
+    One unit of work is one new (query, doc): a cross-encoder pair, or a document
+    embedded by a dual encoder. Scores already computed for the query are reused. A doc is
+    its id and its text, so the same id in two indices never shares a score.
     """
 
     name: str
@@ -34,8 +37,19 @@ class Labeler(Protocol):
         ...
 
 
+DocKey = tuple[str, bytes]  # (doc id, digest of the text)
+
+
+def _doc_key(doc_id: str, text: str) -> DocKey:
+    return doc_id, hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
+
+
 class _CachedLabeler:
-    """Per-query score cache shared by the labelers; keeps the most recent queries."""
+    """Per-query score cache shared by the labelers; keeps the most recent queries.
+
+    Safe to call from several threads (the sidecar's model pool): the cache is updated
+    under a lock, the model runs outside it.
+    """
 
     def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES) -> None:
         if cached_queries < 1:
@@ -43,30 +57,38 @@ class _CachedLabeler:
         self.name = name
         self.pairs_scored = 0
         self._cached_queries = cached_queries
-        self._cache: OrderedDict[str, dict[str, float]] = OrderedDict()
+        self._cache: OrderedDict[str, dict[DocKey, float]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
         """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
-        known = self._cache.get(query)
-        if known is None:
-            known = self._cache[query] = {}
-            while len(self._cache) > self._cached_queries:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(query)
-        new: dict[str, str] = {}
-        for doc_id, text in docs:
-            if doc_id not in known and doc_id not in new:
-                new[doc_id] = text
+        keys = [_doc_key(doc_id, text) for doc_id, text in docs]
+        with self._lock:
+            known = self._remembered(query, self._cache, dict)
+            new = {key: text for key, (_, text) in zip(keys, docs, strict=True)
+                   if key not in known}
         if new:
             fresh = self._score_new(query, list(new.values()))
-            known.update(zip(new, fresh.tolist(), strict=True))
-            self.pairs_scored += len(new)
-        return np.array([known[doc_id] for doc_id, _ in docs], dtype=np.float32)
+            with self._lock:
+                known.update(zip(new, fresh.tolist(), strict=True))
+                self.pairs_scored += len(new)
+        return np.array([known[key] for key in keys], dtype=np.float32)
+
+    def _remembered(self, query: str, cache: OrderedDict, make: Any) -> Any:
+        """cache[query], made with `make()` when absent, as the most recent of at most
+        `cached_queries` entries. Call with the lock held."""
+        if query in cache:
+            cache.move_to_end(query)
+            return cache[query]
+        value = cache[query] = make()
+        while len(cache) > self._cached_queries:
+            cache.popitem(last=False)
+        return value
 
     def clear_cache(self) -> None:
         """Forget every cached score; `pairs_scored` keeps counting."""
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
@@ -98,17 +120,22 @@ class DualEncoderLabeler(_CachedLabeler):
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
-        q = self._query_vectors.get(query)
+        return _unit(self.encoder.encode_docs(texts)) @ self._query(query)
+
+    def _query(self, query: str) -> np.ndarray:
+        """The query's unit embedding, computed once per cached query."""
+        with self._lock:
+            q = self._query_vectors.get(query)
         if q is None:
             q = _unit(self.encoder.encode_queries([query]))[0]
-            self._query_vectors[query] = q
-            while len(self._query_vectors) > self._cached_queries:
-                self._query_vectors.popitem(last=False)
-        return _unit(self.encoder.encode_docs(texts)) @ q
+            with self._lock:
+                self._remembered(query, self._query_vectors, lambda: q)
+        return q
 
     def clear_cache(self) -> None:
         super().clear_cache()
-        self._query_vectors.clear()
+        with self._lock:
+            self._query_vectors.clear()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from es_tour.pipeline._context import SearchContext, open_context
+from es_tour.pipeline._context import ModelPool, SearchContext, open_context
 from es_tour.pipeline._methods import (
     METHODS,
     MethodFactory,
@@ -15,6 +15,7 @@ from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 __all__ = [
     "METHODS",
     "MethodFactory",
+    "ModelPool",
     "RankedHit",
     "RoundTrace",
     "SearchContext",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -13,24 +15,59 @@ from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
 from es_tour.tour import LabelCache
 
+T = TypeVar("T")
+DEFAULT_LABEL_BATCH = 16
+
+
+class ModelPool:
+    """Model inference off the event loop, on a bounded number of threads.
+
+    Labeler batches share `workers` threads; query embeddings have a thread of their own,
+    so a search that must fall back to its round-0 ranking never waits behind labelling.
+    onnxruntime releases the GIL while it runs, so the loop keeps serving meanwhile.
+    """
+
+    def __init__(self, workers: int):
+        self._labels = ThreadPoolExecutor(workers, thread_name_prefix="es-tour-labeler")
+        self._queries = ThreadPoolExecutor(1, thread_name_prefix="es-tour-encoder")
+
+    async def label(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._labels, work)
+
+    async def embed(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._queries, work)
+
+    def close(self, wait: bool = False) -> None:
+        """Drop queued work; `wait` for the batches already running to finish."""
+        for executor in (self._labels, self._queries):
+            executor.shutdown(wait=wait, cancel_futures=True)
+
 
 @dataclass
 class SearchContext:
+    """`pool` None runs the models inline (the CLI, evaluation, benchmarks); the sidecar
+    gives one, and then labelling goes in batches of `label_batch` docs, so a cancelled
+    search stops after the batch that is running."""
+
     engine: ClientEngine
     index: str
     encoder: DualEncoder
     labeler: Labeler
     text_fields: tuple[str, ...] = ("title", "text")
     vector_field: str = "embedding"
+    pool: ModelPool | None = None
+    label_batch: int = DEFAULT_LABEL_BATCH
 
     def doc_text(self, source: dict[str, Any]) -> str:
         return " ".join(str(source.get(name, "")) for name in self.text_fields).strip()
 
-    def embed_query(self, query: str, timings: Timings) -> np.ndarray:
+    async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
         with timings.model():
-            return self.encoder.encode_queries([query])[0]
+            if self.pool is None:
+                return self.encoder.encode_queries([query])[0]
+            return await self.pool.embed(lambda: self.encoder.encode_queries([query])[0])
 
-    def label(
+    async def label(
         self, query: str, hits: Sequence[Hit], timings: Timings, labels: LabelCache
     ) -> tuple[np.ndarray, int]:
         """φ(query, hit) for each hit, and how many pairs were newly scored.
@@ -42,10 +79,18 @@ class SearchContext:
         if missing:
             new = [(h.id, self.doc_text(dict(h.source))) for h in hits if h.id in missing]
             new = list(dict(new).items())
+            step = len(new) if self.pool is None else self.label_batch
             with timings.model():
-                scores = self.labeler.score(query, new)
-            labels.update([doc_id for doc_id, _ in new], scores)
+                for start in range(0, len(new), step):
+                    batch = new[start: start + step]
+                    labels.update([doc_id for doc_id, _ in batch],
+                                  await self._score(query, batch))
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
+
+    async def _score(self, query: str, docs: list[tuple[str, str]]) -> np.ndarray:
+        if self.pool is None:
+            return self.labeler.score(query, docs)
+        return await self.pool.label(lambda: self.labeler.score(query, docs))
 
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,

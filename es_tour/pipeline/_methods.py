@@ -11,10 +11,11 @@ import numpy as np
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.options import from_options
+from es_tour.options import check_int, check_number, from_options
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.tour import (
+    MAX_K,
     LabelCache,
     QueryOptimizer,
     TourConfig,
@@ -45,8 +46,7 @@ class DepthOptions(_Options):
     k: int = 100  # how many first-stage hits are retrieved (and reranked, by the rerankers)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or not 1 <= self.k <= 10_000:
-            raise ConfigError(f"k must be an integer in [1, 10000], got {self.k!r}")
+        check_int("k", self.k, 1, MAX_K)
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class FirstStageOptions(DepthOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_int("rrf_k", self.rrf_k, 0, 10_000)  # 1 / (rrf_k + rank) stays positive
         if self.first_stage not in ("knn", "bm25"):
             raise ConfigError(
                 f"first_stage must be one of ['knn', 'bm25'], got {self.first_stage!r}"
@@ -102,8 +103,7 @@ class VectorRerankOptions(DepthOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 <= self.mu <= 1:
-            raise ConfigError(f"mu must be in [0, 1], got {self.mu!r}")
+        check_number("mu", self.mu, 0, 1)
 
 
 class _FirstStage:
@@ -156,7 +156,7 @@ class KnnMethod(_FirstStage):
     name = "knn"
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        vector = self.context.embed_query(query, timings)
+        vector = await self.context.embed_query(query, timings)
         return await self.context.knn(vector, k, timings, returns="text"), 1
 
 
@@ -168,7 +168,7 @@ class HybridRrfMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         lexical = await self.context.bm25(query, k, timings)
-        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings)
+        dense = await self.context.knn(await self.context.embed_query(query, timings), k, timings)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -185,7 +185,7 @@ class _Rerank(_FirstStage):
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
         window = hits[: self.options.k]
-        phi, pairs = self.context.label(query, window, timings, LabelCache())
+        phi, pairs = await self.context.label(query, window, timings, LabelCache())
         return phi.tolist(), pairs
 
 
@@ -198,7 +198,7 @@ class RerankMethod(_Rerank):
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
             return await self.context.bm25(query, k, timings), 1
-        vector = self.context.embed_query(query, timings)
+        vector = await self.context.embed_query(query, timings)
         return await self.context.knn(vector, k, timings, returns="text"), 1
 
 
@@ -213,7 +213,7 @@ class RerankHybridMethod(_Rerank):
     name = "rerank-hybrid"
 
     async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings,
+        dense = await self.context.knn(await self.context.embed_query(query, timings), k, timings,
                                        returns="text")
         lexical = await self.context.bm25(query, k, timings)
         return interleave(dense, lexical), 2
@@ -253,7 +253,7 @@ class VectorRerankMethod(_FirstStage):
         window = hits[: self.options.k]
         if not window:
             return [], 0
-        q = self.context.embed_query(query, timings)
+        q = await self.context.embed_query(query, timings)
         stored = np.stack([np.asarray(h.source[self.context.vector_field], dtype=np.float32)
                            for h in window])
         bm25 = np.array([h.score for h in window])
@@ -271,6 +271,13 @@ class RocchioOptions(_Options):
     beta: float = 0.75
     gamma: float = 0.15
     lam: float = 0.5
+
+    def __post_init__(self) -> None:
+        check_int("k", self.k, 1, MAX_K)
+        check_int("k_prime", self.k_prime, 1, self.k)  # positives among the k labelled
+        for name in ("alpha", "beta", "gamma"):
+            check_number(name, getattr(self, name), 0, 100)
+        check_number("lam", self.lam, 0, 1)
 
 
 class TourMethod:
@@ -293,7 +300,7 @@ class TourMethod:
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, total = time.perf_counter(), Timings()
         config = self.config
-        q = self.context.embed_query(query, total)
+        q = await self.context.embed_query(query, total)
         optimizer = QueryOptimizer(config) if isinstance(config, TourConfig) else None
         vectors: dict[str, np.ndarray] = {}
         sources: dict[str, Any] = {}
@@ -306,7 +313,7 @@ class TourMethod:
             round_started = time.perf_counter()
             hits = await self.context.knn(q, config.k, timings)
             top = hits[: config.k]
-            phi, newly = self.context.label(query, top, timings, labels)
+            phi, newly = await self.context.label(query, top, timings, labels)
             pairs += newly
             for hit, score in zip(top, phi, strict=True):
                 vectors[hit.id] = hit.vector

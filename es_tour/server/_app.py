@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,13 +15,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from es_tour.errors import ConfigError, EsTourError
+from es_tour.errors import ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._request import (
+    MalformedJson,
     Passthrough,
+    check_path,
     parse_body,
     parse_search,
+    read_body,
     search_target,
     wants_tour,
 )
@@ -52,30 +55,29 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
         try:
             return await _dispatch(request, upstream, service)
         except EsTourError as exc:
-            return _json(exc.to_engine_error(), exc.status, upstream.engine)
+            return _error(exc, upstream.engine)
 
     async def crash(request: Request, exc: Exception) -> Response:
         log.exception("es-tour sidecar failed on %s %s", request.method, request.url.path)
-        error = {"error": {"type": "es_tour_exception", "reason": f"{type(exc).__name__}: {exc}"},
-                 "status": 500}
-        return _json(error, 500, upstream.engine)
+        return _error(InternalError(), upstream.engine)
 
     return Starlette(routes=[Route("/{path:path}", handle, methods=METHODS)], lifespan=lifespan,
                      exception_handlers={Exception: crash})
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
+    check_path(request.scope["raw_path"], request.scope["query_string"])
     target = search_target(request.method, request.url.path)
     if target is None:
         return await upstream.forward(request)
-    raw = await request.body()
+    raw = await read_body(request, service.config.max_body_bytes)
     settings = None
     if target and "," not in target and "*" not in target:
         settings = await upstream.tour_settings(target, request.headers)
     enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
     try:
         body = parse_body(raw)
-    except ConfigError:
+    except MalformedJson:
         if not enabled:  # the engine answers its own malformed requests
             return await upstream.forward(request, raw)
         raise
@@ -99,12 +101,17 @@ def _unservable(reason: str) -> EsTourError:
                        "drop ext.tour to run it as a plain search")
 
 
+def _error(exc: EsTourError, engine: str | None) -> Response:
+    """Every error a client sees, in the engine's shape, from the one table in errors.py."""
+    return _json(exc.to_engine_error(), exc.status, engine, headers=exc.headers)
+
+
 def _json(payload: dict[str, Any], status: int, engine: str | None, *,
-          pretty: bool = False) -> Response:
+          pretty: bool = False, headers: Mapping[str, str] | None = None) -> Response:
     text = json.dumps(payload, indent=2 if pretty else None, default=_plain,
                       separators=None if pretty else (",", ":"))
-    headers = {"X-Elastic-Product": "Elasticsearch"} if engine == "elasticsearch" else {}
-    return Response(text, status_code=status, headers=headers,
+    out = {"X-Elastic-Product": "Elasticsearch"} if engine == "elasticsearch" else {}
+    return Response(text, status_code=status, headers={**out, **(headers or {})},
                     media_type="application/json; charset=UTF-8")
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from es_tour.errors import ConfigError
 
 ENGINE_KINDS = ("opensearch", "elasticsearch")
+WHEN_FULL = ("queue", "reject")
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,17 @@ class ServerConfig:
 
     upstream: the engine's base URL (credentials in it are used for the pipeline's calls).
     engine: "opensearch" or "elasticsearch"; None detects it from the upstream's headers.
-    deadline_ms: the longest a refinement may run before round-0 results are returned.
-    max_k: the largest `k` (and `from + size`) a request may ask for.
+    deadline_ms: the longest a refinement may run before round-0 results are returned;
+      it covers the wait for capacity and model time (checked between labeler batches).
+    max_k, max_size, max_rounds, max_top_k, max_timeout_ms: caps on what a request (or an
+      index's settings) may ask for: `k`, `from + size`, `max_rounds`, the agents' `top_k`,
+      `ext.tour.timeout_ms`. Past a cap is a 400 naming it.
+    max_body_bytes: the largest `_search` body the sidecar reads (413 past it).
+    model_workers: threads that run labeler batches (query embeddings get one more).
+    label_batch: docs per labeler batch; a cancelled refinement stops after the current one.
+    max_refinements: TOUR requests refining at once; the others wait or are refused.
+    when_full: "queue" (wait for capacity until the deadline, then answer round 0 with
+      `degraded: true`) or "reject" (429 with Retry-After: retry_after_s at once).
     settings_ttl_s: how long an index's `index.tour.*` settings are cached.
     method, labeler, encoder, vector_field, text_fields, options: the server defaults,
     used when neither the request's `ext.tour` nor the index settings say otherwise.
@@ -29,6 +39,16 @@ class ServerConfig:
     engine: str | None = None
     deadline_ms: int = 10_000
     max_k: int = 1000
+    max_size: int = 1000
+    max_rounds: int = 10
+    max_top_k: int = 1000
+    max_timeout_ms: int = 60_000
+    max_body_bytes: int = 10 * 1024 * 1024
+    model_workers: int = 2
+    label_batch: int = 16
+    max_refinements: int = 4
+    when_full: str = "queue"
+    retry_after_s: int = 1
     settings_ttl_s: float = 5.0
     connect_timeout_s: float = 2.0
     upstream_timeout_s: float = 120.0
@@ -48,7 +68,11 @@ class ServerConfig:
         if self.engine is not None and self.engine not in ENGINE_KINDS:
             raise ConfigError(f"engine must be one of {list(ENGINE_KINDS)} or None, "
                               f"got {self.engine!r}")
-        for name in ("deadline_ms", "max_k", "max_connections"):
+        if self.when_full not in WHEN_FULL:
+            raise ConfigError(f"when_full must be one of {list(WHEN_FULL)}, got {self.when_full!r}")
+        for name in ("deadline_ms", "max_k", "max_size", "max_rounds", "max_top_k",
+                     "max_timeout_ms", "max_body_bytes", "model_workers", "label_batch",
+                     "max_refinements", "retry_after_s", "max_connections"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")

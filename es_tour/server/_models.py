@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from es_tour.errors import NotFoundError
 from es_tour.models import DualEncoder, Labeler, load_labeler, model_path
 
 
@@ -33,9 +34,12 @@ class Models:
         """
         from onnx_models import spec
 
+        registry_name = spec(name).name
         with self._lock:
             if name not in self._labelers:
-                self._labelers[name] = load_labeler(spec(name).name)
+                if not model_path(registry_name).is_dir():
+                    raise NotFoundError(f"labeler [{name}] is not built on this server")
+                self._labelers[name] = load_labeler(registry_name)
             return self._labelers[name]
 
     def preload(self, labeler: str) -> None:

@@ -64,16 +64,23 @@ def index_settings(flat: Mapping[str, Any]) -> dict[str, Any]:
         name = key[len(SETTINGS_PREFIX):]
         if name == "enabled":
             out[name] = str(raw).lower() == "true"
-        elif name in _INT_SETTINGS:
-            out[name] = int(raw)
-        elif name in _FLOAT_SETTINGS:
-            out[name] = float(raw)
+        elif name in _INT_SETTINGS or name in _FLOAT_SETTINGS:
+            out[name] = _number(key, raw, int if name in _INT_SETTINGS else float)
         elif name == "text_fields":
             items = raw if isinstance(raw, list) else str(raw).strip("[]").split(",")
             out[name] = tuple(str(item).strip() for item in items if str(item).strip())
         else:
             out[name] = raw
     return out
+
+
+def _number(key: str, raw: Any, kind: type) -> Any:
+    """An index setting as a number; a value the plugin would not have let through is a 400."""
+    try:
+        return kind(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"index setting [{key}] is not a valid {kind.__name__}: "
+                          f"{str(raw)[:40]!r}") from None
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,18 @@ cannot give (aggregations, sorting, scrolling, highlighting, ...).
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from reprlib import repr as shown
 from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
+from starlette.requests import Request
 
-from es_tour.errors import ConfigError
+from es_tour.errors import BodyTooLargeError, ConfigError
 
 # Body keys the sidecar honours; any other key sends the request through untouched.
 BODY_KEYS = frozenset({"query", "knn", "size", "from", "_source", "ext", "timeout",
@@ -29,6 +33,22 @@ PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excl
                     "typed_keys", "search_type", "allow_partial_search_results",
                     "ccs_minimize_roundtrips", "max_concurrent_shard_requests",
                     "pre_filter_shard_size", "batched_reduce_size"})
+
+
+# The longest integer literal a body may hold: past int64 no engine takes it, and Python's
+# own int() of a 5,000-digit literal is an error of its own.
+MAX_INT_DIGITS = 20
+# An origin-form path (RFC 3986 §3.3): `/` and segments of pchars (unreserved, %XX,
+# sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
+# themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
+_PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+_QUERY = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
+
+
+class MalformedJson(ConfigError):
+    """The body is no JSON at all: on an index the sidecar does not serve, the engine gives
+    its own 400. Numbers out of range are plain ConfigErrors, answered by the sidecar, since
+    the engines answer those with a 500."""
 
 
 class Passthrough(Exception):
@@ -73,22 +93,68 @@ def search_target(method: str, path: str) -> str | None:
     parts = [p for p in path.split("/") if p]
     if parts == ["_search"]:
         return ""
-    if len(parts) == 2 and parts[1] == "_search" and not parts[0].startswith("_"):
+    if len(parts) == 2 and parts[1] == "_search" and (parts[0] == "_all"
+                                                      or not parts[0].startswith("_")):
         return unquote(parts[0])
     return None
 
 
+def check_path(raw_path: bytes, query: bytes = b"") -> None:
+    """A 400 for a request target that is no valid URL: its path, or its query string."""
+    if not _PATH.fullmatch(raw_path.decode("latin-1")):
+        raise ConfigError(f"invalid URL path [{shown(raw_path.decode('latin-1'))}]")
+    if not _QUERY.fullmatch(query.decode("latin-1")):
+        raise ConfigError(f"invalid URL query [{shown(query.decode('latin-1'))}]")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or a 413 as soon as it is past `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLargeError(f"request body of {declared} bytes is past this server's "
+                                f"limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError(f"request body is past this server's limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The JSON body (empty -> {}); malformed JSON is a 400."""
+    """The JSON body (empty -> {}). Malformed JSON is a 400, and so are numbers no engine
+    takes (NaN, Infinity, 1e999, integers past MAX_INT_DIGITS) and nesting deeper than
+    the interpreter recurses."""
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_int=_json_int, parse_float=_json_float,
+                          parse_constant=_json_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"request body is not valid JSON: {exc}") from exc
+        raise MalformedJson(f"request body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ConfigError("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ConfigError("request body must be a JSON object")
     return body
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ConfigError(f"number [{shown(text)}] has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ConfigError(f"number [{shown(text)}] is out of range")
+    return value
+
+
+def _json_constant(text: str) -> float:
+    raise ConfigError(f"[{text}] is not a JSON number")
 
 
 def wants_tour(body: Mapping[str, Any]) -> bool:
@@ -116,14 +182,15 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     query_text = tour.pop("query_text", None)
     if query_text is not None:
         if not isinstance(query_text, str) or not query_text.strip():
-            raise ConfigError(f"ext.tour.query_text must be a non-empty string, got {query_text!r}")
+            raise ConfigError("ext.tour.query_text must be a non-empty string, "
+                              f"got {shown(query_text)}")
         text = query_text
     if text is None:
         raise Passthrough("no query text" if vector is not None else "unsupported query")
     timeout_ms = tour.pop("timeout_ms", None)
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
                                    or timeout_ms < 1):
-        raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {timeout_ms!r}")
+        raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {shown(timeout_ms)}")
     return SearchRequest(
         index=target, text=text, vector=vector, vector_field=vector_field,
         size=_count("size", params.get("size", body.get("size", 10))),
@@ -144,7 +211,7 @@ def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
         raise Passthrough(f"unsupported ext {others}")
     tour = ext.get("tour", {})
     if not isinstance(tour, Mapping):
-        raise ConfigError(f"ext.tour must be an object, got {tour!r}")
+        raise ConfigError(f"ext.tour must be an object, got {shown(tour)}")
     return dict(tour)
 
 
@@ -161,6 +228,8 @@ def _query(body: Mapping[str, Any]) -> tuple[str | None, np.ndarray | None, str 
         if "query_vector" not in knn:
             raise Passthrough("knn without query_vector")
         vector, vector_field = _vector(knn["query_vector"]), knn.get("field")
+        if vector_field is not None and not isinstance(vector_field, str):
+            raise ConfigError(f"knn.field must be a string, got {shown(vector_field)}")
     query = body.get("query")
     if query is None:
         return text, vector, vector_field
@@ -193,7 +262,7 @@ def _match_text(clause: Any) -> str:
     if isinstance(value, Mapping):
         return _clause_text(value, "match")
     if not isinstance(value, str):
-        raise ConfigError(f"match query text must be a string, got {value!r}")
+        raise ConfigError(f"match query text must be a string, got {shown(value)}")
     return value
 
 
@@ -210,17 +279,22 @@ def _vector(value: Any) -> np.ndarray:
     if not isinstance(value, list) or not value or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
         raise ConfigError("a query vector must be a non-empty list of numbers")
-    return np.asarray(value, dtype=np.float32)
+    with np.errstate(over="ignore"):  # past float32's range is caught just below
+        vector = np.asarray(value, dtype=np.float32)
+    if not np.all(np.isfinite(vector)) or not np.any(vector):
+        raise ConfigError("a query vector must be finite and not all zeros")
+    return vector
 
 
 def _count(name: str, value: Any) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}") from None
-    if number < 0 or (isinstance(value, float) and value != number):
-        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
-    return number
+    """`size` or `from`: an integer >= 0, from the body (a number) or the URL (digits)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value) if len(value) <= MAX_INT_DIGITS else -1
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {shown(value)}")
+    return value
 
 
 def _source_filter(params: Mapping[str, str], body_source: Any) -> SourceFilter:
@@ -235,14 +309,20 @@ def _source_filter(params: Mapping[str, str], body_source: Any) -> SourceFilter:
     if isinstance(spec, str):
         includes += (spec,)
     elif isinstance(spec, list):
-        includes += tuple(str(p) for p in spec)
+        includes += tuple(_patterns(spec))
     elif isinstance(spec, Mapping):
         includes += tuple(_patterns(spec.get("includes", spec.get("include", ()))))
         excludes += tuple(_patterns(spec.get("excludes", spec.get("exclude", ()))))
     elif spec is not True:
-        raise ConfigError(f"_source must be a boolean, a field list or an object, got {spec!r}")
+        raise ConfigError("_source must be a boolean, a field list or an object, "
+                          f"got {shown(spec)}")
     return SourceFilter(True, includes, excludes)
 
 
 def _patterns(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(p) for p in value]
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ConfigError(f"_source patterns must be a string or a list of strings, "
+                          f"got {shown(value)}")
+    return value

@@ -1,4 +1,10 @@
-"""One intercepted search: resolve the method, run it once under a deadline, render it."""
+"""One intercepted search: resolve the method, admit it, run it once under a deadline, render it.
+
+Model inference runs on the pipeline's ModelPool, off the event loop. At most
+`max_refinements` searches refine at once; the others wait for a slot until their
+deadline (and then answer with the round-0 ranking) or, with `when_full: reject`, get a
+429 at once.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.engines import ClientEngine, connect
-from es_tour.errors import ConfigError
-from es_tour.pipeline import SearchContext, SearchResult, Timings
+from es_tour.engines import CLIENT_ERRORS, ClientEngine, connect, engine_answer
+from es_tour.errors import (
+    ConfigError,
+    EngineResponseError,
+    OverloadedError,
+    UpstreamError,
+)
+from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, SearchResult, Timings
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._options import Resolved, build, index_settings, resolve
@@ -27,18 +38,21 @@ class _GivenVector(SearchContext):
 
     vector: np.ndarray | None = None
 
-    def embed_query(self, query: str, timings: Timings) -> np.ndarray:
+    async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
         if self.vector is None:
-            return super().embed_query(query, timings)
+            return await super().embed_query(query, timings)
         return self.vector
 
 
 class TourService:
-    """Shared state of the intercepting side: config, models, and one engine adapter."""
+    """Shared state of the intercepting side: config, models, the model pool, the admission
+    slots, and one engine adapter."""
 
     def __init__(self, config: ServerConfig, models: Models):
         self.config = config
         self.models = models
+        self.pool = ModelPool(config.model_workers)
+        self._slots = asyncio.Semaphore(config.max_refinements)
         self._engine: ClientEngine | None = None
 
     def engine(self, kind: str) -> ClientEngine:
@@ -47,6 +61,7 @@ class TourService:
         return self._engine
 
     async def close(self) -> None:
+        self.pool.close()
         if self._engine is not None:
             await self._engine.close()
 
@@ -58,21 +73,41 @@ class TourService:
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
                      engine: str) -> dict[str, Any]:
         """The engine-shaped response to `request`, TOUR's trace under ext.tour."""
+        try:
+            return await self._search(request, flat_settings, engine)
+        except CLIENT_ERRORS as exc:
+            answer = engine_answer(exc)
+            if answer is None:
+                raise UpstreamError("the engine could not be reached: "
+                                    f"{type(exc).__name__}") from exc
+            raise EngineResponseError(*answer) from exc
+
+    async def _search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
+                      engine: str) -> dict[str, Any]:
         started = time.perf_counter()
         chosen = resolve(request.tour, index_settings(flat_settings or {}), self.defaults())
         if request.vector_field is not None and "vector_field" not in request.tour:
             chosen = replace(chosen, vector_field=request.vector_field)
-        self._check(request, chosen)
         assert request.text is not None
-        context = _GivenVector(self.engine(engine), request.index, self.models.encoder,
-                               self.models.labeler(chosen.labeler), chosen.text_fields,
-                               chosen.vector_field, request.vector)
-        method = build(chosen.method, context, chosen.options)
+        # a first use loads the model from disk: seconds the event loop must not wait
+        encoder, labeler = await asyncio.to_thread(
+            lambda: (self.models.encoder, self.models.labeler(chosen.labeler)))
+        context = _GivenVector(self.engine(engine), request.index, encoder, labeler,
+                               chosen.text_fields,
+                               chosen.vector_field, self.pool, self.config.label_batch,
+                               request.vector)
+        method = build(chosen.method, context, chosen.options)  # every option checked here
+        self._check(request, chosen)
+        if self._slots.locked() and self.config.when_full == "reject":
+            raise OverloadedError(
+                f"all {self.config.max_refinements} refinement slots are busy; retry later",
+                self.config.retry_after_s)
         depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
         try:
-            result = await asyncio.wait_for(method.search(request.text, depth), deadline_ms / 1000)
+            result = await asyncio.wait_for(self._refine(method, request.text, depth),
+                                            deadline_ms / 1000)
         except TimeoutError:
             fallback = FALLBACK
             result = await self._round0(context, request.text, depth, chosen)
@@ -80,14 +115,22 @@ class TourService:
                  "fallback": fallback}
         return render(result, request, (time.perf_counter() - started) * 1000, extra)
 
+    async def _refine(self, method: SearchMethod, text: str, depth: int) -> SearchResult:
+        """The method's search once a slot is free; cancelled at the deadline, between two
+        labeler batches at the latest (the batch running finishes on its thread)."""
+        async with self._slots:
+            return await method.search(text, depth)
+
     def _check(self, request: SearchRequest, chosen: Resolved) -> None:
-        limit = self.config.max_k
-        k = chosen.options.get("k")
-        if isinstance(k, int) and k > limit:
-            raise ConfigError(f"k [{k}] is past this server's maximum [{limit}]")
-        if request.from_ + request.size > limit:
-            raise ConfigError(f"from + size [{request.from_ + request.size}] is past this "
-                              f"server's maximum [{limit}]")
+        c = self.config
+        caps = (("k", chosen.options.get("k"), c.max_k),
+                ("from + size", request.from_ + request.size, c.max_size),
+                ("max_rounds", chosen.options.get("max_rounds"), c.max_rounds),
+                ("top_k", chosen.options.get("top_k"), c.max_top_k),
+                ("timeout_ms", request.timeout_ms, c.max_timeout_ms))
+        for name, value, limit in caps:
+            if isinstance(value, int) and value > limit:
+                raise ConfigError(f"{name} [{value}] is past this server's maximum [{limit}]")
         if request.vector is not None:
             dimension = self.models.encoder.dimension
             if request.vector.shape != (dimension,):
@@ -96,9 +139,12 @@ class TourService:
 
     async def _round0(self, context: SearchContext, text: str, depth: int,
                       chosen: Resolved) -> SearchResult:
-        """The kNN ranking the method starts from, marked degraded, named for the method."""
+        """The kNN ranking the method starts from, marked degraded, named for the method.
+
+        Its one model call, the query embedding, has a thread of its own in the pool."""
         k = max(depth, int(chosen.options.get("k", depth)), 1)
-        result = await build(FALLBACK, context, {"k": min(k, 10_000)}).search(text, depth)
+        result = await build(FALLBACK, context, {"k": k}).search(text, depth)
         return SearchResult(chosen.method, result.hits, result.rounds, result.pairs_scored,
                             result.engine_calls, result.timings, dict(chosen.options),
                             degraded=True)
+

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._cache import LabelCache
-from ._config import DEFAULT_VARIANT, VARIANTS, TourConfig
+from ._config import DEFAULT_VARIANT, MAX_K, MAX_ROUNDS, VARIANTS, TourConfig
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
 from ._optimizer import QueryOptimizer
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
@@ -11,6 +11,8 @@ from ._ranking import final_scores
 
 __all__ = [
     "DEFAULT_VARIANT",
+    "MAX_K",
+    "MAX_ROUNDS",
     "VARIANTS",
     "LabelCache",
     "QueryOptimizer",

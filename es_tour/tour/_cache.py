@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from es_tour.errors import ConfigError
+
 
 class LabelCache:
     """Maps doc id -> phi for one query; counts hits and misses in `missing`."""
@@ -36,7 +38,7 @@ class LabelCache:
         """Store scores: (n,) for ids: (n,)."""
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
         if len(ids) != len(scores):
-            raise ValueError(f"got {len(ids)} ids but {len(scores)} scores")
+            raise ConfigError(f"got {len(ids)} ids but {len(scores)} scores")
         self._scores.update(zip(ids, scores.tolist(), strict=True))
 
     def get(self, ids: Sequence[str]) -> np.ndarray:

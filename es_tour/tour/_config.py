@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_tour.errors import ConfigError
-from es_tour.options import from_options
+from es_tour.options import check_int, check_number, from_options
 
 VARIANTS = ("hard", "soft")
 DEFAULT_VARIANT = "hard"
+MAX_K = 10_000  # the engines' own index.max_result_window
+MAX_ROUNDS = 100
 
 
 def check_variant(variant: str) -> str:
@@ -18,14 +20,6 @@ def check_variant(variant: str) -> str:
     if variant not in VARIANTS:
         raise ConfigError(f"tour variant must be one of {list(VARIANTS)}, got {variant!r}")
     return variant
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -56,22 +50,15 @@ class TourConfig:
 
     def __post_init__(self) -> None:
         check_variant(self.variant)
-        for name in ("k", "max_rounds"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ConfigError(f"tour.{name} must be an integer >= 1, got {value!r}")
-        for name in ("lr", "tau"):
-            value = getattr(self, name)
-            if not _is_number(value) or not value > 0:
-                raise ConfigError(f"tour.{name} must be a number > 0, got {value!r}")
-        if not _is_number(self.p) or not 0 < self.p <= 1:
-            raise ConfigError(f"tour.p must be in (0, 1], got {self.p!r}")
-        if not _is_number(self.momentum) or not 0 <= self.momentum < 1:
-            raise ConfigError(f"tour.momentum must be in [0, 1), got {self.momentum!r}")
-        if not _is_number(self.weight_decay) or not self.weight_decay >= 0:
-            raise ConfigError(f"tour.weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not _is_number(self.lam) or not 0 <= self.lam <= 1:
-            raise ConfigError(f"tour.lam must be in [0, 1], got {self.lam!r}")
+        check_int("tour.k", self.k, 1, MAX_K)
+        check_int("tour.max_rounds", self.max_rounds, 1, MAX_ROUNDS)
+        # bounds past which the update overflows or does nothing, not taste
+        check_number("tour.lr", self.lr, 1e-6, 100)
+        check_number("tour.tau", self.tau, 1e-3, 1000)
+        check_number("tour.p", self.p, 1e-6, 1)
+        check_number("tour.momentum", self.momentum, 0, 0.999)
+        check_number("tour.weight_decay", self.weight_decay, 0, 100)
+        check_number("tour.lam", self.lam, 0, 1)
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> TourConfig:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from es_tour.errors import ConfigError
+
 from ._numerics import as_query_and_candidates, softmax
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives
 
@@ -63,7 +65,7 @@ def rocchio(
     q, C = as_query_and_candidates(q, C)
     k = C.shape[0]
     if not 1 <= k_prime <= k:
-        raise ValueError(f"k_prime must be in [1, {k}], got {k_prime!r}")
+        raise ConfigError(f"k_prime must be in [1, {k}], got {k_prime!r}")
     relevant = C[:k_prime].mean(axis=0)
     non_relevant = C[k_prime:].mean(axis=0) if k_prime < k else np.zeros_like(q)
     return (alpha * q + beta * relevant - gamma * non_relevant).astype(np.float32)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from es_tour.errors import ConfigError
+
 
 def softmax(x: np.ndarray) -> np.ndarray:
     """Softmax of x: (n,) -> (n,) float64; the max is subtracted so exp cannot overflow."""
@@ -16,7 +18,7 @@ def as_scores(phi: np.ndarray, name: str = "phi") -> np.ndarray:
     """phi as a non-empty (k,) float64 array."""
     phi = np.asarray(phi, dtype=np.float64)
     if phi.ndim != 1 or phi.size == 0:
-        raise ValueError(f"{name} must be a non-empty (k,) array, got shape {phi.shape}")
+        raise ConfigError(f"{name} must be a non-empty (k,) array, got shape {phi.shape}")
     return phi
 
 
@@ -27,9 +29,9 @@ def as_query_and_candidates(
     q = np.asarray(q, dtype=np.float64)
     C = np.asarray(C, dtype=np.float64)
     if q.ndim != 1:
-        raise ValueError(f"q must be a (d,) vector, got shape {q.shape}")
+        raise ConfigError(f"q must be a (d,) vector, got shape {q.shape}")
     if C.ndim != 2 or C.shape[0] == 0 or C.shape[1] != q.shape[0]:
-        raise ValueError(f"C must be a non-empty (k, {q.shape[0]}) matrix, got shape {C.shape}")
+        raise ConfigError(f"C must be a non-empty (k, {q.shape[0]}) matrix, got shape {C.shape}")
     if phi is not None and np.shape(phi) != (C.shape[0],):
-        raise ValueError(f"phi must have shape ({C.shape[0]},) to match C, got {np.shape(phi)}")
+        raise ConfigError(f"phi must have shape ({C.shape[0]},) to match C, got {np.shape(phi)}")
     return q, C

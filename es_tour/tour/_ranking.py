@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from es_tour.errors import ConfigError
+
 
 def _min_max(x: np.ndarray) -> np.ndarray:
     """Scale to [0, 1]; a constant vector carries no ordering, so it becomes zeros."""
@@ -22,9 +24,9 @@ def final_scores(phi: np.ndarray, sim: np.ndarray, lam: float) -> np.ndarray:
     phi = np.asarray(phi, dtype=np.float64)
     sim = np.asarray(sim, dtype=np.float64)
     if phi.ndim != 1 or phi.shape != sim.shape:
-        raise ValueError(f"phi and sim must both be (n,), got {phi.shape} and {sim.shape}")
+        raise ConfigError(f"phi and sim must both be (n,), got {phi.shape} and {sim.shape}")
     if not 0 <= lam <= 1:
-        raise ValueError(f"lam must be in [0, 1], got {lam!r}")
+        raise ConfigError(f"lam must be in [0, 1], got {lam!r}")
     if phi.size == 0:
         return np.zeros(0, dtype=np.float64)
     return lam * _min_max(phi) + (1 - lam) * _min_max(sim)

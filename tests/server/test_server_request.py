@@ -11,6 +11,7 @@ from es_tour.server._request import Passthrough, parse_body, parse_search, searc
 def test_search_target_names_one_index_or_none() -> None:
     assert search_target("POST", "/scifact/_search") == "scifact"
     assert search_target("GET", "/_search") == ""
+    assert search_target("POST", "/_all/_search") == "_all"  # read, then passed through
     assert search_target("PUT", "/scifact/_search") is None
     assert search_target("GET", "/scifact/_doc/1") is None
     assert search_target("GET", "/_cat/indices") is None
