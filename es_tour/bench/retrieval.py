@@ -23,8 +23,9 @@ from es_tour.metrics import score_run
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 
-FIRST_STAGE = ("bm25", "knn", "hybrid-rrf")
-RERANK = ("rerank:k=10", "rerank:k=40", "rerank:k=100", "rerank:k=100:first_stage=bm25")
+FIRST_STAGE = ("bm25", "knn", "hybrid-rrf", "vector-rerank")  # no labeler pairs
+RERANK = ("rerank:k=10", "rerank:k=40", "rerank:k=100", "rerank:k=100:first_stage=bm25",
+          "rerank-hybrid:k=10", "rerank-hybrid:k=40", "rerank-hybrid:k=100")
 TOUR = ("rocchio", *(f"tour-{variant}:k={k}:max_rounds={rounds}"
                      for variant in ("hard", "soft") for k in (10, 20) for rounds in (1, 3)))
 AGENTS = ("hre", "rm3-agent", "learned-agent", "oracle-agent")
