@@ -39,3 +39,20 @@ class UpstreamError(EsTourError):
 
     status = 502
     error_type = "upstream_exception"
+
+
+class EngineError(EsTourError):
+    """The engine answered an error: it goes back to the caller with its own status and body."""
+
+    error_type = "engine_exception"
+
+    def __init__(self, status: int, body: object):
+        self.status = status
+        self.body = body
+        super().__init__(f"the engine answered {status}")
+
+    def to_engine_error(self) -> dict:
+        if isinstance(self.body, dict) and "error" in self.body:
+            return self.body
+        return {"error": {"type": self.error_type, "reason": str(self.body)},
+                "status": self.status}

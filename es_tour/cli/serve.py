@@ -25,12 +25,18 @@ def serve_command(
         help="round-0 results are returned when a refinement runs longer")] = 10_000,
     max_k: Annotated[int, typer.Option(help="largest k and from+size a request may ask")] = 1000,
     settings_ttl: Annotated[float, typer.Option(help="seconds index settings are cached")] = 5.0,
+    settings_credentials: Annotated[str | None, typer.Option(
+        envvar="ES_TOUR_SETTINGS_CREDENTIALS", show_default=False,
+        help="USER:PASSWORD the sidecar reads index.tour.* settings with, and nothing else "
+             "(default: each caller's own credentials); best given by its environment "
+             "variable")] = None,
     log_level: str = "info",
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
     config = ServerConfig(upstream=upstream, engine=engine, method=method, labeler=labeler,
-                          deadline_ms=deadline_ms, max_k=max_k, settings_ttl_s=settings_ttl)
+                          deadline_ms=deadline_ms, max_k=max_k, settings_ttl_s=settings_ttl,
+                          settings_credentials=settings_credentials)
     parse_listen(listen)
     typer.echo(f"es-tour sidecar on http://{listen} -> {config.base_url}")
     serve(config, listen, log_level)

@@ -1,7 +1,8 @@
-"""Labelers: a relevance score φ(query, doc) per document, computed once per (query, doc id)."""
+"""Labelers: a relevance score φ(query, doc), computed once per query, index, doc id and text."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,20 +22,23 @@ DEFAULT_CACHED_QUERIES = 256
 class Labeler(Protocol):
     """Scores documents for a query; `pairs_scored` counts model work done so far.
 
-    One unit of work is one new (query, doc id): a cross-encoder pair, or a document
-    embedded by a dual encoder. Scores already computed for the query are reused.
+    One unit of work is one new (query, index, doc id, text): a cross-encoder pair, or a
+    document embedded by a dual encoder. Scores already computed for them are reused.
     """
 
     name: str
     pairs_scored: int
 
-    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
+    def score(self, query: str, docs: Sequence[tuple[str, str]], index: str = "") -> np.ndarray:
+        """docs: n (doc_id, text) of `index` -> (n,) float32 scores in the docs' order."""
         ...
 
 
 class _CachedLabeler:
-    """Per-query score cache shared by the labelers; keeps the most recent queries."""
+    """Per-query score cache shared by the labelers; keeps the most recent queries.
+
+    A score is kept under (index, doc id, text digest): the same id in another index, or a
+    doc whose text changed, is scored afresh."""
 
     def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES) -> None:
         if cached_queries < 1:
@@ -42,10 +46,10 @@ class _CachedLabeler:
         self.name = name
         self.pairs_scored = 0
         self._cached_queries = cached_queries
-        self._cache: OrderedDict[str, dict[str, float]] = OrderedDict()
+        self._cache: OrderedDict[str, dict[tuple[str, str, bytes], float]] = OrderedDict()
 
-    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
+    def score(self, query: str, docs: Sequence[tuple[str, str]], index: str = "") -> np.ndarray:
+        """docs: n (doc_id, text) of `index` -> (n,) float32 scores in the docs' order."""
         known = self._cache.get(query)
         if known is None:
             known = self._cache[query] = {}
@@ -53,15 +57,17 @@ class _CachedLabeler:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(query)
-        new: dict[str, str] = {}
-        for doc_id, text in docs:
-            if doc_id not in known and doc_id not in new:
-                new[doc_id] = text
+        keys = [(index, doc_id, hashlib.blake2b(text.encode(), digest_size=16).digest())
+                for doc_id, text in docs]
+        new: dict[tuple[str, str, bytes], str] = {}
+        for key, (_, text) in zip(keys, docs, strict=True):
+            if key not in known and key not in new:
+                new[key] = text
         if new:
             fresh = self._score_new(query, list(new.values()))
             known.update(zip(new, fresh.tolist(), strict=True))
             self.pairs_scored += len(new)
-        return np.array([known[doc_id] for doc_id, _ in docs], dtype=np.float32)
+        return np.array([known[key] for key in keys], dtype=np.float32)
 
     def clear_cache(self) -> None:
         """Forget every cached score; `pairs_scored` keeps counting."""

@@ -43,7 +43,7 @@ class SearchContext:
             new = [(h.id, self.doc_text(dict(h.source))) for h in hits if h.id in missing]
             new = list(dict(new).items())
             with timings.model():
-                scores = self.labeler.score(query, new)
+                scores = self.labeler.score(query, new, self.index)
             labels.update([doc_id for doc_id, _ in new], scores)
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
 

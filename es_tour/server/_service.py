@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +35,8 @@ class _GivenVector(SearchContext):
 
 
 class TourService:
-    """Shared state of the intercepting side: config, models, and one engine adapter."""
+    """Shared state of the intercepting side: config, models, and one engine adapter whose
+    connection pool every request shares, each with its caller's credentials."""
 
     def __init__(self, config: ServerConfig, models: Models):
         self.config = config
@@ -56,26 +58,30 @@ class TourService:
                 "text_fields": c.text_fields, "options": dict(c.options)}
 
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
-                     engine: str) -> dict[str, Any]:
-        """The engine-shaped response to `request`, TOUR's trace under ext.tour."""
+                     engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
+        """The engine-shaped response to `request`, TOUR's trace under ext.tour; every engine
+        call carries the `caller`'s identity headers, and an engine error comes back as is."""
         started = time.perf_counter()
         chosen = resolve(request.tour, index_settings(flat_settings or {}), self.defaults())
         if request.vector_field is not None and "vector_field" not in request.tour:
             chosen = replace(chosen, vector_field=request.vector_field)
         self._check(request, chosen)
         assert request.text is not None
-        context = _GivenVector(self.engine(engine), request.index, self.models.encoder,
+        as_caller = self.engine(engine).with_headers(caller)
+        context = _GivenVector(as_caller, request.index, self.models.encoder,
                                self.models.labeler(chosen.labeler), chosen.text_fields,
                                chosen.vector_field, request.vector)
         method = build(chosen.method, context, chosen.options)
         depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
-        try:
-            result = await asyncio.wait_for(method.search(request.text, depth), deadline_ms / 1000)
-        except TimeoutError:
-            fallback = FALLBACK
-            result = await self._round0(context, request.text, depth, chosen)
+        with as_caller.engine_errors():
+            try:
+                result = await asyncio.wait_for(method.search(request.text, depth),
+                                                deadline_ms / 1000)
+            except TimeoutError:
+                fallback = FALLBACK
+                result = await self._round0(context, request.text, depth, chosen)
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback}
         return render(result, request, (time.perf_counter() - started) * 1000, extra)
