@@ -7,7 +7,6 @@ crashes included, through `to_engine_error`, in the engine's shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 
 class EsTourError(Exception):
@@ -59,22 +58,6 @@ class OverloadedError(EsTourError):
         self.headers = {"Retry-After": str(retry_after_s)}
 
 
-class EngineResponseError(EsTourError):
-    """The engine answered a pipeline call with an error: its status and body go back as they
-    came, so a missing index is the engine's own 404 `index_not_found_exception`."""
-
-    def __init__(self, status: int, body: Any):
-        super().__init__(f"engine answered {status}")
-        self.status = status
-        self.body = body
-
-    def to_engine_error(self) -> dict:
-        if isinstance(self.body, dict) and "error" in self.body:
-            return self.body
-        return {"error": {"type": "status_exception", "reason": str(self.body)},
-                "status": self.status}
-
-
 class ModelError(EsTourError):
     """A model is missing, its manifest is bad, or it is the wrong kind."""
 
@@ -93,3 +76,20 @@ class UpstreamError(EsTourError):
 
     status = 502
     error_type = "upstream_exception"
+
+
+class EngineError(EsTourError):
+    """The engine answered an error: it goes back to the caller with its own status and body."""
+
+    error_type = "engine_exception"
+
+    def __init__(self, status: int, body: object):
+        self.status = status
+        self.body = body
+        super().__init__(f"the engine answered {status}")
+
+    def to_engine_error(self) -> dict:
+        if isinstance(self.body, dict) and "error" in self.body:
+            return self.body
+        return {"error": {"type": self.error_type, "reason": str(self.body)},
+                "status": self.status}

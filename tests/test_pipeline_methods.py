@@ -56,7 +56,7 @@ class TargetLabeler:
     name = "target"
     pairs_scored = 0
 
-    def score(self, query, docs):
+    def score(self, query, docs, index=""):
         return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
 
 

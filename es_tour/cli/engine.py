@@ -11,7 +11,7 @@ from rich.table import Table
 
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
-from es_tour.cluster import DISTRIBUTIONS, LocalNode
+from es_tour.cluster import DISTRIBUTIONS, USERS, LocalNode
 
 engine_app = typer.Typer(no_args_is_help=True, help=__doc__)
 app.add_typer(engine_app, name="engine")
@@ -29,10 +29,17 @@ def start(
     heap: Annotated[str, typer.Option(help="JVM heap, e.g. 512m or 1g")] = "1g",
     timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 180.0,
     plugin: Annotated[list[Path] | None, typer.Option(help="a plugin zip to install")] = None,
+    security: Annotated[bool, typer.Option(
+        help="OpenSearch only: the Security plugin with demo users admin, reader-a (indices "
+             "tour-a*) and reader-ab (tour-a* and tour-b*)")] = False,
 ) -> None:
     """Fetch (once), configure and start a node; returns at once if it already runs."""
-    status = LocalNode(engine, port, heap).start(timeout, plugins=plugin or [])
+    node = LocalNode(engine, port, heap, security=security)
+    status = node.start(timeout, plugins=plugin or [])
     console.print(f"{engine} {status.version} is {status.health} at {status.url}")
+    if node.secured:
+        console.print(f"security on: users {', '.join(USERS)}; their passwords are in "
+                      f"{node.security.users_file}")
 
 
 @engine_app.command()

@@ -37,6 +37,11 @@ def serve_command(
     when_full: Annotated[str, typer.Option(
         help="queue (wait until the deadline, then round 0, degraded) or reject (429)")] = "queue",
     settings_ttl: Annotated[float, typer.Option(help="seconds index settings are cached")] = 5.0,
+    settings_credentials: Annotated[str | None, typer.Option(
+        envvar="ES_TOUR_SETTINGS_CREDENTIALS", show_default=False,
+        help="USER:PASSWORD the sidecar reads index.tour.* settings with, and nothing else "
+             "(default: each caller's own credentials); best given by its environment "
+             "variable")] = None,
     log_level: str = "info",
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
@@ -46,7 +51,8 @@ def serve_command(
                           max_rounds=max_rounds, max_top_k=max_top_k,
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
                           model_workers=model_workers, max_refinements=max_refinements,
-                          when_full=when_full, settings_ttl_s=settings_ttl)
+                          when_full=when_full, settings_ttl_s=settings_ttl,
+                          settings_credentials=settings_credentials)
     parse_listen(listen)
     typer.echo(f"es-tour sidecar on http://{listen} -> {config.base_url}")
     serve(config, listen, log_level)

@@ -8,12 +8,16 @@ from es_tour.cluster._distribution import (
     distribution,
 )
 from es_tour.cluster._node import DEFAULT_PORTS, LocalNode, NodeStatus
+from es_tour.cluster._security import INDEX_A, INDEX_B, USERS
 
 __all__ = [
     "DEFAULT_PORTS",
     "DISTRIBUTIONS",
     "ELASTICSEARCH_VERSION",
+    "INDEX_A",
+    "INDEX_B",
     "OPENSEARCH_VERSION",
+    "USERS",
     "Distribution",
     "LocalNode",
     "NodeStatus",

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from es_tour.errors import EngineSetupError
@@ -67,10 +67,14 @@ class Distribution:
     product_zip: str
     plugin_zips: tuple[str, ...] = ()
     modules: tuple[Module, ...] = ()
+    # A variant (e.g. "security") unpacks into its own home, so the plugins it adds never
+    # reach the nodes that run the plain distribution.
+    variant: str | None = None
 
     @property
     def home(self) -> Path:
-        return engines_dir() / f"{self.engine}-{self.version}"
+        suffix = f"-{self.variant}" if self.variant else ""
+        return engines_dir() / f"{self.engine}-{self.version}{suffix}"
 
     @property
     def launcher(self) -> Path:
@@ -140,15 +144,22 @@ ELASTICSEARCH = Distribution(
     ),
 )
 DISTRIBUTIONS = {d.engine: d for d in (OPENSEARCH, ELASTICSEARCH)}
+SECURITY_PLUGIN = f"org.opensearch.plugin:opensearch-security:{OPENSEARCH_VERSION}.0:zip"
+SECURED = {"opensearch": replace(OPENSEARCH, plugin_zips=(*OPENSEARCH.plugin_zips, SECURITY_PLUGIN),
+                                 variant="security")}
 
 
-def distribution(engine: str) -> Distribution:
-    try:
-        return DISTRIBUTIONS[engine]
-    except KeyError:
+def distribution(engine: str, *, security: bool = False) -> Distribution:
+    """The distribution of `engine`; with `security`, its own copy with the Security plugin."""
+    if engine not in DISTRIBUTIONS:
         raise EngineSetupError(
             f"unknown engine [{engine}]; choose one of: {', '.join(DISTRIBUTIONS)}"
-        ) from None
+        )
+    if not security:
+        return DISTRIBUTIONS[engine]
+    if engine not in SECURED:
+        raise EngineSetupError(f"--security is available for: {', '.join(SECURED)}")
+    return SECURED[engine]
 
 
 def fetch_artifact(coordinates: str) -> Path:

@@ -17,6 +17,7 @@ import httpx
 
 from es_tour.cluster._distribution import Distribution, distribution
 from es_tour.cluster._java import java_env
+from es_tour.cluster._security import SecuritySetup
 from es_tour.errors import EngineSetupError
 from es_tour.paths import work_dir
 
@@ -37,13 +38,23 @@ class NodeStatus:
 class LocalNode:
     """One locally started engine node, found again by its engine and HTTP port."""
 
-    def __init__(self, engine: str, port: int | None = None, heap: str = "1g"):
-        self.dist: Distribution = distribution(engine)
+    def __init__(self, engine: str, port: int | None = None, heap: str = "1g", *,
+                 security: bool = False):
         self.engine = engine
         self.port = port or DEFAULT_PORTS[engine]
         self.heap = heap
         self.dir = work_dir() / f"{engine}-{self.port}"
         self.url = f"http://127.0.0.1:{self.port}"
+        self.security = SecuritySetup(self.dir / "security")
+        # A node once started with --security stays secured (its data holds the security index).
+        self.secured = security or self.security.exists()
+        self.dist: Distribution = distribution(engine, security=self.secured)
+
+    def credentials(self, user: str = "admin") -> tuple[str, str] | None:
+        """(user, password) of a demo user of a secured node; None for a plain node."""
+        if not (self.secured and self.security.exists()):
+            return None
+        return user, self.security.passwords()[user]
 
     @property
     def pid_file(self) -> Path:
@@ -75,6 +86,8 @@ class LocalNode:
         home = self.dist.ensure_installed()
         for plugin in plugins:
             self.dist.install_local_plugin(plugin)
+        if self.secured:
+            self.security.ensure(home)
         self._write_config(home)
         env = {
             **java_env(),
@@ -135,10 +148,11 @@ class LocalNode:
     def status(self) -> NodeStatus:
         pid = self.pid()
         try:
-            # GET / lives in a module the Elasticsearch integ-test zip lacks; _nodes is core.
-            nodes = httpx.get(f"{self.url}/_nodes/_local?filter_path=nodes.*.version", timeout=2.0)
-            version = next(iter(nodes.json()["nodes"].values()))["version"]
-            health = httpx.get(f"{self.url}/_cluster/health", timeout=2.0).json()["status"]
+            with httpx.Client(auth=self.credentials(), timeout=2.0) as client:
+                # GET / lives in a module the Elasticsearch integ-test zip lacks; _nodes is core.
+                nodes = client.get(f"{self.url}/_nodes/_local?filter_path=nodes.*.version")
+                version = next(iter(nodes.json()["nodes"].values()))["version"]
+                health = client.get(f"{self.url}/_cluster/health").json()["status"]
         except (httpx.HTTPError, ValueError, KeyError, StopIteration):
             return NodeStatus(self.engine, self.url, running=pid is not None, pid=pid)
         return NodeStatus(
@@ -156,7 +170,7 @@ class LocalNode:
         shutil.copytree(home / "config", config)
         for sub in ("data", "logs", "tmp"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        settings = {
+        settings: dict[str, object] = {
             "cluster.name": f"es-tour-{self.engine}",
             "node.name": f"es-tour-{self.engine}-{self.port}",
             "path.data": str(self.dir / "data"),
@@ -170,6 +184,8 @@ class LocalNode:
         }
         if self.engine == "elasticsearch":
             settings["xpack.security.enabled"] = False
+        if self.secured:
+            settings.update(self.security.install(config))
         (config / f"{self.engine}.yml").write_text(
             "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
         )

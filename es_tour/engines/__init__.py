@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
-from es_tour.engines._errors import CLIENT_ERRORS, engine_answer
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -36,7 +35,6 @@ def connect(engine: str, url: str) -> ClientEngine:
 
 
 __all__ = [
-    "CLIENT_ERRORS",
     "ENGINES",
     "BulkReport",
     "ClientEngine",
@@ -48,5 +46,4 @@ __all__ = [
     "SearchEngine",
     "TermStats",
     "connect",
-    "engine_answer",
 ]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+import copy
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from es_tour.engines._types import BulkReport, Hit, IndexSpec, KnnReturns, TermStats
-from es_tour.errors import EngineSetupError
+from es_tour.errors import EngineError, EngineSetupError, UpstreamError
 
 _BULK_CHUNK = 500
 
@@ -26,6 +28,37 @@ class ClientEngine:
         self._bulk = bulk
         self._not_found = not_found
         self._bad_request = bad_request
+        self._owns_client = True
+
+    def with_headers(self, headers: Mapping[str, str]) -> ClientEngine:
+        """This engine sending `headers` (a caller's credentials) on every call, over the
+        same connection pool; closing it leaves the pool open."""
+        view = copy.copy(self)
+        view._client = self._bind(dict(headers))
+        view._owns_client = False
+        return view
+
+    @contextmanager
+    def engine_errors(self) -> Iterator[None]:
+        """The client's errors as es-tour's: an engine answer keeps its status and body
+        (EngineError); an engine that cannot be reached is an UpstreamError (502)."""
+        try:
+            yield
+        except self._transport_error as exc:  # before _api_error: opensearch-py nests them
+            raise UpstreamError(f"{self.name} unreachable: {type(exc).__name__}") from None
+        except self._api_error as exc:
+            status, body = self._error_answer(exc)
+            raise EngineError(status, body) from None
+
+    # The client-specific parts: per-request headers and what an error answer holds.
+    _api_error: type[Exception] = Exception
+    _transport_error: type[Exception] = Exception
+
+    def _bind(self, headers: dict[str, str]) -> Any:
+        raise NotImplementedError
+
+    def _error_answer(self, exc: Exception) -> tuple[int, object]:
+        raise NotImplementedError
 
     # The two dialects: how a vector field is mapped and how a kNN search is written.
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
@@ -257,7 +290,8 @@ class ClientEngine:
         return str(next(iter(nodes["nodes"].values()))["version"])
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()
 
     async def __aenter__(self) -> ClientEngine:
         return self

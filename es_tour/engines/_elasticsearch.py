@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch, BadRequestError, NotFoundError
+from elasticsearch import ApiError, AsyncElasticsearch, BadRequestError, NotFoundError
+from elasticsearch import TransportError as ElasticTransportError
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -14,6 +15,8 @@ from es_tour.engines._types import IndexSpec
 
 class ElasticsearchEngine(ClientEngine):
     name = "elasticsearch"
+    _api_error = ApiError
+    _transport_error = ElasticTransportError
 
     def __init__(self, url: str, **client_options: Any):
         super().__init__(
@@ -22,6 +25,13 @@ class ElasticsearchEngine(ClientEngine):
             NotFoundError,
             BadRequestError,
         )
+
+    def _bind(self, headers: dict[str, str]) -> Any:
+        return self._client.options(headers=headers)
+
+    def _error_answer(self, exc: Exception) -> tuple[int, object]:
+        assert isinstance(exc, ApiError)
+        return exc.meta.status, exc.body
 
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
         return {

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
-from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError
+from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError, TransportError
+from opensearchpy import ConnectionError as OpenSearchConnectionError
+from opensearchpy.client.utils import NamespacedClient
 from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -16,12 +19,21 @@ _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
 
 class OpenSearchEngine(ClientEngine):
     name = "opensearch"
+    _api_error = TransportError
+    _transport_error = OpenSearchConnectionError
 
     def __init__(self, url: str, **client_options: Any):
         super().__init__(
             AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError,
             RequestError,
         )
+
+    def _bind(self, headers: dict[str, str]) -> Any:
+        return _WithHeaders(self._client, headers)
+
+    def _error_answer(self, exc: Exception) -> tuple[int, object]:
+        assert isinstance(exc, TransportError)
+        return int(exc.status_code), exc.info
 
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
         return {"knn": True}
@@ -55,3 +67,20 @@ class OpenSearchEngine(ClientEngine):
         if ids is not None:
             clause["filter"] = _ids_filter(ids)
         return {"query": {"knn": {field: clause}}}
+
+
+class _WithHeaders:
+    """The client (or one of its namespaces, e.g. `indices`) with `headers` added to every
+    API call: opensearch-py takes per-request headers as each method's `headers=`."""
+
+    def __init__(self, target: Any, headers: dict[str, str]):
+        self._target = target
+        self._headers = headers
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if isinstance(value, NamespacedClient):
+            return _WithHeaders(value, self._headers)
+        if callable(value):
+            return functools.partial(value, headers=self._headers)
+        return value

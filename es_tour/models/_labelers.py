@@ -1,4 +1,4 @@
-"""Labelers: a relevance score φ(query, doc) per document, computed once per (query, doc)."""
+"""Labelers: a relevance score φ(query, doc), computed once per query, index, doc id and text."""
 
 from __future__ import annotations
 
@@ -24,31 +24,31 @@ DEFAULT_CACHED_QUERIES = 256
 class Labeler(Protocol):
     """Scores documents for a query; `pairs_scored` counts model work done so far.
 
-    One unit of work is one new (query, doc): a cross-encoder pair, or a document
-    embedded by a dual encoder. Scores already computed for the query are reused. A doc is
-    its id and its text, so the same id in two indices never shares a score.
+    One unit of work is one new (query, index, doc id, text): a cross-encoder pair, or a
+    document embedded by a dual encoder. Scores already computed for them are reused.
     """
 
     name: str
     pairs_scored: int
 
-    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
+    def score(self, query: str, docs: Sequence[tuple[str, str]], index: str = "") -> np.ndarray:
+        """docs: n (doc_id, text) of `index` -> (n,) float32 scores in the docs' order."""
         ...
 
 
-DocKey = tuple[str, bytes]  # (doc id, digest of the text)
+DocKey = tuple[str, str, bytes]  # (index, doc id, digest of the text)
 
 
-def _doc_key(doc_id: str, text: str) -> DocKey:
-    return doc_id, hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
+def _doc_key(index: str, doc_id: str, text: str) -> DocKey:
+    return index, doc_id, hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
 
 
 class _CachedLabeler:
     """Per-query score cache shared by the labelers; keeps the most recent queries.
 
-    Safe to call from several threads (the sidecar's model pool): the cache is updated
-    under a lock, the model runs outside it.
+    A score is kept under (index, doc id, text digest): the same id in another index, or a
+    doc whose text changed, is scored afresh. Safe to call from several threads (the
+    sidecar's model pool): the cache is updated under a lock, the model runs outside it.
     """
 
     def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES) -> None:
@@ -60,9 +60,9 @@ class _CachedLabeler:
         self._cache: OrderedDict[str, dict[DocKey, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def score(self, query: str, docs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """docs: n (doc_id, text) -> (n,) float32 scores in the docs' order."""
-        keys = [_doc_key(doc_id, text) for doc_id, text in docs]
+    def score(self, query: str, docs: Sequence[tuple[str, str]], index: str = "") -> np.ndarray:
+        """docs: n (doc_id, text) of `index` -> (n,) float32 scores in the docs' order."""
+        keys = [_doc_key(index, doc_id, text) for doc_id, text in docs]
         with self._lock:
             known = self._remembered(query, self._cache, dict)
             new = {key: text for key, (_, text) in zip(keys, docs, strict=True)

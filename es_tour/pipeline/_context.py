@@ -89,8 +89,8 @@ class SearchContext:
 
     async def _score(self, query: str, docs: list[tuple[str, str]]) -> np.ndarray:
         if self.pool is None:
-            return self.labeler.score(query, docs)
-        return await self.pool.label(lambda: self.labeler.score(query, docs))
+            return self.labeler.score(query, docs, self.index)
+        return await self.pool.label(lambda: self.labeler.score(query, docs, self.index))
 
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,

@@ -29,7 +29,7 @@ from es_tour.server._request import (
     wants_tour,
 )
 from es_tour.server._service import TourService
-from es_tour.server._upstream import Upstream
+from es_tour.server._upstream import Upstream, identity
 
 log = logging.getLogger("es_tour.server")
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -91,8 +91,8 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
             raise _unservable(verdict.reason) from None
         return await upstream.forward(request, raw, reason=verdict.reason)
-    engine = await upstream.detect_engine()
-    answer = await service.search(search, settings, engine)
+    engine = await upstream.detect_engine(request.headers)
+    answer = await service.search(search, settings, engine, identity(request.headers))
     return _json(answer, 200, engine, pretty=search.pretty)
 
 

@@ -17,7 +17,8 @@ WHEN_FULL = ("queue", "reject")
 class ServerConfig:
     """How the sidecar reaches its upstream and what it does when a request says nothing.
 
-    upstream: the engine's base URL (credentials in it are used for the pipeline's calls).
+    upstream: the engine's base URL, without credentials: every request reaches the engine
+        with its caller's own.
     engine: "opensearch" or "elasticsearch"; None detects it from the upstream's headers.
     deadline_ms: the longest a refinement may run before round-0 results are returned;
       it covers the wait for capacity and model time (checked between labeler batches).
@@ -31,6 +32,10 @@ class ServerConfig:
     when_full: "queue" (wait for capacity until the deadline, then answer round 0 with
       `degraded: true`) or "reject" (429 with Retry-After: retry_after_s at once).
     settings_ttl_s: how long an index's `index.tour.*` settings are cached.
+    settings_cache_size: how many (caller, index) settings answers are kept, least recently
+        used dropped first.
+    settings_credentials: "USER:PASSWORD" the sidecar reads index settings with, and
+        nothing else; None (the default) reads them with each caller's own credentials.
     method, labeler, encoder, vector_field, text_fields, options: the server defaults,
     used when neither the request's `ext.tour` nor the index settings say otherwise.
     """
@@ -50,6 +55,8 @@ class ServerConfig:
     when_full: str = "queue"
     retry_after_s: int = 1
     settings_ttl_s: float = 5.0
+    settings_cache_size: int = 1024
+    settings_credentials: str | None = field(default=None, repr=False)
     connect_timeout_s: float = 2.0
     upstream_timeout_s: float = 120.0
     max_connections: int = 100
@@ -64,7 +71,14 @@ class ServerConfig:
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"upstream must be an http(s) URL, got {self.upstream!r}")
+            raise ConfigError(f"upstream must be an http(s) URL, got {redact(self.upstream)!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError(
+                f"upstream {redact(self.upstream)} carries credentials; the sidecar sends each "
+                "caller's own, never its own. Drop them from the URL (to read index settings "
+                "as the sidecar, use settings_credentials / --settings-credentials)")
+        if self.settings_credentials is not None and ":" not in self.settings_credentials:
+            raise ConfigError("settings_credentials must be USER:PASSWORD")
         if self.engine is not None and self.engine not in ENGINE_KINDS:
             raise ConfigError(f"engine must be one of {list(ENGINE_KINDS)} or None, "
                               f"got {self.engine!r}")
@@ -72,7 +86,8 @@ class ServerConfig:
             raise ConfigError(f"when_full must be one of {list(WHEN_FULL)}, got {self.when_full!r}")
         for name in ("deadline_ms", "max_k", "max_size", "max_rounds", "max_top_k",
                      "max_timeout_ms", "max_body_bytes", "model_workers", "label_batch",
-                     "max_refinements", "retry_after_s", "max_connections"):
+                     "max_refinements", "retry_after_s", "max_connections",
+                     "settings_cache_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -89,3 +104,11 @@ class ServerConfig:
     @property
     def base_url(self) -> str:
         return self.upstream.rstrip("/")
+
+
+def redact(url: str) -> str:
+    """`url` with any user and password in it replaced by ***, for messages and logs."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()

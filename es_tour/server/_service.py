@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from es_tour.engines import CLIENT_ERRORS, ClientEngine, connect, engine_answer
-from es_tour.errors import (
-    ConfigError,
-    EngineResponseError,
-    OverloadedError,
-    UpstreamError,
-)
+from es_tour.engines import ClientEngine, connect
+from es_tour.errors import ConfigError, OverloadedError
 from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, SearchResult, Timings
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
@@ -46,7 +42,8 @@ class _GivenVector(SearchContext):
 
 class TourService:
     """Shared state of the intercepting side: config, models, the model pool, the admission
-    slots, and one engine adapter."""
+    slots, and one engine adapter whose connection pool every request shares, each with its
+    caller's credentials."""
 
     def __init__(self, config: ServerConfig, models: Models):
         self.config = config
@@ -71,19 +68,9 @@ class TourService:
                 "text_fields": c.text_fields, "options": dict(c.options)}
 
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
-                     engine: str) -> dict[str, Any]:
-        """The engine-shaped response to `request`, TOUR's trace under ext.tour."""
-        try:
-            return await self._search(request, flat_settings, engine)
-        except CLIENT_ERRORS as exc:
-            answer = engine_answer(exc)
-            if answer is None:
-                raise UpstreamError("the engine could not be reached: "
-                                    f"{type(exc).__name__}") from exc
-            raise EngineResponseError(*answer) from exc
-
-    async def _search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
-                      engine: str) -> dict[str, Any]:
+                     engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
+        """The engine-shaped response to `request`, TOUR's trace under ext.tour; every engine
+        call carries the `caller`'s identity headers, and an engine error comes back as is."""
         started = time.perf_counter()
         chosen = resolve(request.tour, index_settings(flat_settings or {}), self.defaults())
         if request.vector_field is not None and "vector_field" not in request.tour:
@@ -92,8 +79,8 @@ class TourService:
         # a first use loads the model from disk: seconds the event loop must not wait
         encoder, labeler = await asyncio.to_thread(
             lambda: (self.models.encoder, self.models.labeler(chosen.labeler)))
-        context = _GivenVector(self.engine(engine), request.index, encoder, labeler,
-                               chosen.text_fields,
+        as_caller = self.engine(engine).with_headers(caller)
+        context = _GivenVector(as_caller, request.index, encoder, labeler, chosen.text_fields,
                                chosen.vector_field, self.pool, self.config.label_batch,
                                request.vector)
         method = build(chosen.method, context, chosen.options)  # every option checked here
@@ -105,12 +92,13 @@ class TourService:
         depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
-        try:
-            result = await asyncio.wait_for(self._refine(method, request.text, depth),
-                                            deadline_ms / 1000)
-        except TimeoutError:
-            fallback = FALLBACK
-            result = await self._round0(context, request.text, depth, chosen)
+        with as_caller.engine_errors():
+            try:
+                result = await asyncio.wait_for(self._refine(method, request.text, depth),
+                                                deadline_ms / 1000)
+            except TimeoutError:
+                fallback = FALLBACK
+                result = await self._round0(context, request.text, depth, chosen)
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback}
         return render(result, request, (time.perf_counter() - started) * 1000, extra)

@@ -58,7 +58,7 @@ class FakeLabeler:
     def __init__(self) -> None:
         self.pairs_scored = 0
 
-    def score(self, query, docs):
+    def score(self, query, docs, index=""):
         self.pairs_scored += len(docs)
         return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
 

@@ -1,4 +1,4 @@
-"""Labelers score each (query, doc id) once and count the work."""
+"""Labelers score each (query, index, doc id, text) once and count the work."""
 
 from __future__ import annotations
 
@@ -59,3 +59,20 @@ def test_dual_labeler_score_is_cosine(minilm_dir):
     expected = encoder.encode_docs([t for _, t in DOCS]) @ encoder.encode_queries(
         ["bone fractures"])[0]
     assert np.allclose(scores, expected, atol=1e-5)
+
+
+def test_the_same_doc_id_in_two_indices_is_scored_by_its_own_text(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    in_a = labeler.score("bone fractures", [("d1", DOCS[0][1])], "index-a")
+    in_b = labeler.score("bone fractures", [("d1", DOCS[1][1])], "index-b")
+    assert labeler.pairs_scored == 2
+    assert in_a[0] != in_b[0]
+    assert in_b[0] == labeler.score("bone fractures", [("d1", DOCS[1][1])], "index-b")[0]
+    assert labeler.pairs_scored == 2
+
+
+def test_a_doc_whose_text_changed_is_scored_again(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    before = labeler.score("bone fractures", [("d1", DOCS[0][1])], "index-a")
+    after = labeler.score("bone fractures", [("d1", DOCS[2][1])], "index-a")
+    assert labeler.pairs_scored == 2 and before[0] != after[0]

@@ -12,7 +12,7 @@ from es_tour.agents import LearnedOptions, OracleOptions, policy_dir
 from es_tour.errors import (
     BodyTooLargeError,
     ConfigError,
-    EngineResponseError,
+    EngineError,
     InternalError,
     NotFoundError,
     OverloadedError,
@@ -137,7 +137,7 @@ def test_the_error_table_gives_every_status_in_the_engines_shape() -> None:
     assert OverloadedError("x", 2).headers == {"Retry-After": "2"}
     engine_404 = {"error": {"type": "index_not_found_exception", "reason": "no such index"},
                   "status": 404}
-    assert EngineResponseError(404, engine_404).to_engine_error() == engine_404
+    assert EngineError(404, engine_404).to_engine_error() == engine_404
 
 
 @pytest.fixture

@@ -1,0 +1,140 @@
+"""A demo OpenSearch Security setup: transport TLS, an admin and two readers of their own.
+
+`es-tour engine start --security` writes it into the node's work dir once: a CA and a node
+certificate made with openssl (the transport layer needs TLS; HTTP stays plain on
+loopback), random passwords hashed with the plugin's own Hasher, and the users and roles
+below. The plugin loads them into its index on first start
+(`plugins.security.allow_default_init_securityindex`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from es_tour.cluster._java import java_env
+from es_tour.errors import EngineSetupError
+
+# Indices the two demo readers may read: `reader-a` those named tour-a*, `reader-ab` both.
+INDEX_A, INDEX_B = "tour-a*", "tour-b*"
+# Search, mget, term vectors and analyze: what the methods and agents ask of an index.
+_READ = ["read", "indices:admin/analyze"]
+# Reading `index.tour.*` lets the sidecar serve an index by its settings alone.
+_READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
+_ROLES = {
+    "tour_reader_a": [{"index_patterns": [INDEX_A], "allowed_actions": _READ}],
+    "tour_reader_ab": [{"index_patterns": [INDEX_A, INDEX_B], "allowed_actions": _READ_SETTINGS}],
+}
+USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab"}
+_NODE_DN = "CN=es-tour-node,O=es-tour demo"
+
+
+@dataclass(frozen=True)
+class SecuritySetup:
+    """The files of one secured node, kept under its work dir across restarts."""
+
+    directory: Path
+
+    @property
+    def users_file(self) -> Path:
+        return self.directory / "users.json"
+
+    def exists(self) -> bool:
+        return self.users_file.is_file()
+
+    def passwords(self) -> dict[str, str]:
+        """user -> password of the demo users (readable by the node's owner only)."""
+        return dict(json.loads(self.users_file.read_text()))
+
+    def ensure(self, home: Path) -> None:
+        """Certificates, password hashes and the security yml, made once."""
+        if self.exists():
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _certificates(self.directory)
+        passwords = {user: secrets.token_urlsafe(18) for user in USERS}
+        hashes = {user: _bcrypt(home, password) for user, password in passwords.items()}
+        (self.directory / "internal_users.yml").write_text(_internal_users(hashes))
+        (self.directory / "roles.yml").write_text(_roles())
+        (self.directory / "roles_mapping.yml").write_text(_roles_mapping())
+        self.users_file.touch(mode=0o600)
+        self.users_file.write_text(json.dumps(passwords))
+
+    def install(self, config: Path) -> dict[str, object]:
+        """Copy the files into a node's config dir; returns the settings that enable them."""
+        for name in ("root-ca.pem", "node.pem", "node-key.pem"):
+            shutil.copy(self.directory / name, config / name)
+        for name in ("internal_users.yml", "roles.yml", "roles_mapping.yml"):
+            shutil.copy(self.directory / name, config / "opensearch-security" / name)
+        return {
+            "plugins.security.ssl.transport.pemcert_filepath": "node.pem",
+            "plugins.security.ssl.transport.pemkey_filepath": "node-key.pem",
+            "plugins.security.ssl.transport.pemtrustedcas_filepath": "root-ca.pem",
+            "plugins.security.ssl.transport.enforce_hostname_verification": False,
+            "plugins.security.ssl.http.enabled": False,
+            "plugins.security.nodes_dn": [_NODE_DN],
+            "plugins.security.allow_default_init_securityindex": True,
+            "plugins.security.restapi.roles_enabled": ["all_access"],
+        }
+
+
+def _certificates(directory: Path) -> None:
+    """A self-signed CA and a node certificate it signs (PKCS#8 key, as the plugin wants)."""
+    if shutil.which("openssl") is None:
+        raise EngineSetupError("--security needs openssl to make the demo certificates; "
+                               "install it, e.g. `apt-get install openssl`")
+    extensions = directory / "node.ext"
+    extensions.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                          "extendedKeyUsage=serverAuth,clientAuth\n")
+    subject = "/O=es-tour demo/CN=es-tour-node"
+    for command in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
+         "/O=es-tour demo/CN=es-tour demo CA", "-keyout", "root-ca-key.pem", "-out", "root-ca.pem"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "node-key.pem",
+         "-out", "node.csr"],
+        ["x509", "-req", "-in", "node.csr", "-CA", "root-ca.pem", "-CAkey", "root-ca-key.pem",
+         "-CAcreateserial", "-days", "3650", "-extfile", "node.ext", "-out", "node.pem"],
+    ):
+        result = subprocess.run(["openssl", *command], cwd=directory, capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            raise EngineSetupError(f"openssl {command[0]} failed: {result.stderr.strip()[-300:]}")
+
+
+def _bcrypt(home: Path, password: str) -> str:
+    """The plugin's Hasher; the password goes by environment, not on a command line."""
+    tool = home / "plugins" / "opensearch-security" / "tools" / "hash.sh"
+    env = {**java_env(), "ES_TOUR_DEMO_PASSWORD": password}
+    result = subprocess.run(["bash", str(tool), "-env", "ES_TOUR_DEMO_PASSWORD"], env=env,
+                            capture_output=True, text=True)
+    digest = result.stdout.strip().splitlines()[-1:] if result.returncode == 0 else []
+    if not digest or not digest[0].startswith("$2"):
+        raise EngineSetupError(f"could not hash a demo password: {result.stderr.strip()[-300:]}")
+    return digest[0]
+
+
+def _yaml(kind: str, entries: dict[str, dict]) -> str:
+    """Security yml: JSON is YAML, so each entry is written as one JSON mapping."""
+    lines = ["---", "_meta:", f"  type: {json.dumps(kind)}", "  config_version: 2"]
+    lines += [f"{json.dumps(name)}: {json.dumps(entry)}" for name, entry in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _internal_users(hashes: dict[str, str]) -> str:
+    return _yaml("internalusers", {
+        user: {"hash": digest, "reserved": user == "admin", "description": "es-tour demo user"}
+        for user, digest in hashes.items()})
+
+
+def _roles() -> str:
+    return _yaml("roles", {
+        role: {"cluster_permissions": ["cluster_composite_ops_ro"], "index_permissions": perms}
+        for role, perms in _ROLES.items()})
+
+
+def _roles_mapping() -> str:
+    return _yaml("rolesmapping", {role: {"users": [user]} for user, role in USERS.items()})
