@@ -25,7 +25,7 @@ class RecordingLabeler:
         self.started = threading.Event()
         self.gate = threading.Event()
 
-    def score(self, query, docs):
+    def score(self, query, docs, index=""):
         self.started.set()
         self.gate.wait(timeout=30)
         self.batches.append([doc_id for doc_id, _ in docs])
