@@ -7,7 +7,7 @@ from es_tour.cluster._distribution import (
     Distribution,
     distribution,
 )
-from es_tour.cluster._node import DEFAULT_PORTS, LocalNode, NodeStatus
+from es_tour.cluster._node import DEFAULT_PORTS, LocalCluster, LocalNode, NodeStatus
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -15,6 +15,7 @@ __all__ = [
     "ELASTICSEARCH_VERSION",
     "OPENSEARCH_VERSION",
     "Distribution",
+    "LocalCluster",
     "LocalNode",
     "NodeStatus",
     "distribution",

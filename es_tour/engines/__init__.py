@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
@@ -24,8 +26,14 @@ ENGINES: dict[str, type[ClientEngine]] = {
 }
 
 
-def connect(engine: str, url: str) -> ClientEngine:
-    """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`."""
+# What the official clients raise when no node of the cluster can be reached.
+UNREACHABLE: tuple[type[Exception], ...] = tuple(
+    error for kind in ENGINES.values() for error in kind.unreachable)
+
+
+def connect(engine: str, url: str | Sequence[str]) -> ClientEngine:
+    """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`, or at several
+    nodes of one cluster (the client fails over between them)."""
     try:
         return ENGINES[engine](url)
     except KeyError:
@@ -36,6 +44,7 @@ def connect(engine: str, url: str) -> ClientEngine:
 
 __all__ = [
     "ENGINES",
+    "UNREACHABLE",
     "BulkReport",
     "ClientEngine",
     "ElasticsearchEngine",

@@ -17,6 +17,8 @@ class ClientEngine:
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
+    # the client's errors for a cluster none of whose nodes answered (after its own retries)
+    unreachable: tuple[type[Exception], ...] = ()
 
     def __init__(self, client: Any, bulk: Any, not_found: type[Exception]):
         self._client = client
@@ -48,7 +50,8 @@ class ClientEngine:
             await self.delete_index(spec.name)
         settings = {
             "number_of_shards": spec.shards,
-            "number_of_replicas": 0,
+            # no replica on one node (it could never be assigned), one on a cluster of two or more
+            "auto_expand_replicas": "0-1",
             "similarity": {"default": {"type": "BM25", "k1": spec.bm25_k1, "b": spec.bm25_b}},
             # standard + English stop words: the analysis both integ-test distributions ship
             "analysis": {"analyzer": {"default": {"type": "standard", "stopwords": "_english_"}}},

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch, NotFoundError
+from elasticsearch import ConnectionError as NoNodeAnswered
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -14,10 +15,12 @@ from es_tour.engines._types import IndexSpec
 
 class ElasticsearchEngine(ClientEngine):
     name = "elasticsearch"
+    unreachable = (NoNodeAnswered,)
 
-    def __init__(self, url: str, **client_options: Any):
+    def __init__(self, url: str | Sequence[str], **client_options: Any):
         super().__init__(
-            AsyncElasticsearch(url, request_timeout=60, **client_options),
+            AsyncElasticsearch(url if isinstance(url, str) else list(url), request_timeout=60,
+                               **client_options),
             async_bulk,
             NotFoundError,
         )

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch, NotFoundError
+from opensearchpy import ConnectionError as NoNodeAnswered
 from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine, _ids_filter
@@ -16,10 +17,12 @@ _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
 
 class OpenSearchEngine(ClientEngine):
     name = "opensearch"
+    unreachable = (NoNodeAnswered,)
 
-    def __init__(self, url: str, **client_options: Any):
+    def __init__(self, url: str | Sequence[str], **client_options: Any):
+        hosts = [url] if isinstance(url, str) else list(url)
         super().__init__(
-            AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError
+            AsyncOpenSearch(hosts=hosts, timeout=60, **client_options), async_bulk, NotFoundError
         )
 
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:

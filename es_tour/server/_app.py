@@ -15,7 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from es_tour.errors import ConfigError, EsTourError
+from es_tour.engines import UNREACHABLE
+from es_tour.errors import ConfigError, EsTourError, UpstreamError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._request import (
@@ -53,6 +54,9 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
             return await _dispatch(request, upstream, service)
         except EsTourError as exc:
             return _json(exc.to_engine_error(), exc.status, upstream.engine)
+        except UNREACHABLE as exc:  # the pipeline's client tried every node
+            error = UpstreamError(f"no engine node answered: {type(exc).__name__}")
+            return _json(error.to_engine_error(), error.status, upstream.engine)
 
     async def crash(request: Request, exc: Exception) -> Response:
         log.exception("es-tour sidecar failed on %s %s", request.method, request.url.path)

@@ -16,7 +16,8 @@ ENGINE_KINDS = ("opensearch", "elasticsearch")
 class ServerConfig:
     """How the sidecar reaches its upstream and what it does when a request says nothing.
 
-    upstream: the engine's base URL (credentials in it are used for the pipeline's calls).
+    upstream: the engine's base URL (credentials in it are used for the pipeline's calls), or
+    several nodes of one cluster, comma-separated: searches fail over between them.
     engine: "opensearch" or "elasticsearch"; None detects it from the upstream's headers.
     deadline_ms: the longest a refinement may run before round-0 results are returned.
     max_k: the largest `k` (and `from + size`) a request may ask for.
@@ -42,9 +43,12 @@ class ServerConfig:
     preload: bool = True  # load the encoder and default labeler at startup, not on first use
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.upstream)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"upstream must be an http(s) URL, got {self.upstream!r}")
+        if not self.upstreams:
+            raise ConfigError("upstream must name at least one http(s) URL")
+        for url in self.upstreams:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"upstream must be http(s) URLs, got {url!r}")
         if self.engine is not None and self.engine not in ENGINE_KINDS:
             raise ConfigError(f"engine must be one of {list(ENGINE_KINDS)} or None, "
                               f"got {self.engine!r}")
@@ -63,5 +67,10 @@ class ServerConfig:
         check_method(self.method)
 
     @property
+    def upstreams(self) -> tuple[str, ...]:
+        """The nodes' base URLs, in the order given."""
+        return tuple(url.strip().rstrip("/") for url in self.upstream.split(",") if url.strip())
+
+    @property
     def base_url(self) -> str:
-        return self.upstream.rstrip("/")
+        return self.upstreams[0]
