@@ -6,12 +6,20 @@ from __future__ import annotations
 import multiprocessing
 import socket
 import time
+from importlib.util import find_spec
 
 import httpx
 
 from es_tour.errors import EsTourError
 from es_tour.server._config import ServerConfig
 from es_tour.server._run import serve
+
+
+def server_stack() -> str:
+    """What uvicorn's "auto" picks here: uvloop and httptools when installed."""
+    loop = "uvloop" if find_spec("uvloop") else "asyncio"
+    http = "httptools" if find_spec("httptools") else "h11"
+    return f"uvicorn, {loop} loop, {http} parser"
 
 
 class SidecarProcess:

@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 
 from es_tour.bench._machine import machine, now
-from es_tour.bench._sidecar import SidecarProcess
+from es_tour.bench._sidecar import SidecarProcess, server_stack
 from es_tour.server._config import ServerConfig
 
 QUERIES = ("vitamin D deficiency", "stem cell differentiation", "antibiotic resistance genes",
@@ -83,7 +83,7 @@ def markdown(report: Report, command: str) -> str:
         f"- machine: {machine()}",
         f"- {len(report.direct_ms)} `_search` requests each way on loopback, interleaved, "
         "one keep-alive connection each, after 10 warm-up pairs; the sidecar in its own "
-        "process (uvicorn, asyncio loop, h11)",
+        f"process ({server_stack()})",
         "",
         "| path | p50 ms | p99 ms |",
         "|---|---|---|",

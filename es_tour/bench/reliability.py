@@ -29,7 +29,7 @@ import httpx
 import numpy as np
 
 from es_tour.bench._machine import machine, now
-from es_tour.bench._sidecar import SidecarProcess
+from es_tour.bench._sidecar import SidecarProcess, server_stack
 from es_tour.bench.proxy import QUERIES
 from es_tour.cluster import LocalCluster, LocalNode
 from es_tour.datasets import BeirDataset
@@ -353,7 +353,8 @@ def markdown(results: Mapping[str, Any], plan: Plan, command: str) -> str:
         f"- command: `{command}`",
         f"- date: {now()}",
         f"- machine: {machine()}",
-        "- OpenSearch 2.19.1 nodes and the sidecar (its own process, uvicorn) on loopback; "
+        f"- OpenSearch 2.19.1 nodes and the sidecar (its own process: {server_stack()}) on "
+        "loopback; "
         "latencies in ms from the load clients' side.",
         "",
         f"## Load: {plan.clients} clients for {plan.seconds:.0f} s",

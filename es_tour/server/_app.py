@@ -77,6 +77,8 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     if target and "," not in target and "*" not in target:
         settings = await upstream.tour_settings(target, request.headers)
     enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
+    if not enabled and b"tour" not in raw:  # no ext.tour in it: the engine's, unparsed
+        return await upstream.forward(request, raw)
     try:
         body = parse_body(raw)
     except ConfigError:
