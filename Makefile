@@ -6,6 +6,7 @@ DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
 
 .PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
+	bench-reliability \
 	engines-stop lint clean
 
 install: $(VENV)/.installed
@@ -70,6 +71,14 @@ bench-proxy: install models
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--output docs/benchmarks/proxy.md
+
+# Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
+# loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; transport +6, +30/+31): it
+# starts the nodes it needs and stops those it started. About 10 minutes on two cores.
+RELIABILITY_PORTS ?= 9600
+bench-reliability: install models
+	$(BIN)/python -m es_tour.bench.reliability --dataset $(DATASETS)/scifact \
+		--port-base $(RELIABILITY_PORTS) --output docs/benchmarks/reliability.md
 
 engines-stop: install
 	$(BIN)/es-tour engine stop --engine opensearch

@@ -20,6 +20,7 @@ from es_tour.errors import UpstreamError
 from es_tour.server._config import ServerConfig
 
 PASSTHROUGH_HEADER = "X-Es-Tour-Passthrough"
+BUFFERED_BYTES = 256 * 1024  # answers up to this size (by Content-Length) are not streamed
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # POSTed only because they carry a body; they change nothing, so a retry is harmless
 READ_ONLY_ENDPOINTS = ("/_search", "/_msearch", "/_count", "/_mget")
@@ -71,7 +72,7 @@ class Upstream:
     async def forward(self, request: Request, body: bytes | None = None,
                       reason: str | None = None) -> Response:
         """The request sent upstream as it came (its body streamed unless already read);
-        the answer streamed back with its status and headers."""
+        the answer sent back with its status and headers, streamed when large."""
         raw_path = request.scope["raw_path"]
         if request.scope["query_string"]:  # verbatim, as the client encoded it
             raw_path += b"?" + request.scope["query_string"]
@@ -88,10 +89,16 @@ class Upstream:
                        if k.decode("latin-1").lower() not in HOP_BY_HOP]
         if reason is not None:
             out_headers.append((PASSTHROUGH_HEADER.encode(), reason.encode("latin-1", "replace")))
-        streamed = StreamingResponse(response.aiter_raw(), status_code=response.status_code,
-                                     background=BackgroundTask(response.aclose))
-        streamed.raw_headers = out_headers
-        return streamed
+        answer: Response
+        if int(response.headers.get("content-length", BUFFERED_BYTES + 1)) <= BUFFERED_BYTES:
+            # one write back: a small answer costs less read whole than streamed
+            answer = Response(b"".join([chunk async for chunk in response.aiter_raw()]),
+                              status_code=response.status_code)
+        else:
+            answer = StreamingResponse(response.aiter_raw(), status_code=response.status_code,
+                                       background=BackgroundTask(response.aclose))
+        answer.raw_headers = out_headers
+        return answer
 
     async def tour_settings(self, index: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
         """The index's flat `index.tour.*` settings, cached `settings_ttl_s`; None when the
