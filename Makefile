@@ -73,7 +73,7 @@ bench-proxy: install models
 		--output docs/benchmarks/proxy.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
-# loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; transport +6, +30/+31): it
+# loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it
 # starts the nodes it needs and stops those it started. About 10 minutes on two cores.
 RELIABILITY_PORTS ?= 9600
 bench-reliability: install models

@@ -4,7 +4,8 @@ a cluster node killed. Loopback only; every loop stops by itself (duration and c
     python -m es_tour.bench.reliability --dataset ../shared/datasets/scifact --port-base 9600
 
 Nodes (OpenSearch): the main one on the port base holds SciFact; base + 5 is killed and
-restarted; base + 20 and base + 21 form a two-node cluster (transport ports base + 30, + 31).
+restarted; base + 20 and base + 21 form a two-node cluster (transport ports base + 40, + 41;
+the single nodes take the first free transport port from their HTTP port + 100).
 Writes docs/benchmarks/reliability.md.
 """
 
@@ -50,6 +51,7 @@ KINDS: dict[str, dict[str, Any] | None] = {
 }
 PASSTHROUGH = ("health", "search")
 REFINED = ("tour", "agent", "tour-k40")
+ERROR_BACKOFF_S = 0.1
 DEFAULT_MIX = {"health": 3, "search": 3, "bm25": 2, "knn": 2, "tour": 1, "agent": 1}
 
 
@@ -112,7 +114,8 @@ async def load(url: str, index: str, *, clients: int, seconds: float, max_reques
                mix: Mapping[str, int] = DEFAULT_MIX, timeout_s: float = 60.0,
                stop: asyncio.Event | None = None, seed: int = 0) -> LoadRun:
     """`clients` concurrent clients sending requests of `mix` (weights by kind) until
-    `seconds` pass, `max_requests` are sent or `stop` is set."""
+    `seconds` pass, `max_requests` are sent or `stop` is set; each waits ERROR_BACKOFF_S
+    after a failed request."""
     outcomes: list[Outcome] = []
     stop = stop or asyncio.Event()
     ends = time.monotonic() + seconds
@@ -123,7 +126,10 @@ async def load(url: str, index: str, *, clients: int, seconds: float, max_reques
         rng = random.Random(seed * 1000 + number)
         while time.monotonic() < ends and len(outcomes) < max_requests and not stop.is_set():
             kind = rng.choices(kinds, weights)[0]
-            outcomes.append(await send(http, kind, index, rng.choice(QUERIES)))
+            outcome = await send(http, kind, index, rng.choice(QUERIES))
+            outcomes.append(outcome)
+            if outcome.status != 200:
+                await asyncio.sleep(ERROR_BACKOFF_S)  # as a client would, not a tight loop
 
     started = time.monotonic()
     async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as http:
@@ -222,12 +228,13 @@ def interrupted_ingest(dataset: Path, url: str, index: str, *, engine: str = "op
 
 
 async def node_kill(cluster: LocalCluster, url: str, index: str, *, clients: int,
-                    seconds: float, kill_after_s: float, max_requests: int) -> dict[str, Any]:
+                    seconds: float, kill_after_s: float, max_requests: int,
+                    mix: Mapping[str, int] = DEFAULT_MIX) -> dict[str, Any]:
     """Load through a sidecar in front of every node; SIGKILL one node (not the elected
     cluster manager: a two-node cluster keeps one vote) after `kill_after_s`."""
     victim = next(node for node in cluster.nodes if not _is_manager(node.url))
     running = asyncio.create_task(load(url, index, clients=clients, seconds=seconds,
-                                       max_requests=max_requests))
+                                       max_requests=max_requests, mix=mix))
     await asyncio.sleep(kill_after_s)
     pid = victim.pid()
     assert pid is not None, f"no engine runs on {victim.url}"
@@ -306,9 +313,9 @@ def run_all(dataset: Path, port_base: int, plan: Plan) -> dict[str, Any]:
     """Every part, on nodes from `port_base` (started if not running; those started here
     are stopped at the end)."""
     main = LocalNode("opensearch", port_base, plan.heap)
-    victim = LocalNode("opensearch", port_base + 5, plan.heap, transport_port=port_base + 6)
+    victim = LocalNode("opensearch", port_base + 5, plan.heap)
     cluster = LocalCluster("opensearch", port_base + 20, 2, plan.heap,
-                           transport_port=port_base + 30)
+                           transport_port=port_base + 40)
     started = [node for node in (main, victim) if node.pid() is None]
     results: dict[str, Any] = {}
     try:

@@ -249,21 +249,23 @@ class LocalCluster:
     """`nodes` engine nodes on consecutive HTTP ports from `port` (transport ports from
     `transport_port`, default port + 100), joined into one cluster by seed hosts on loopback.
 
-    Its size is recorded beside the first node, so stop and status find every node again
-    from the first port alone. One node is a plain single-node `LocalNode`.
+    Its size and transport ports are recorded beside the first node, so start, stop and
+    status find every node again from the first port alone. One node is a plain `LocalNode`.
     """
 
     def __init__(self, engine: str, port: int | None = None, nodes: int | None = None,
                  heap: str = "1g", transport_port: int | None = None):
         first = LocalNode(engine, port, heap, transport_port)
-        self._size_file = first.dir / "cluster-nodes"
-        size = nodes or self._recorded_size()
+        self._layout_file = first.dir / "cluster.json"
+        recorded = self._recorded_layout()
+        size = nodes or recorded.get("nodes", 1)
         if size < 1:
             raise EngineSetupError(f"a cluster needs at least one node, got {size}")
         if size == 1:
             self.nodes = [first]
             return
-        transport = transport_port or first.port + 100
+        transport = transport_port or recorded.get("transport_port") or first.port + 100
+        self._layout = {"nodes": size, "transport_port": transport}
         names = tuple(f"es-tour-{engine}-{first.port + i}" for i in range(size))
         peers = Peers(f"es-tour-{engine}-{first.port}", names,
                       tuple(transport + i for i in range(size)))
@@ -279,26 +281,26 @@ class LocalCluster:
         green. Returns at once when they already run."""
         first = self.nodes[0]
         if len(self.nodes) == 1:
-            self._size_file.unlink(missing_ok=True)
+            self._layout_file.unlink(missing_ok=True)
             return [first.start(timeout, plugins)]
         for plugin in plugins:
             first.dist.install_local_plugin(plugin)
         for node in self.nodes:
             if node.pid() is None:
                 node.launch()
-        self._size_file.write_text(str(len(self.nodes)))
+        self._layout_file.write_text(json.dumps(self._layout))
         return [node.wait_healthy(timeout, nodes=len(self.nodes)) for node in self.nodes]
 
     def stop(self, timeout: float = 60.0) -> list[bool]:
         stopped = [node.stop(timeout) for node in self.nodes]
-        self._size_file.unlink(missing_ok=True)
+        self._layout_file.unlink(missing_ok=True)
         return stopped
 
     def status(self) -> list[NodeStatus]:
         return [node.status() for node in self.nodes]
 
-    def _recorded_size(self) -> int:
+    def _recorded_layout(self) -> dict[str, int]:
         try:
-            return int(self._size_file.read_text())
+            return dict(json.loads(self._layout_file.read_text()))
         except (OSError, ValueError):
-            return 1
+            return {}
