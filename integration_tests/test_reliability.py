@@ -59,7 +59,7 @@ async def main_node(retriever) -> AsyncIterator[LocalNode]:
 @pytest.fixture(scope="module")
 async def victim(main_node: LocalNode) -> AsyncIterator[LocalNode]:
     node = LocalNode("opensearch", BASE + 5, heap="512m")
-    node.start()
+    node.start(timeout=600)
     await copy_docs(main_node.url, node.url, SCIFACT_INDEX, 200, COPY)
     yield node
     node.stop()
@@ -68,7 +68,7 @@ async def victim(main_node: LocalNode) -> AsyncIterator[LocalNode]:
 @pytest.fixture(scope="module")
 async def cluster(main_node: LocalNode) -> AsyncIterator[LocalCluster]:
     nodes = LocalCluster("opensearch", BASE + 20, 2, heap="512m", transport_port=BASE + 40)
-    nodes.start()
+    nodes.start(timeout=600)
     await copy_docs(main_node.url, nodes.urls, SCIFACT_INDEX, 200, COPY)
     yield nodes
     nodes.stop()

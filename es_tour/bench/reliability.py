@@ -183,7 +183,7 @@ async def engine_kill(node: LocalNode, url: str, index: str, *, clients: int,
     assert pid is not None, f"no engine runs on {node.url}"
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    await asyncio.to_thread(node.start, 300.0)
+    await asyncio.to_thread(node.start, 600.0)
     back_at = time.monotonic()
     await asyncio.sleep(after_back_s)
     stop.set()
