@@ -69,8 +69,9 @@ class LocalNode:
         return self.dir / "node.pid"
 
     @property
-    def log_file(self) -> Path:
-        return self.dir / "logs" / f"es-tour-{self.engine}.log"
+    def log_file(self) -> Path:  # the engines name their log after the cluster
+        cluster = self.peers.cluster if self.peers else f"es-tour-{self.engine}"
+        return self.dir / "logs" / f"{cluster}.log"
 
     def pid(self) -> int | None:
         try:
@@ -99,6 +100,8 @@ class LocalNode:
             )
         home = self.dist.ensure_installed()
         self._write_config(home)
+        # a pid file left by a killed node would read as "started, then died" at once
+        self.pid_file.unlink(missing_ok=True)
         env = {
             **java_env(),
             "HOME": str(self.dir),
