@@ -10,6 +10,7 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
+	bench-reliability \
 	engines-stop lint clean
 
 install: $(VENV)/.installed
@@ -74,6 +75,14 @@ bench-proxy: install models plugin
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--output docs/benchmarks/proxy.md
+
+# Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
+# loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it
+# starts the nodes it needs and stops those it started. About 10 minutes on two cores.
+RELIABILITY_PORTS ?= 9600
+bench-reliability: install models
+	$(BIN)/python -m es_tour.bench.reliability --dataset $(DATASETS)/scifact \
+		--port-base $(RELIABILITY_PORTS) --output docs/benchmarks/reliability.md
 
 engines-stop: install
 	$(BIN)/es-tour engine stop --engine opensearch

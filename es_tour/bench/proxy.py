@@ -11,8 +11,6 @@ outside the engine and the models. Writes docs/benchmarks/proxy.md.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import socket
 import statistics
 import time
 from dataclasses import dataclass
@@ -22,9 +20,8 @@ import httpx
 import numpy as np
 
 from es_tour.bench._machine import machine, now
-from es_tour.errors import EsTourError
+from es_tour.bench._sidecar import SidecarProcess, server_stack
 from es_tour.server._config import ServerConfig
-from es_tour.server._run import serve
 
 QUERIES = ("vitamin D deficiency", "stem cell differentiation", "antibiotic resistance genes",
            "tumour suppressor mutation", "insulin sensitivity in obesity")
@@ -49,7 +46,7 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
     proxied_ms: list[float] = []
     own: list[float] = []
     config = ServerConfig(upstream=upstream, deadline_ms=120_000)
-    with _Process(config) as sidecar_url, httpx.Client(timeout=60) as client:
+    with SidecarProcess(config) as sidecar_url, httpx.Client(timeout=60) as client:
         def timed(base: str, body: dict) -> float:
             started = time.perf_counter()
             response = client.post(f"{base}/{index}/_search", json=body)
@@ -73,35 +70,6 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
     return Report(direct_ms, proxied_ms, own, tour_searches)
 
 
-class _Process:
-    """`serve` in a child process on a free loopback port; yields its URL."""
-
-    def __init__(self, config: ServerConfig, startup_timeout_s: float = 120.0):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self._timeout = startup_timeout_s
-        self._process = multiprocessing.get_context("spawn").Process(
-            target=serve, args=(config, f"127.0.0.1:{port}", "warning"), daemon=True)
-
-    def __enter__(self) -> str:
-        self._process.start()
-        deadline = time.monotonic() + self._timeout
-        while time.monotonic() < deadline and self._process.is_alive():
-            try:
-                httpx.get(f"{self.url}/_cluster/health", timeout=5)
-                return self.url
-            except httpx.TransportError:
-                time.sleep(0.2)
-        self.__exit__()
-        raise EsTourError(f"the sidecar did not start within {self._timeout:.0f}s")
-
-    def __exit__(self, *exc: object) -> None:
-        self._process.terminate()
-        self._process.join(timeout=10)
-
-
 def markdown(report: Report, command: str) -> str:
     q = Report.quantile
     d50, d99 = q(report.direct_ms, 0.5), q(report.direct_ms, 0.99)
@@ -115,7 +83,7 @@ def markdown(report: Report, command: str) -> str:
         f"- machine: {machine()}",
         f"- {len(report.direct_ms)} `_search` requests each way on loopback, interleaved, "
         "one keep-alive connection each, after 10 warm-up pairs; the sidecar in its own "
-        "process (uvicorn, asyncio loop, h11)",
+        f"process ({server_stack()})",
         "",
         "| path | p50 ms | p99 ms |",
         "|---|---|---|",

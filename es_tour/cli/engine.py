@@ -1,4 +1,5 @@
-"""`es-tour engine start|stop|status|logs`: local single-node engines for dev, demo and tests."""
+"""`es-tour engine start|stop|status|logs`: local engines for dev, demo and tests, one node or
+a cluster of several on loopback."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from rich.table import Table
 
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
-from es_tour.cluster import DISTRIBUTIONS, USERS, LocalNode
+from es_tour.cluster import DISTRIBUTIONS, USERS, LocalCluster, LocalNode
 
 engine_app = typer.Typer(no_args_is_help=True, help=__doc__)
 app.add_typer(engine_app, name="engine")
 console = Console()
 
 EngineOption = Annotated[str, typer.Option("--engine", "-e", help="opensearch or elasticsearch")]
-PortOption = Annotated[int | None, typer.Option(help="HTTP port (default 9200 / 9210)")]
+PortOption = Annotated[int | None, typer.Option(
+    help="HTTP port (default 9200 / 9210); a cluster's nodes take the next ones too")]
 
 
 @engine_app.command()
@@ -32,22 +34,32 @@ def start(
     security: Annotated[bool, typer.Option(
         help="OpenSearch only: the Security plugin with demo users admin, reader-a (indices "
              "tour-a*) and reader-ab (tour-a* and tour-b*)")] = False,
+    nodes: Annotated[int, typer.Option(
+        help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
+    transport_port: Annotated[int | None, typer.Option(
+        help="a cluster's first transport port (default: the HTTP port + 100)")] = None,
 ) -> None:
-    """Fetch (once), configure and start a node; returns at once if it already runs."""
-    node = LocalNode(engine, port, heap, security=security)
-    status = node.start(timeout, plugins=plugin or [])
-    console.print(f"{engine} {status.version} is {status.health} at {status.url}")
-    if node.secured:
+    """Fetch (once), configure and start a node, or a cluster of --nodes nodes; returns at
+    once if they already run."""
+    cluster = LocalCluster(engine, port, nodes, heap, transport_port, security=security)
+    for status in cluster.start(timeout, plugins=plugin or []):
+        console.print(f"{engine} {status.version} is {status.health} at {status.url}"
+                      + (f" ({status.nodes} nodes)" if nodes > 1 else ""))
+    first = cluster.nodes[0]
+    if first.secured:
         console.print(f"security on: users {', '.join(USERS)}; their passwords are in "
-                      f"{node.security.users_file}")
+                      f"{first.security.users_file}")
 
 
 @engine_app.command()
 @clean_errors
 def stop(engine: EngineOption = "opensearch", port: PortOption = None) -> None:
-    """Stop a node started by `es-tour engine start`, by its recorded pid."""
-    node = LocalNode(engine, port)
-    console.print(f"stopped {engine} at {node.url}" if node.stop() else f"{engine} was not running")
+    """Stop the node (or every node of the cluster) started by `es-tour engine start` on
+    this port, by their recorded pids."""
+    cluster = LocalCluster(engine, port)
+    for node, stopped in zip(cluster.nodes, cluster.stop(), strict=True):
+        console.print(f"stopped {engine} at {node.url}" if stopped
+                      else f"{engine} at {node.url} was not running")
 
 
 @engine_app.command()
@@ -57,10 +69,11 @@ def status(
     port: PortOption = None,
 ) -> None:
     """Version and health of the local nodes (both engines unless --engine is given)."""
-    table = Table("engine", "url", "version", "health", "pid")
+    table = Table("engine", "url", "version", "health", "nodes", "pid")
     for name in [engine] if engine else list(DISTRIBUTIONS):
-        s = LocalNode(name, port).status()
-        table.add_row(name, s.url, s.version or "-", s.health or "stopped", str(s.pid or "-"))
+        for s in LocalCluster(name, port).status():
+            table.add_row(name, s.url, s.version or "-", s.health or "stopped",
+                          str(s.nodes or "-"), str(s.pid or "-"))
     console.print(table)
 
 

@@ -14,7 +14,9 @@ from es_tour.server import ServerConfig, parse_listen, serve
 @app.command("serve")
 @clean_errors
 def serve_command(
-    upstream: Annotated[str, typer.Option(help="the engine's URL, e.g. http://127.0.0.1:9200")],
+    upstream: Annotated[list[str], typer.Option(
+        help="the engine's URL, e.g. http://127.0.0.1:9200; repeat it (or separate URLs with "
+             "commas) for several nodes of one cluster, which searches fail over between")],
     listen: Annotated[str, typer.Option(help="HOST:PORT to listen on")] = "127.0.0.1:9201",
     engine: Annotated[str | None, typer.Option(
         help="opensearch or elasticsearch (default: detected from the upstream)")] = None,
@@ -46,7 +48,8 @@ def serve_command(
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
-    config = ServerConfig(upstream=upstream, engine=engine, method=method, labeler=labeler,
+    config = ServerConfig(upstream=",".join(upstream), engine=engine, method=method,
+                          labeler=labeler,
                           deadline_ms=deadline_ms, max_k=max_k, max_size=max_size,
                           max_rounds=max_rounds, max_top_k=max_top_k,
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
@@ -54,5 +57,5 @@ def serve_command(
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           settings_credentials=settings_credentials)
     parse_listen(listen)
-    typer.echo(f"es-tour sidecar on http://{listen} -> {config.base_url}")
+    typer.echo(f"es-tour sidecar on http://{listen} -> {', '.join(config.upstreams)}")
     serve(config, listen, log_level)

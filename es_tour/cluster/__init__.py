@@ -7,7 +7,7 @@ from es_tour.cluster._distribution import (
     Distribution,
     distribution,
 )
-from es_tour.cluster._node import DEFAULT_PORTS, LocalNode, NodeStatus
+from es_tour.cluster._node import DEFAULT_PORTS, LocalCluster, LocalNode, NodeStatus
 from es_tour.cluster._security import INDEX_A, INDEX_B, USERS
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "OPENSEARCH_VERSION",
     "USERS",
     "Distribution",
+    "LocalCluster",
     "LocalNode",
     "NodeStatus",
     "distribution",

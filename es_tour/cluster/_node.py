@@ -1,4 +1,5 @@
-"""A single-node engine on loopback, with its config, data, logs and pid under a work dir."""
+"""Engine nodes on loopback, each with its config, data, logs and pid under a work dir: one
+node alone, or several joined into one cluster (`LocalCluster`)."""
 
 from __future__ import annotations
 
@@ -33,18 +34,36 @@ class NodeStatus:
     version: str | None = None
     health: str | None = None
     pid: int | None = None
+    nodes: int | None = None  # in the cluster, as this node sees it
+
+
+@dataclass(frozen=True)
+class Peers:
+    """Who a cluster's nodes find at startup: their names and loopback transport ports."""
+
+    cluster: str
+    names: tuple[str, ...]
+    transport_ports: tuple[int, ...]
 
 
 class LocalNode:
-    """One locally started engine node, found again by its engine and HTTP port."""
+    """One locally started engine node, found again by its engine and HTTP port.
 
-    def __init__(self, engine: str, port: int | None = None, heap: str = "1g", *,
+    Alone it is a single-node cluster; with `peers` it joins them. Its transport port is
+    `transport_port`, or the first free one in port+100..port+199.
+    """
+
+    def __init__(self, engine: str, port: int | None = None, heap: str = "1g",
+                 transport_port: int | None = None, peers: Peers | None = None, *,
                  security: bool = False):
         self.engine = engine
         self.port = port or DEFAULT_PORTS[engine]
         self.heap = heap
         self.dir = work_dir() / f"{engine}-{self.port}"
         self.url = f"http://127.0.0.1:{self.port}"
+        self.name = f"es-tour-{engine}-{self.port}"
+        self.transport_port = transport_port
+        self.peers = peers
         self.security = SecuritySetup(self.dir / "security")
         # A node once started with --security stays secured (its data holds the security index).
         self.secured = security or self.security.exists()
@@ -61,8 +80,9 @@ class LocalNode:
         return self.dir / "node.pid"
 
     @property
-    def log_file(self) -> Path:
-        return self.dir / "logs" / f"es-tour-{self.engine}.log"
+    def log_file(self) -> Path:  # the engines name their log after the cluster
+        cluster = self.peers.cluster if self.peers else f"es-tour-{self.engine}"
+        return self.dir / "logs" / f"{cluster}.log"
 
     def pid(self) -> int | None:
         try:
@@ -76,19 +96,25 @@ class LocalNode:
 
         `plugins` are local plugin zips installed into the distribution first.
         """
-        if self.pid() is not None:
-            return self.wait_healthy(timeout)
+        if self.pid() is None:
+            for plugin in plugins:
+                self.dist.install_local_plugin(plugin)
+            self.launch()
+        return self.wait_healthy(timeout)
+
+    def launch(self) -> None:
+        """Start the engine process (installed with its plugins) and return at once."""
         if _port_in_use(self.port):
             raise EngineSetupError(
                 f"port {self.port} is already in use by another process; "
                 "stop it or pass --port with a free port"
             )
         home = self.dist.ensure_installed()
-        for plugin in plugins:
-            self.dist.install_local_plugin(plugin)
         if self.secured:
             self.security.ensure(home)
         self._write_config(home)
+        # a pid file left by a killed node would read as "started, then died" at once
+        self.pid_file.unlink(missing_ok=True)
         env = {
             **java_env(),
             "HOME": str(self.dir),
@@ -115,13 +141,13 @@ class LocalNode:
             raise EngineSetupError(
                 f"{self.engine} failed to start: {self._last_error(launcher_log.read_text())}"
             )
-        return self.wait_healthy(timeout)
 
-    def wait_healthy(self, timeout: float) -> NodeStatus:
+    def wait_healthy(self, timeout: float, nodes: int = 1) -> NodeStatus:
+        """Wait until the cluster is yellow or green and this node sees `nodes` nodes."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status = self.status()
-            if status.health in ("green", "yellow"):
+            if status.health in ("green", "yellow") and (status.nodes or 0) >= nodes:
                 return status
             if self.pid_file.exists() and self.pid() is None:
                 break  # the process wrote its pid and has since died
@@ -152,12 +178,12 @@ class LocalNode:
                 # GET / lives in a module the Elasticsearch integ-test zip lacks; _nodes is core.
                 nodes = client.get(f"{self.url}/_nodes/_local?filter_path=nodes.*.version")
                 version = next(iter(nodes.json()["nodes"].values()))["version"]
-                health = client.get(f"{self.url}/_cluster/health").json()["status"]
+                health = client.get(f"{self.url}/_cluster/health").json()
+            color, nodes_seen = health["status"], health["number_of_nodes"]
         except (httpx.HTTPError, ValueError, KeyError, StopIteration):
             return NodeStatus(self.engine, self.url, running=pid is not None, pid=pid)
-        return NodeStatus(
-            self.engine, self.url, running=True, version=version, health=health, pid=pid
-        )
+        return NodeStatus(self.engine, self.url, running=True, version=version, health=color,
+                          pid=pid, nodes=nodes_seen)
 
     def logs(self, lines: int = 50) -> str:
         if not self.log_file.exists():
@@ -172,16 +198,25 @@ class LocalNode:
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         settings: dict[str, object] = {
             "cluster.name": f"es-tour-{self.engine}",
-            "node.name": f"es-tour-{self.engine}-{self.port}",
+            "node.name": self.name,
             "path.data": str(self.dir / "data"),
             "path.logs": str(self.dir / "logs"),
             "network.host": "127.0.0.1",
             "http.port": self.port,
-            "transport.port": f"{self.port + 100}-{self.port + 199}",
+            "transport.port": self.transport_port or f"{self.port + 100}-{self.port + 199}",
             "discovery.type": "single-node",
             # CI disks are often nearly full; a single test node must still allocate shards.
             "cluster.routing.allocation.disk.threshold_enabled": False,
         }
+        if self.peers is not None:
+            del settings["discovery.type"]
+            manager_key = ("cluster.initial_master_nodes" if self.engine == "elasticsearch"
+                           else "cluster.initial_cluster_manager_nodes")
+            settings.update({
+                "cluster.name": self.peers.cluster,
+                "discovery.seed_hosts": [f"127.0.0.1:{p}" for p in self.peers.transport_ports],
+                manager_key: list(self.peers.names),
+            })
         if self.engine == "elasticsearch":
             settings["xpack.security.enabled"] = False
         if self.secured:
@@ -227,3 +262,67 @@ def _port_in_use(port: int) -> bool:
 def _chown_tree(root: Path, uid: int) -> None:
     for path in (root, *root.rglob("*")):
         os.chown(path, uid, uid, follow_symlinks=False)
+
+
+class LocalCluster:
+    """`nodes` engine nodes on consecutive HTTP ports from `port` (transport ports from
+    `transport_port`, default port + 100), joined into one cluster by seed hosts on loopback.
+
+    Its size and transport ports are recorded beside the first node, so start, stop and
+    status find every node again from the first port alone. One node is a plain `LocalNode`.
+    """
+
+    def __init__(self, engine: str, port: int | None = None, nodes: int | None = None,
+                 heap: str = "1g", transport_port: int | None = None, *,
+                 security: bool = False):
+        first = LocalNode(engine, port, heap, transport_port, security=security)
+        self._layout_file = first.dir / "cluster.json"
+        recorded = self._recorded_layout()
+        size = nodes or recorded.get("nodes", 1)
+        if size < 1:
+            raise EngineSetupError(f"a cluster needs at least one node, got {size}")
+        if size == 1:
+            self.nodes = [first]
+            return
+        if first.secured:
+            raise EngineSetupError("--security starts one node; a secured cluster is not set up")
+        transport = transport_port or recorded.get("transport_port") or first.port + 100
+        self._layout = {"nodes": size, "transport_port": transport}
+        names = tuple(f"es-tour-{engine}-{first.port + i}" for i in range(size))
+        peers = Peers(f"es-tour-{engine}-{first.port}", names,
+                      tuple(transport + i for i in range(size)))
+        self.nodes = [LocalNode(engine, first.port + i, heap, transport + i, peers)
+                      for i in range(size)]
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    def start(self, timeout: float = 180.0, plugins: Sequence[Path] = ()) -> list[NodeStatus]:
+        """Start the nodes not running yet; wait until all have joined and it is yellow or
+        green. Returns at once when they already run."""
+        first = self.nodes[0]
+        if len(self.nodes) == 1:
+            self._layout_file.unlink(missing_ok=True)
+            return [first.start(timeout, plugins)]
+        for plugin in plugins:
+            first.dist.install_local_plugin(plugin)
+        for node in self.nodes:
+            if node.pid() is None:
+                node.launch()
+        self._layout_file.write_text(json.dumps(self._layout))
+        return [node.wait_healthy(timeout, nodes=len(self.nodes)) for node in self.nodes]
+
+    def stop(self, timeout: float = 60.0) -> list[bool]:
+        stopped = [node.stop(timeout) for node in self.nodes]
+        self._layout_file.unlink(missing_ok=True)
+        return stopped
+
+    def status(self) -> list[NodeStatus]:
+        return [node.status() for node in self.nodes]
+
+    def _recorded_layout(self) -> dict[str, int]:
+        try:
+            return dict(json.loads(self._layout_file.read_text()))
+        except (OSError, ValueError):
+            return {}

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
@@ -24,8 +26,9 @@ ENGINES: dict[str, type[ClientEngine]] = {
 }
 
 
-def connect(engine: str, url: str) -> ClientEngine:
-    """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`."""
+def connect(engine: str, url: str | Sequence[str]) -> ClientEngine:
+    """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`, or at several
+    nodes of one cluster (the client fails over between them)."""
     try:
         return ENGINES[engine](url)
     except KeyError:

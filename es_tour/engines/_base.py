@@ -113,7 +113,8 @@ class ClientEngine:
     def _index_body(self, spec: IndexSpec) -> dict[str, Any]:
         settings = {
             "number_of_shards": spec.shards,
-            "number_of_replicas": 0,
+            # no replica on one node (it could never be assigned), one on a cluster of two or more
+            "auto_expand_replicas": "0-1",
             "similarity": {"default": {"type": "BM25", "k1": spec.bm25_k1, "b": spec.bm25_b}},
             **self._index_settings(spec),
         }

@@ -18,9 +18,10 @@ class ElasticsearchEngine(ClientEngine):
     _api_error = ApiError
     _transport_error = ElasticTransportError
 
-    def __init__(self, url: str, **client_options: Any):
+    def __init__(self, url: str | Sequence[str], **client_options: Any):
         super().__init__(
-            AsyncElasticsearch(url, request_timeout=60, **client_options),
+            AsyncElasticsearch(url if isinstance(url, str) else list(url), request_timeout=60,
+                               **client_options),
             async_bulk,
             NotFoundError,
             BadRequestError,

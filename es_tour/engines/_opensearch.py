@@ -22,9 +22,10 @@ class OpenSearchEngine(ClientEngine):
     _api_error = TransportError
     _transport_error = OpenSearchConnectionError
 
-    def __init__(self, url: str, **client_options: Any):
+    def __init__(self, url: str | Sequence[str], **client_options: Any):
+        hosts = [url] if isinstance(url, str) else list(url)
         super().__init__(
-            AsyncOpenSearch(hosts=[url], timeout=60, **client_options), async_bulk, NotFoundError,
+            AsyncOpenSearch(hosts=hosts, timeout=60, **client_options), async_bulk, NotFoundError,
             RequestError,
         )
 

@@ -17,8 +17,9 @@ WHEN_FULL = ("queue", "reject")
 class ServerConfig:
     """How the sidecar reaches its upstream and what it does when a request says nothing.
 
-    upstream: the engine's base URL, without credentials: every request reaches the engine
-        with its caller's own.
+    upstream: the engine's base URL, or several nodes of one cluster, comma-separated
+        (searches fail over between them); without credentials: every request reaches
+        the engine with its caller's own.
     engine: "opensearch" or "elasticsearch"; None detects it from the upstream's headers.
     deadline_ms: the longest a refinement may run before round-0 results are returned;
       it covers the wait for capacity and model time (checked between labeler batches).
@@ -69,14 +70,18 @@ class ServerConfig:
     preload: bool = True  # load the encoder and default labeler at startup, not on first use
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.upstream)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"upstream must be an http(s) URL, got {redact(self.upstream)!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError(
-                f"upstream {redact(self.upstream)} carries credentials; the sidecar sends each "
-                "caller's own, never its own. Drop them from the URL (to read index settings "
-                "as the sidecar, use settings_credentials / --settings-credentials)")
+        if not self.upstreams:
+            raise ConfigError("upstream must name at least one http(s) URL")
+        for url in self.upstreams:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"upstream must be http(s) URLs, got {redact(url)!r}")
+            if parts.username is not None or parts.password is not None:
+                raise ConfigError(
+                    f"upstream {redact(url)} carries credentials; the sidecar sends each "
+                    "caller's own, never its own. Drop them from the URL (to read index "
+                    "settings as the sidecar, use settings_credentials / "
+                    "--settings-credentials)")
         if self.settings_credentials is not None and ":" not in self.settings_credentials:
             raise ConfigError("settings_credentials must be USER:PASSWORD")
         if self.engine is not None and self.engine not in ENGINE_KINDS:
@@ -102,8 +107,13 @@ class ServerConfig:
         check_method(self.method)
 
     @property
+    def upstreams(self) -> tuple[str, ...]:
+        """The nodes' base URLs, in the order given."""
+        return tuple(url.strip().rstrip("/") for url in self.upstream.split(",") if url.strip())
+
+    @property
     def base_url(self) -> str:
-        return self.upstream.rstrip("/")
+        return self.upstreams[0]
 
 
 def redact(url: str) -> str:

@@ -54,7 +54,7 @@ class TourService:
 
     def engine(self, kind: str) -> ClientEngine:
         if self._engine is None:
-            self._engine = connect(kind, self.config.base_url)
+            self._engine = connect(kind, self.config.upstreams)
         return self._engine
 
     async def close(self) -> None:
