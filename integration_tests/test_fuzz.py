@@ -36,6 +36,7 @@ CASES = {"bodies": 200, "tour": 250, "paths": 100}  # per engine: 1,100 in all
 FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 RUN: Counter[str] = Counter()  # cases sent, by test and engine
+STATUSES: Counter[str] = Counter()  # answers, by status class
 
 
 @dataclass
@@ -58,7 +59,8 @@ def report(pytestconfig: pytest.Config) -> Iterator[None]:
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\nfuzz: {sum(RUN.values())} cases sent; "
-              + ", ".join(f"{name} {count}" for name, count in sorted(RUN.items())))
+              + ", ".join(f"{name} {count}" for name, count in sorted(RUN.items()))
+              + "; answers " + ", ".join(f"{k} {v}" for k, v in sorted(STATUSES.items())))
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -118,6 +120,7 @@ def _json(payload: bytes) -> object:
 def _check(target: Target, test: str, method: str, path: bytes, body: bytes | None) -> None:
     RUN[f"{test}[{target.engine}]"] += 1
     status, payload = _send(target.sidecar_port, method, path, body)
+    STATUSES[f"{status // 100}xx"] += 1
     shown = f"{method} {path!r} {(body or b'')[:300]!r} -> {status} {payload[:400]!r}"
     assert status < 500, shown
     if status >= 400 and method != "HEAD" and not _engine_shaped(payload, status):
