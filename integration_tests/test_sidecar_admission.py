@@ -49,14 +49,15 @@ def _post(url: str, body: dict) -> httpx.Response:
 
 
 @contextmanager
-def _saturated(url: str, models: Models,
+def _saturated(url: str, models: Models, holding: int = HOLDERS,
                **options: object) -> Iterator[tuple[str, list[Future]]]:
-    """A sidecar with one worker and one refinement slot, HOLDERS long TOUR requests in flight."""
+    """A sidecar with one worker and one refinement slot, `holding` long TOUR requests in
+    flight."""
     config = ServerConfig(upstream=url, model_workers=1, max_refinements=1, label_batch=8,
                           max_k=200, **options)  # type: ignore[arg-type]
     with BackgroundServer(config, models) as server, \
             ThreadPoolExecutor(HOLDERS) as clients:
-        holders = [clients.submit(_post, server.url, _long(n)) for n in range(HOLDERS)]
+        holders = [clients.submit(_post, server.url, _long(n)) for n in range(holding)]
         time.sleep(SETTLE_S)
         yield server.url, holders
         assert all(h.result().status_code == 200 for h in holders)
@@ -96,7 +97,8 @@ def test_a_tour_request_queued_past_its_deadline_answers_round_0_degraded(upstre
 
 def test_with_when_full_reject_a_tour_request_gets_429_with_retry_after(upstream: str,
         models: Models) -> None:
-    with _saturated(upstream, models, when_full="reject", retry_after_s=2) as (sidecar, _):
+    # one holder: a second would itself be refused
+    with _saturated(upstream, models, 1, when_full="reject", retry_after_s=2) as (sidecar, _):
         response = _post(sidecar, _short(60_000))
     assert response.status_code == 429 and response.headers["retry-after"] == "2"
     payload = response.json()
