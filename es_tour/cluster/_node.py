@@ -177,7 +177,9 @@ class LocalNode:
             "path.logs": str(self.dir / "logs"),
             "network.host": "127.0.0.1",
             "http.port": self.port,
-            "transport.port": f"{self.port + 100}-{self.port + 199}",
+            # Far from the HTTP ports: test nodes' HTTP ports sit 100 apart (9250, 9350, ...),
+            # and a transport range at +100 took the next checkout's HTTP port.
+            "transport.port": f"{self.port + 20000}-{self.port + 20099}",
             "discovery.type": "single-node",
             # CI disks are often nearly full; a single test node must still allocate shards.
             "cluster.routing.allocation.disk.threshold_enabled": False,
