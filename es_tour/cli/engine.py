@@ -37,7 +37,7 @@ def start(
     nodes: Annotated[int, typer.Option(
         help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
     transport_port: Annotated[int | None, typer.Option(
-        help="a cluster's first transport port (default: the HTTP port + 100)")] = None,
+        help="a cluster's first transport port (default: the HTTP port + 20000)")] = None,
 ) -> None:
     """Fetch (once), configure and start a node, or a cluster of --nodes nodes; returns at
     once if they already run."""

@@ -50,7 +50,7 @@ class LocalNode:
     """One locally started engine node, found again by its engine and HTTP port.
 
     Alone it is a single-node cluster; with `peers` it joins them. Its transport port is
-    `transport_port`, or the first free one in port+100..port+199.
+    `transport_port`, or the first free one in port+20000..port+20099.
     """
 
     def __init__(self, engine: str, port: int | None = None, heap: str = "1g",
@@ -203,7 +203,9 @@ class LocalNode:
             "path.logs": str(self.dir / "logs"),
             "network.host": "127.0.0.1",
             "http.port": self.port,
-            "transport.port": self.transport_port or f"{self.port + 100}-{self.port + 199}",
+            # Far from the HTTP ports: test nodes' HTTP ports sit 50 apart (9250, 9300, ...),
+            # and a transport range at +100 took another checkout's HTTP port.
+            "transport.port": self.transport_port or f"{self.port + 20000}-{self.port + 20099}",
             "discovery.type": "single-node",
             # CI disks are often nearly full; a single test node must still allocate shards.
             "cluster.routing.allocation.disk.threshold_enabled": False,
@@ -266,7 +268,7 @@ def _chown_tree(root: Path, uid: int) -> None:
 
 class LocalCluster:
     """`nodes` engine nodes on consecutive HTTP ports from `port` (transport ports from
-    `transport_port`, default port + 100), joined into one cluster by seed hosts on loopback.
+    `transport_port`, default port + 20000), joined into one cluster by seed hosts on loopback.
 
     Its size and transport ports are recorded beside the first node, so start, stop and
     status find every node again from the first port alone. One node is a plain `LocalNode`.
@@ -286,7 +288,7 @@ class LocalCluster:
             return
         if first.secured:
             raise EngineSetupError("--security starts one node; a secured cluster is not set up")
-        transport = transport_port or recorded.get("transport_port") or first.port + 100
+        transport = transport_port or recorded.get("transport_port") or first.port + 20000
         self._layout = {"nodes": size, "transport_port": transport}
         names = tuple(f"es-tour-{engine}-{first.port + i}" for i in range(size))
         peers = Peers(f"es-tour-{engine}-{first.port}", names,
