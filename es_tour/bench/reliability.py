@@ -5,7 +5,7 @@ a cluster node killed. Loopback only; every loop stops by itself (duration and c
 
 Nodes (OpenSearch): the main one on the port base holds SciFact; base + 5 is killed and
 restarted; base + 20 and base + 21 form a two-node cluster (transport ports base + 40, + 41;
-the single nodes take the first free transport port from their HTTP port + 100).
+the single nodes take the first free transport port from their HTTP port + 20000).
 Writes docs/benchmarks/reliability.md.
 """
 
