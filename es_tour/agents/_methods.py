@@ -32,6 +32,8 @@ from es_tour.pipeline._methods import MethodFactory, SearchMethod, _Options, reg
 from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.tour import MAX_K
 
+MAX_AGENT_K = 1000  # docs an agent labels per round, at most
+
 
 @dataclass(frozen=True)
 class HreOptions(_Options):
@@ -39,7 +41,7 @@ class HreOptions(_Options):
     top_k: int = 1000  # K: the kNN sub-collection fixed by the session's one dense call
 
     def __post_init__(self) -> None:
-        check_int("k", self.k, 1, 1000)
+        check_int("k", self.k, 1, MAX_AGENT_K)
         check_int("top_k", self.top_k, self.k, MAX_K)
 
 
@@ -83,7 +85,8 @@ class LearnedOptions(AgentOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_int("pseudo_relevant", self.pseudo_relevant, 1, self.k)
+        # past k, every doc of A_t stands in
+        check_int("pseudo_relevant", self.pseudo_relevant, 1, MAX_AGENT_K)
         check_policy_name(self.policy)
         if self.threshold is not None:
             check_number("threshold", self.threshold, 0, 1)

@@ -274,7 +274,8 @@ class RocchioOptions(_Options):
 
     def __post_init__(self) -> None:
         check_int("k", self.k, 1, MAX_K)
-        check_int("k_prime", self.k_prime, 1, self.k)  # positives among the k labelled
+        # positives among the k labelled; past k, every labelled doc is one
+        check_int("k_prime", self.k_prime, 1, MAX_K)
         for name in ("alpha", "beta", "gamma"):
             check_number(name, getattr(self, name), 0, 100)
         check_number("lam", self.lam, 0, 1)

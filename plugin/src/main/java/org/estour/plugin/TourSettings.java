@@ -38,13 +38,19 @@ public final class TourSettings {
     /** Upper bound of {@link #K}, inclusive. */
     public static final int K_MAX = 1000;
     /** Lower bound of {@link #MAX_ROUNDS}, inclusive. */
-    public static final int MAX_ROUNDS_MIN = 0;
+    public static final int MAX_ROUNDS_MIN = 1;
     /** Upper bound of {@link #MAX_ROUNDS}, inclusive. */
     public static final int MAX_ROUNDS_MAX = 10;
-    /** Upper bound of {@link #LR}, inclusive; the lower bound 0 is exclusive. */
+    /** Lower bound of {@link #LR}, inclusive. */
+    public static final double LR_MIN = 1e-6;
+    /** Upper bound of {@link #LR}, inclusive. */
     public static final double LR_MAX = 10.0;
-    /** Upper bound of {@link #TEMPERATURE}, inclusive; the lower bound 0 is exclusive. */
+    /** Lower bound of {@link #TEMPERATURE}, inclusive. */
+    public static final double TEMPERATURE_MIN = 0.001;
+    /** Upper bound of {@link #TEMPERATURE}, inclusive. */
     public static final double TEMPERATURE_MAX = 100.0;
+    /** Lower bound of {@link #THRESHOLD}, inclusive. */
+    public static final double THRESHOLD_MIN = 1e-6;
     /** What a {@link #LABELER} model name must match. */
     public static final Pattern LABELER_PATTERN = Pattern.compile("[a-z0-9._-]+");
 
@@ -66,21 +72,27 @@ public final class TourSettings {
     public static final Setting<Integer> K = Setting.intSetting(
         PREFIX + "k", 10, K_MIN, K_MAX, Property.IndexScope, Property.Dynamic);
 
-    /** Refinement rounds after the first retrieval; 0 turns refinement off. Integer in [0, 10]; default 3. */
+    /** Refinement rounds after the first retrieval. Integer in [1, 10]; default 3. */
     public static final Setting<Integer> MAX_ROUNDS = Setting.intSetting(
         PREFIX + "max_rounds", 3, MAX_ROUNDS_MIN, MAX_ROUNDS_MAX, Property.IndexScope, Property.Dynamic);
 
-    /** Step size of the query-vector update. Double in (0, 10]; default 0.2. */
-    public static final Setting<Double> LR = boundedDouble("lr", 0.2, 0.0, false, LR_MAX);
+    /** Step size of the query-vector update. Double in [1e-6, 10]; default 0.2. */
+    public static final Setting<Double> LR = boundedDouble("lr", 0.2, LR_MIN, true, LR_MAX);
 
-    /** Weight that mixes the original query with the feedback query. Double in [0, 1]; default 0.5. */
+    /**
+     * Weight of the labeler in the final ranking, λ·minmax(φ) + (1−λ)·minmax(q·c) over the
+     * docs seen. Double in [0, 1]; default 1.0 (the labeler alone).
+     */
     public static final Setting<Double> LAMBDA = boundedDouble("lambda", 1.0, 0.0, true, 1.0);
 
-    /** Softmax temperature over labeler scores (soft methods). Double in (0, 100]; default 0.5. */
-    public static final Setting<Double> TEMPERATURE = boundedDouble("temperature", 0.5, 0.0, false, TEMPERATURE_MAX);
+    /** Softmax temperature over labeler scores. Double in [0.001, 100]; default 0.5. */
+    public static final Setting<Double> TEMPERATURE = boundedDouble("temperature", 0.5, TEMPERATURE_MIN, true, TEMPERATURE_MAX);
 
-    /** Nucleus mass p: the smallest top set whose probability reaches p is kept. Double in [0, 1]; default 0.5. */
-    public static final Setting<Double> THRESHOLD = boundedDouble("threshold", 0.5, 0.0, true, 1.0);
+    /**
+     * Nucleus mass p of tour-hard (the smallest top set whose probability reaches p is kept),
+     * or the learned agent's acting threshold. Double in [1e-6, 1]; default 0.5.
+     */
+    public static final Setting<Double> THRESHOLD = boundedDouble("threshold", 0.5, THRESHOLD_MIN, true, 1.0);
 
     /** Name of the dense-vector field used for kNN rounds. Non-blank string; default {@code embedding}. */
     public static final Setting<String> VECTOR_FIELD = Setting.simpleString(

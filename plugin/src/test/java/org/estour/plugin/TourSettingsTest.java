@@ -100,17 +100,18 @@ public class TourSettingsTest {
     }
 
     @Test
-    public void test_max_rounds_when_outside_0_to_10_then_rejected() {
-        assertEquals(0, (int) read(TourSettings.MAX_ROUNDS, "0"));
+    public void test_max_rounds_when_outside_1_to_10_then_rejected() {
+        assertEquals(1, (int) read(TourSettings.MAX_ROUNDS, "1"));
         assertEquals(10, (int) read(TourSettings.MAX_ROUNDS, "10"));
-        assertRejectedEchoingValue(TourSettings.MAX_ROUNDS, "-1");
+        assertRejectedEchoingValue(TourSettings.MAX_ROUNDS, "0");
         assertRejectedEchoingValue(TourSettings.MAX_ROUNDS, "11");
     }
 
     @Test
-    public void test_lr_when_zero_or_above_10_then_rejected() {
+    public void test_lr_when_below_1e6_or_above_10_then_rejected() {
         assertEquals(10.0, read(TourSettings.LR, "10"), 0.0);
         assertEquals(1e-6, read(TourSettings.LR, "0.000001"), 0.0);
+        assertRejectedEchoingValue(TourSettings.LR, "0.0000001");
         assertRejectedEchoingValue(TourSettings.LR, "0");
         assertRejectedEchoingValue(TourSettings.LR, "-0.1");
         assertRejectedEchoingValue(TourSettings.LR, "10.5");
@@ -128,16 +129,19 @@ public class TourSettingsTest {
     }
 
     @Test
-    public void test_temperature_when_zero_or_above_100_then_rejected() {
+    public void test_temperature_when_below_0_001_or_above_100_then_rejected() {
         assertEquals(100.0, read(TourSettings.TEMPERATURE, "100"), 0.0);
+        assertEquals(0.001, read(TourSettings.TEMPERATURE, "0.001"), 0.0);
+        assertRejectedEchoingValue(TourSettings.TEMPERATURE, "0.0001");
         assertRejectedEchoingValue(TourSettings.TEMPERATURE, "0");
         assertRejectedEchoingValue(TourSettings.TEMPERATURE, "100.1");
         assertRejectedEchoingValue(TourSettings.TEMPERATURE, "Infinity");
     }
 
     @Test
-    public void test_threshold_when_outside_0_to_1_then_rejected() {
-        assertEquals(0.0, read(TourSettings.THRESHOLD, "0"), 0.0);
+    public void test_threshold_when_outside_1e6_to_1_then_rejected() {
+        assertEquals(1e-6, read(TourSettings.THRESHOLD, "0.000001"), 0.0);
+        assertRejectedEchoingValue(TourSettings.THRESHOLD, "0");
         assertEquals(1.0, read(TourSettings.THRESHOLD, "1.0"), 0.0);
         assertRejectedEchoingValue(TourSettings.THRESHOLD, "-1");
         assertRejectedEchoingValue(TourSettings.THRESHOLD, "1.5");

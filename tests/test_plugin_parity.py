@@ -1,0 +1,93 @@
+"""The Java plugin and the Python registries agree on `index.tour.*`.
+
+The plugin validates settings when they are written; Python reads them on every search.
+A value the plugin accepts and Python rejects fails every search on that index, so each
+bound the plugin declares is tried on the Python options it maps to, and the defaults and
+method names must be the same on both sides. The Java sources are read as text, so this
+needs no build.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from es_tour.agents import AgentOptions, HreOptions, LearnedOptions
+from es_tour.errors import ConfigError
+from es_tour.pipeline._methods import DepthOptions, RocchioOptions, VectorRerankOptions
+from es_tour.server import ServerConfig
+from es_tour.server._options import _SETTING_NAMES
+from es_tour.tour import TourConfig
+
+JAVA = Path(__file__).parents[1] / "plugin/src/main/java/org/estour/plugin"
+SETTINGS = (JAVA / "TourSettings.java").read_text()
+
+# The option class each index-selectable method builds from its settings.
+OPTION_CLASSES: dict[str, Any] = {
+    "tour-hard": TourConfig, "tour-soft": TourConfig, "rocchio": RocchioOptions,
+    "hre": HreOptions, "rm3-agent": AgentOptions, "learned-agent": LearnedOptions,
+    "rerank-hybrid": DepthOptions, "vector-rerank": VectorRerankOptions,
+}
+
+
+def java_constant(name: str) -> float:
+    match = re.search(rf"static final (?:int|double) {name} = ([-0-9.eE]+);", SETTINGS)
+    assert match, name
+    return float(match.group(1))
+
+
+def java_bounds(setting: str) -> tuple[float, float]:
+    """(min, max) of a numeric setting, from its declaration."""
+    upper = setting.upper()
+    if setting == "lambda":
+        return 0.0, 1.0
+    if setting == "threshold":
+        return java_constant("THRESHOLD_MIN"), 1.0
+    return java_constant(f"{upper}_MIN"), java_constant(f"{upper}_MAX")
+
+
+def java_default(setting: str) -> float:
+    match = re.search(rf'(?:intSetting\(\s*PREFIX \+ |boundedDouble\()"{setting}", ([-0-9.]+)',
+                      SETTINGS)
+    assert match, setting
+    return float(match.group(1))
+
+
+def test_the_plugin_offers_exactly_the_methods_python_maps_settings_for():
+    enum = set(re.findall(r'^\s+[A-Z0-9_]+\("([a-z0-9-]+)"\)[,;]',
+                          (JAVA / "TourMethod.java").read_text(), re.M))
+    assert enum == set(_SETTING_NAMES) == set(OPTION_CLASSES)
+
+
+NUMERIC = ("k", "max_rounds", "lr", "lambda", "temperature", "threshold")
+
+
+@pytest.mark.parametrize("setting", NUMERIC)
+def test_every_value_the_plugin_accepts_every_method_taking_it_accepts(setting):
+    low, high = java_bounds(setting)
+    for method, names in _SETTING_NAMES.items():
+        if setting not in names:
+            continue
+        for value in (low, high):
+            typed = int(value) if setting in ("k", "max_rounds") else value
+            try:
+                OPTION_CLASSES[method].from_mapping({names[setting]: typed})
+            except ConfigError as error:
+                pytest.fail(f"index.tour.{setting}={typed} passes the plugin, but "
+                            f"{method} rejects it: {error}")
+
+
+@pytest.mark.parametrize("setting", ("k", "max_rounds", "lr", "lambda", "temperature",
+                                     "threshold"))
+def test_the_plugin_defaults_are_tours_defaults(setting):
+    option = _SETTING_NAMES["tour-hard"][setting]
+    assert java_default(setting) == pytest.approx(getattr(TourConfig(), option))
+
+
+def test_the_sidecar_caps_match_the_plugin_maxima():
+    caps = ServerConfig(upstream="http://127.0.0.1:9200")
+    assert caps.max_k == java_constant("K_MAX")
+    assert caps.max_rounds == java_constant("MAX_ROUNDS_MAX")
