@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._elasticsearch import ElasticsearchEngine
@@ -20,7 +20,8 @@ from es_tour.engines._types import (
 )
 from es_tour.errors import ConfigError
 
-ENGINES: dict[str, type[ClientEngine]] = {
+# each takes the URL (or the URLs of one cluster's nodes) of the engine it adapts
+ENGINES: dict[str, Callable[[str | Sequence[str]], ClientEngine]] = {
     "opensearch": OpenSearchEngine,
     "elasticsearch": ElasticsearchEngine,
 }

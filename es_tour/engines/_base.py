@@ -139,7 +139,7 @@ class ClientEngine:
         ]
         by_id = {action["_id"]: action for action in pending}
         indexed = retried = 0
-        failed: list[dict] = []
+        failed: list[dict[str, Any]] = []
         for attempt in range(max_retries + 1):
             ok, errors = await self._bulk(
                 self._client,

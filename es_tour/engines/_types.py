@@ -62,7 +62,7 @@ class TermStats:
 class BulkReport:
     indexed: int
     retried: int
-    failed: list[dict]
+    failed: list[dict[str, Any]]
 
 
 class SearchEngine(Protocol):
