@@ -186,6 +186,8 @@ async def engine_kill(node: LocalNode, url: str, index: str, *, clients: int,
     assert pid is not None, f"no engine runs on {node.url}"
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
+    while node.pid() is not None and time.monotonic() < killed_at + 30:
+        await asyncio.sleep(0.1)  # SIGKILL is not instant: start() would find it running
     await asyncio.to_thread(node.start, 600.0)
     back_at = time.monotonic()
     await asyncio.sleep(after_back_s)
