@@ -11,7 +11,7 @@ ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-
 
 .PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
 	bench-reliability \
-	engines-stop lint clean
+	engines-stop lint typecheck clean
 
 install: $(VENV)/.installed
 
@@ -28,7 +28,7 @@ plugin:
 	mvn -q -B -f plugin/pom.xml package
 	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
 
-test: install models plugin lint
+test: install models plugin lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests
 
 unit: install
@@ -36,6 +36,9 @@ unit: install
 
 lint: install
 	$(BIN)/ruff check es_tour onnx_models tests integration_tests
+
+typecheck: install
+	$(BIN)/mypy
 
 demo: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g

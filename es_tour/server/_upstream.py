@@ -81,8 +81,10 @@ class Upstream:
         # (caller, index) -> (expiry, settings), least recently used first
         self._settings: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = (
             OrderedDict())
-        self._settings_auth = (tuple(config.settings_credentials.split(":", 1))
-                               if config.settings_credentials else None)
+        self._settings_auth: tuple[str, str] | None = None
+        if config.settings_credentials:
+            user, _, password = config.settings_credentials.partition(":")
+            self._settings_auth = (user, password)
 
     async def close(self) -> None:
         await self._client.aclose()
