@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
 
-.PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
-	engines-stop lint clean
+.PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
+	bench-proxy bench-models engines-stop lint clean
 
 install: $(VENV)/.installed
 
@@ -23,7 +23,13 @@ plugin:
 	mvn -q -B -f plugin/pom.xml package
 	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
 
-test: install models plugin lint
+# Headless Chromium and its WebDriver from Debian, for the playground's browser tests
+# (Selenium is pointed at /usr/bin/chromium and /usr/bin/chromedriver: nothing is downloaded).
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update && apt-get install -y chromium chromium-driver)
+
+test: install models plugin browser lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests
 
 unit: install
@@ -32,9 +38,16 @@ unit: install
 lint: install
 	$(BIN)/ruff check es_tour onnx_models tests integration_tests
 
+# Ends by serving the playground (the sidecar on 127.0.0.1:9201) until Ctrl-C; its URL is
+# the last line printed. `es-tour demo --no-serve` stops after the comparison.
 demo: install models
 	$(BIN)/es-tour engine start --engine opensearch --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
+
+# docs/img/playground.png, taken by the playground's browser test against the test node.
+screenshot: install models plugin browser
+	ES_TOUR_PLAYGROUND_SCREENSHOT=$(abspath docs/img/playground.png) $(BIN)/python -m pytest \
+		-q -p no:cacheprovider integration_tests/test_playground.py -k "layout and opensearch"
 
 # Fine-tunes the SciFact reranker (about 25 minutes on two cores) into the model cache,
 # <ES_TOUR_HOME>/models/scifact-reranker; see docs/models.md.

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from es_tour.pipeline._context import SearchContext, open_context
 from es_tour.pipeline._methods import METHODS, SearchMethod, build_method
-from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._types import (
+    Provenance,
+    RankedHit,
+    RoundTrace,
+    SearchResult,
+    Timings,
+)
 
 __all__ = [
     "METHODS",
+    "Provenance",
     "RankedHit",
     "RoundTrace",
     "SearchContext",

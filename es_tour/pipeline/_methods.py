@@ -13,7 +13,14 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.options import from_options
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._types import (
+    Provenance,
+    RankedHit,
+    RoundTrace,
+    SearchResult,
+    Timings,
+    label_mass,
+)
 from es_tour.tour import (
     LabelCache,
     QueryOptimizer,
@@ -100,13 +107,20 @@ class _FirstStage:
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
-        hits, calls = await self._retrieve(query, max(size, self.options.k), timings)
-        scores, pairs = await self._score(query, hits, timings)
+        provenance = Provenance()
+        hits, calls = await self._retrieve(query, max(size, self.options.k), timings,
+                                           provenance)
+        phi, pairs = await self._label(query, hits, timings)
+        labels = dict(zip([h.id for h in hits], phi, strict=False))  # the window's φ
+        scores = phi or [h.score for h in hits]
         sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
-        trace = RoundTrace(0, len(hits), pairs, timings)
+        ranking = [provenance.stamp(hit, labels)
+                   for hit in _ranked_then_rest(hits, scores, sources, size)]
+        details = _round_details([h.id for h in ranking], len(provenance), labels)
+        trace = RoundTrace(0, len(hits), pairs, timings, details)
         return _result(
             self.name,
-            _ranked_then_rest(hits, scores, sources, size),
+            ranking,
             [trace],
             pairs,
             calls,
@@ -115,29 +129,41 @@ class _FirstStage:
             {"k": self.options.k},
         )
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        """The hits in retrieval order and the engine calls made; each retrieval is
+        recorded in `provenance` as round 0."""
         raise NotImplementedError
 
-    async def _score(
+    async def _label(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
-        """Scores of a prefix of `hits` (all of them, or a rerank window), and pairs scored."""
-        return [h.score for h in hits], 0
+        """φ of a prefix of `hits` (a rerank window; none for unlabelled methods), and the
+        pairs scored."""
+        return [], 0
+
+
+def _recorded(hits: list[Hit], retriever: str, provenance: Provenance) -> list[Hit]:
+    provenance.add(0, [h.id for h in hits], retriever)
+    return hits
 
 
 class Bm25Method(_FirstStage):
     name = "bm25"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        return await self.context.bm25(query, k, timings), 1
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
 
 
 class KnnMethod(_FirstStage):
     name = "knn"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
         vector = self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings, returns="text"), 1
+        hits = await self.context.knn(vector, k, timings, returns="text")
+        return _recorded(hits, "knn", provenance), 1
 
 
 class HybridRrfMethod(_FirstStage):
@@ -145,9 +171,11 @@ class HybridRrfMethod(_FirstStage):
 
     name = "hybrid-rrf"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        lexical = await self.context.bm25(query, k, timings)
-        dense = await self.context.knn(self.context.embed_query(query, timings), k, timings)
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
+        dense = _recorded(await self.context.knn(self.context.embed_query(query, timings), k,
+                                                 timings), "knn", provenance)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -162,13 +190,15 @@ class RerankMethod(_FirstStage):
 
     name = "rerank"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
-            return await self.context.bm25(query, k, timings), 1
+            return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
         vector = self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings, returns="text"), 1
+        hits = await self.context.knn(vector, k, timings, returns="text")
+        return _recorded(hits, "knn", provenance), 1
 
-    async def _score(
+    async def _label(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
         window = hits[: self.options.k]
@@ -213,11 +243,13 @@ class TourMethod:
         phis: dict[str, float] = {}
         rounds: list[RoundTrace] = []
         labels = LabelCache()
+        provenance = Provenance()
         pairs = 0
         for round_no in range(self._max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
             hits = await self.context.knn(q, config.k, timings)
+            new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
             top = hits[: config.k]
             phi, newly = self.context.label(query, top, timings, labels)
             pairs += newly
@@ -228,7 +260,7 @@ class TourMethod:
             C = np.stack([h.vector for h in top])
             ranking = self._rank_seen(vectors, phis, q, sources, size)
             details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
-                                       "ranking": [h.id for h in ranking]}
+                                       **_round_details([h.id for h in ranking], new_docs, phis)}
             stop = round_no == self._max_rounds or self._converged(phi)
             if not stop:
                 q_next = self._update(q, C, phi, optimizer)
@@ -245,12 +277,14 @@ class TourMethod:
         if size > len(ranking):  # deeper than the docs labelled: the engine's order below
             below = await self.context.knn(q, size, total, returns="text")
             calls += 1
+            # found with the last round's query, so they show that round (outside its trace)
+            provenance.add(rounds[-1].round, [h.id for h in below], "knn")
             ranking += [RankedHit(h.id, h.score, _without_vector(h.source,
                                                                  self.context.vector_field))
                         for h in below if h.id not in phis][: size - len(ranking)]
         return _result(
             self.name,
-            ranking,
+            [provenance.stamp(hit, phis) for hit in ranking],
             rounds,
             pairs,
             calls,
@@ -299,6 +333,18 @@ class TourMethod:
         if isinstance(self.config, RocchioOptions):
             return [top[i].id for i in np.argsort(-phi, kind="stable")[: self.config.k_prime]]
         return [top[i].id for i in pseudo_positives(phi, self.config.tau, self.config.p)]
+
+
+def _round_details(ranking: list[str], new_docs: int, labels: Mapping[str, float]
+                   ) -> dict[str, Any]:
+    """What every method's round trace carries: the ranking if the search stopped after
+    this round, how many docs no earlier round had retrieved, and, when the labeler ran,
+    Σ φ over that ranking's top 10."""
+    details: dict[str, Any] = {"ranking": ranking, "new_docs": new_docs}
+    mass = label_mass(ranking, labels)
+    if mass is not None:
+        details["label_mass_at_10"] = mass
+    return details
 
 
 def _parameters(config: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from starlette.routing import Route
 from es_tour.errors import ConfigError, EsTourError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._playground import playground_routes
 from es_tour.server._request import (
     Passthrough,
     parse_body,
@@ -60,8 +61,8 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
                  "status": 500}
         return _json(error, 500, upstream.engine)
 
-    return Starlette(routes=[Route("/{path:path}", handle, methods=METHODS)], lifespan=lifespan,
-                     exception_handlers={Exception: crash})
+    routes = [*playground_routes(config), Route("/{path:path}", handle, methods=METHODS)]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crash})
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
