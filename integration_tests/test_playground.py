@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,4 +330,9 @@ def test_layout_holds_at_desktop_and_phone_sizes(sidecar, browser, tmp_path, wid
         full = browser.execute_script("return document.documentElement.scrollHeight")
         viewport(browser, width, min(int(full), 1500))
         browser.save_screenshot(str(tmp_path / "readme.png"))
-        shutil.copyfile(tmp_path / "readme.png", SCREENSHOT)
+        from PIL import Image  # matplotlib's dependency; 128 colours keep the file small
+
+        with Image.open(tmp_path / "readme.png") as image:
+            image.convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT,
+                                          dither=Image.Dither.NONE).save(SCREENSHOT,
+                                                                         optimize=True)

@@ -337,10 +337,14 @@
         class: "line", points: points.map((p) => `${x(p.round)},${y(p.value)}`).join(" "),
       }));
     }
+    const last = values.length - 1;
     for (const point of points) {
+      // labels lean inwards at the ends, so they clear the axis and the edge
+      const anchor = last === 0 ? "middle"
+        : point.round === 0 ? "start" : point.round === last ? "end" : "middle";
       chart.append(svg("circle", { class: "dot", cx: x(point.round), cy: y(point.value), r: 3.5 }));
       chart.append(svg("text", { class: "value", x: x(point.round), y: y(point.value) - 7,
-                                 "text-anchor": "middle" }, fmt(point.value, judged ? 3 : 2)));
+                                 "text-anchor": anchor }, fmt(point.value, judged ? 3 : 2)));
     }
     figure.append(chart);
   }
