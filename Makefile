@@ -9,9 +9,8 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
-.PHONY: install models plugin test unit demo reranker bench bench-smoke bench-proxy bench-models \
-	bench-reliability \
-	engines-stop lint typecheck clean
+.PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
+	bench-proxy bench-models bench-reliability engines-stop lint typecheck clean
 
 install: $(VENV)/.installed
 
@@ -28,7 +27,13 @@ plugin:
 	mvn -q -B -f plugin/pom.xml package
 	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
 
-test: install models plugin lint typecheck
+# Headless Chromium and its WebDriver from Debian, for the playground's browser tests
+# (Selenium is pointed at /usr/bin/chromium and /usr/bin/chromedriver: nothing is downloaded).
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update && apt-get install -y chromium chromium-driver)
+
+test: install models plugin browser lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests
 
 unit: install
@@ -40,9 +45,16 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Ends by serving the playground (the sidecar on 127.0.0.1:9201) until Ctrl-C; its URL is
+# the last line printed. `es-tour demo --no-serve` stops after the comparison.
 demo: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
+
+# docs/img/playground.png, taken by the playground's browser test against the test node.
+screenshot: install models plugin browser
+	ES_TOUR_PLAYGROUND_SCREENSHOT=$(abspath docs/img/playground.png) $(BIN)/python -m pytest \
+		-q -p no:cacheprovider integration_tests/test_playground.py -k "layout and opensearch"
 
 # Fine-tunes the SciFact reranker (about 25 minutes on two cores) into the model cache,
 # <ES_TOUR_HOME>/models/scifact-reranker; see docs/models.md.

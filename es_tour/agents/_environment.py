@@ -10,7 +10,7 @@ A_t is the best k of every doc seen by φ(q0, d), each doc labelled once per ses
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,8 @@ class State:
     phi: dict[str, float]  # doc id -> φ(q0, d), in first-seen order
     answer: tuple[str, ...]
     retrieved: int = 0  # hits the round's engine calls returned
+    # the docs this round's retrievals returned for labelling, per retriever (bm25, knn)
+    returned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def answer_phi(self) -> list[float]:
         return [self.phi[doc] for doc in self.answer]
@@ -84,7 +86,8 @@ class Environment:
             read.update((doc.id, doc) for doc in docs)
         top = [read.get(hit.id, hit) for hit in dense[: self.k]]
         phi = await self._join({}, [*lexical, *top], timings)
-        return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense))
+        returned = {"bm25": _ids(lexical), "knn": _ids(top)}
+        return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned)
 
     def unlabelled_rest(self, state: State) -> list[tuple[str, float]]:
         """Top-K docs the session never labelled, in kNN order with the engine's scores."""
@@ -96,7 +99,8 @@ class Environment:
         query = state.query.refine(delta)
         whole, within = await self._search(query, timings)
         phi = await self._join(state.phi, [*whole, *within], timings)
-        return State(state.round + 1, query, phi, self._best(phi), len(whole) + len(within))
+        return State(state.round + 1, query, phi, self._best(phi), len(whole) + len(within),
+                     {"bm25": _ids([*whole, *within])})
 
     async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
         """Term vectors of `ids` with index statistics; each doc is fetched once a session."""
@@ -159,3 +163,7 @@ class Environment:
         ids, values = list(phi), list(phi.values())
         ranked = sorted(range(len(ids)), key=lambda i: -values[i])  # stable: first seen wins ties
         return tuple(ids[i] for i in ranked[: self.k])
+
+
+def _ids(hits: Sequence[Hit]) -> tuple[str, ...]:
+    return tuple(hit.id for hit in hits)

@@ -29,7 +29,14 @@ from es_tour.errors import ConfigError
 from es_tour.options import check_int, check_number
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._methods import MethodFactory, SearchMethod, _Options, register_method
-from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._types import (
+    Provenance,
+    RankedHit,
+    RoundTrace,
+    SearchResult,
+    Timings,
+    label_mass,
+)
 from es_tour.tour import MAX_K
 
 MAX_AGENT_K = 1000  # docs an agent labels per round, at most
@@ -100,6 +107,7 @@ class Session:
     decisions: list[Decision]
     rounds: list[RoundTrace]
     env: Environment
+    provenance: Provenance = field(default_factory=Provenance)
 
 
 async def run_session(env: Environment, policy: Policy, query: str, max_rounds: int,
@@ -112,6 +120,7 @@ async def run_session(env: Environment, policy: Policy, query: str, max_rounds: 
     states: list[State] = []
     decisions: list[Decision] = []
     rounds: list[RoundTrace] = []
+    provenance = Provenance()
     previous: tuple[str, ...] = ()
     while True:
         started, round_timings = time.perf_counter(), Timings()
@@ -127,15 +136,17 @@ async def run_session(env: Environment, policy: Policy, query: str, max_rounds: 
             decision = await policy.decide(env, state, round_timings)
         states.append(state)
         decisions.append(decision)
+        new_docs = sum(provenance.add(state.round, ids, retriever)
+                       for retriever, ids in state.returned.items())
         round_timings.total_ms = (time.perf_counter() - started) * 1000
         timings.engine_ms += round_timings.engine_ms
         timings.model_ms += round_timings.model_ms
         rounds.append(RoundTrace(state.round, state.retrieved, env.budget.pairs_scored - pairs,
                                  round_timings,
                                  _details(env, state, decision, previous,
-                                          env.budget.engine_calls - calls)))
+                                          env.budget.engine_calls - calls, new_docs)))
         if decision.chosen is None:
-            return Session(states, decisions, rounds, env)
+            return Session(states, decisions, rounds, env, provenance)
         previous = state.answer
 
 
@@ -159,9 +170,12 @@ class AgentMethod:
         session = await run_session(env, self._policy(query), query, max_rounds, timings)
         final = session.states[-1]
         labelled = sorted(final.phi.items(), key=lambda item: -item[1])
+        rest = env.unlabelled_rest(final)
+        session.provenance.add(0, [doc for doc, _ in rest], "knn")  # Top-K, from round 0
         # labelled docs by φ first, then the rest of Top-K, as a rerank window would be
-        hits = [RankedHit(doc, score, env.sources.get(doc, {}))
-                for doc, score in [*labelled, *env.unlabelled_rest(final)][:size]]
+        hits = [session.provenance.stamp(RankedHit(doc, score, env.sources.get(doc, {})),
+                                         final.phi)
+                for doc, score in [*labelled, *rest][:size]]
         timings.total_ms = (time.perf_counter() - started) * 1000
         parameters = {f.name: getattr(self.options, f.name) for f in fields(self.options)
                       if f.name not in ("qrels", "queries")}
@@ -170,10 +184,13 @@ class AgentMethod:
 
 
 def _details(env: Environment, state: State, decision: Decision, previous: tuple[str, ...],
-             calls: int) -> dict[str, Any]:
+             calls: int, new_docs: int) -> dict[str, Any]:
+    mass = label_mass(state.answer, state.phi)
     return {
         "query": env.describe(state.query),
         "answer": list(state.answer),
+        "new_docs": new_docs,
+        **({} if mass is None else {"label_mass_at_10": mass}),
         "answer_change": {"entered": [d for d in state.answer if d not in previous],
                           "left": [d for d in previous if d not in state.answer]},
         "candidates": [scored.to_dict() for scored in decision.considered],

@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlencode
 
 import typer
 from rich.console import Console
@@ -17,7 +18,9 @@ from es_tour.cluster import DEFAULT_PORTS
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, evaluate, parse_methods, report_json
 from es_tour.ingest import ingest
+from es_tour.judgements import store_qrels
 from es_tour.pipeline import SearchContext, open_context
+from es_tour.server import parse_listen
 
 console = Console()
 
@@ -27,6 +30,9 @@ Dataset = Annotated[
 Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
 Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
 Index = Annotated[str | None, typer.Option(help="index name (default: the dataset's name)")]
+Qrels = Annotated[bool, typer.Option(
+    help="also store the dataset's judgements (every qrels split) in the side index "
+         "<index>-qrels, where the playground finds them")]
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
@@ -38,7 +44,12 @@ def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchCo
     )
 
 
-async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool) -> None:
+async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
+                  qrels: bool = False) -> None:
+    if qrels:
+        stored = await store_qrels(context.engine, dataset, context.index)
+        console.print(f"stored {stored.queries} judged queries ({', '.join(stored.splits)}) "
+                      f"in [bold]{stored.index}[/]")
     report = await ingest(
         context.engine,
         dataset,
@@ -66,6 +77,7 @@ def index_command(
     url: Url = None,
     index: Index = None,
     replace: bool = False,
+    qrels: Qrels = False,
 ) -> None:
     """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
     data = BeirDataset(dataset)
@@ -73,7 +85,7 @@ def index_command(
     async def run() -> None:
         context = _context(engine, url, index or data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace)
+            await _ingest(context, data, replace, qrels)
 
     asyncio.run(run())
 
@@ -149,10 +161,23 @@ def eval_command(
 @app.command("demo")
 @clean_errors
 def demo_command(
-    dataset: Dataset, engine: Engine = "opensearch", url: Url = None, queries: int = 20
+    dataset: Dataset,
+    engine: Engine = "opensearch",
+    url: Url = None,
+    queries: int = 20,
+    serve: Annotated[bool, typer.Option(
+        "--serve/--no-serve",
+        help="end by serving the playground (the sidecar in front of the engine) until "
+             "Ctrl-C")] = True,
+    listen: Annotated[str, typer.Option(help="HOST:PORT the sidecar listens on")] =
+        "127.0.0.1:9201",
 ) -> None:
-    """Index the dataset, show a query's hits before and after TOUR, then compare methods."""
+    """Index the dataset and its judgements, show a query's hits before and after TOUR,
+    compare methods, then serve the playground on that query."""
     data = BeirDataset(dataset)
+    upstream = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
+    if serve:
+        parse_listen(listen)  # a bad --listen fails now, not after the comparison
     qid, text = next(iter(data.queries("test").items()))
     relevant = data.qrels("test")[qid]
 
@@ -161,7 +186,7 @@ def demo_command(
 
         context = _context(engine, url, data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace=False)
+            await _ingest(context, data, replace=False, qrels=True)
             console.print(f"\n[bold]query {qid}:[/] {text}")
             for name, options in (("knn", {}), ("tour-hard", {})):
                 result = await build_method(name, context, options).search(text, 5)
@@ -180,3 +205,20 @@ def demo_command(
             reports,
         )
     )
+    if serve:
+        _serve_playground(upstream, engine, data.name, text, listen)
+
+
+def _serve_playground(upstream: str, engine: str, index: str, query: str, listen: str) -> None:
+    """The sidecar in the foreground; the playground's URL is printed once it listens."""
+    from es_tour.server import ServerConfig
+    from es_tour.server import serve as run_sidecar
+
+    link = f"http://{listen}/_tour/playground?" + urlencode({"index": index, "q": query})
+
+    def ready() -> None:
+        console.print(f"\n[bold]playground[/] (the sidecar in front of {upstream}; Ctrl-C "
+                      f"stops it):\n{link}", soft_wrap=True)
+
+    run_sidecar(ServerConfig(upstream=upstream, engine=engine), listen, log_level="warning",
+                ready=ready)

@@ -124,6 +124,20 @@ class ClientEngine:
         properties[spec.vector_field] = self._vector_mapping(spec)
         return {"settings": settings, "mappings": {"properties": properties}}
 
+    async def create_side_index(
+        self, name: str, properties: Mapping[str, Any], *, replace: bool = False
+    ) -> bool:
+        """A small index of records (one shard, no replicas, these field mappings, no
+        vectors), such as judgements; returns False when it exists and `replace` is not set."""
+        if await self._client.indices.exists(index=name):
+            if not replace:
+                return False
+            await self.delete_index(name)
+        body = {"settings": {"number_of_shards": 1, "number_of_replicas": 0},
+                "mappings": {"properties": dict(properties)}}
+        await self._client.indices.create(index=name, body=body)
+        return True
+
     async def bulk_index(
         self, index: str, docs: Iterable[Mapping[str, Any]], *, max_retries: int = 3
     ) -> BulkReport:

@@ -72,6 +72,10 @@ class SearchEngine(Protocol):
 
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool: ...
 
+    async def create_side_index(
+        self, name: str, properties: Mapping[str, Any], *, replace: bool = False
+    ) -> bool: ...
+
     async def bulk_index(
         self, index: str, docs: Iterable[Mapping[str, Any]], *, max_retries: int = 3
     ) -> BulkReport: ...

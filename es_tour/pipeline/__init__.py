@@ -10,12 +10,19 @@ from es_tour.pipeline._methods import (
     build_method,
     register_method,
 )
-from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._types import (
+    Provenance,
+    RankedHit,
+    RoundTrace,
+    SearchResult,
+    Timings,
+)
 
 __all__ = [
     "METHODS",
     "MethodFactory",
     "ModelPool",
+    "Provenance",
     "RankedHit",
     "RoundTrace",
     "SearchContext",

@@ -13,7 +13,14 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.options import check_int, check_number, from_options
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._types import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._types import (
+    Provenance,
+    RankedHit,
+    RoundTrace,
+    SearchResult,
+    Timings,
+    label_mass,
+)
 from es_tour.tour import (
     MAX_K,
     LabelCache,
@@ -110,6 +117,7 @@ class _FirstStage:
     """Methods that run one retrieval (two, for hybrid) and maybe one rerank."""
 
     name: ClassVar[str]
+    labelled: ClassVar[bool] = False  # whether `_score` gives the labeler's φ
 
     def __init__(self, context: SearchContext, options: DepthOptions):
         self.context = context
@@ -117,13 +125,20 @@ class _FirstStage:
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
-        hits, calls = await self._retrieve(query, max(size, self.options.k), timings)
+        provenance = Provenance()
+        hits, calls = await self._retrieve(query, max(size, self.options.k), timings,
+                                           provenance)
         scores, pairs = await self._score(query, hits, timings)
+        # the window's φ, for the trace; the other methods' scores are no labels
+        labels = dict(zip([h.id for h in hits], scores, strict=False)) if self.labelled else {}
         sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
-        trace = RoundTrace(0, len(hits), pairs, timings)
+        ranking = [provenance.stamp(hit, labels)
+                   for hit in _ranked_then_rest(hits, scores, sources, size)]
+        details = _round_details([h.id for h in ranking], len(provenance), labels)
+        trace = RoundTrace(0, len(hits), pairs, timings, details)
         return _result(
             self.name,
-            _ranked_then_rest(hits, scores, sources, size),
+            ranking,
             [trace],
             pairs,
             calls,
@@ -135,7 +150,10 @@ class _FirstStage:
     def _parameters(self) -> dict[str, Any]:
         return {"k": self.options.k}
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        """The hits in retrieval order and the engine calls made; each retrieval is
+        recorded in `provenance` as round 0."""
         raise NotImplementedError
 
     async def _score(
@@ -145,19 +163,27 @@ class _FirstStage:
         return [h.score for h in hits], 0
 
 
+def _recorded(hits: list[Hit], retriever: str, provenance: Provenance) -> list[Hit]:
+    provenance.add(0, [h.id for h in hits], retriever)
+    return hits
+
+
 class Bm25Method(_FirstStage):
     name = "bm25"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        return await self.context.bm25(query, k, timings), 1
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
 
 
 class KnnMethod(_FirstStage):
     name = "knn"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
         vector = await self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings, returns="text"), 1
+        hits = await self.context.knn(vector, k, timings, returns="text")
+        return _recorded(hits, "knn", provenance), 1
 
 
 class HybridRrfMethod(_FirstStage):
@@ -166,9 +192,11 @@ class HybridRrfMethod(_FirstStage):
     name = "hybrid-rrf"
     options: FirstStageOptions
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        lexical = await self.context.bm25(query, k, timings)
-        dense = await self.context.knn(await self.context.embed_query(query, timings), k, timings)
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
+        dense = _recorded(await self.context.knn(await self.context.embed_query(query, timings), k,
+                                                 timings), "knn", provenance)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -180,6 +208,8 @@ class HybridRrfMethod(_FirstStage):
 
 class _Rerank(_FirstStage):
     """The labeler over the top-k of what `_retrieve` returns."""
+
+    labelled = True
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -195,11 +225,13 @@ class RerankMethod(_Rerank):
     name = "rerank"
     options: FirstStageOptions
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
-            return await self.context.bm25(query, k, timings), 1
+            return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
         vector = await self.context.embed_query(query, timings)
-        return await self.context.knn(vector, k, timings, returns="text"), 1
+        hits = await self.context.knn(vector, k, timings, returns="text")
+        return _recorded(hits, "knn", provenance), 1
 
 
 class RerankHybridMethod(_Rerank):
@@ -212,10 +244,12 @@ class RerankHybridMethod(_Rerank):
 
     name = "rerank-hybrid"
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        dense = await self.context.knn(await self.context.embed_query(query, timings), k, timings,
-                                       returns="text")
-        lexical = await self.context.bm25(query, k, timings)
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        vector = await self.context.embed_query(query, timings)
+        dense = _recorded(await self.context.knn(vector, k, timings, returns="text"), "knn",
+                          provenance)
+        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
         return interleave(dense, lexical), 2
 
 
@@ -244,8 +278,10 @@ class VectorRerankMethod(_FirstStage):
     name = "vector-rerank"
     options: VectorRerankOptions
 
-    async def _retrieve(self, query: str, k: int, timings: Timings) -> tuple[list[Hit], int]:
-        return await self.context.bm25(query, k, timings, with_vectors=True), 1
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        hits = await self.context.bm25(query, k, timings, with_vectors=True)
+        return _recorded(hits, "bm25", provenance), 1
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -308,11 +344,13 @@ class TourMethod:
         phis: dict[str, float] = {}
         rounds: list[RoundTrace] = []
         labels = LabelCache()
+        provenance = Provenance()
         pairs = 0
         for round_no in range(self._max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
             hits = await self.context.knn(q, config.k, timings)
+            new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
             top = hits[: config.k]
             phi, newly = await self.context.label(query, top, timings, labels)
             pairs += newly
@@ -323,7 +361,7 @@ class TourMethod:
             C = np.stack([h.vector for h in top])
             ranking = self._rank_seen(vectors, phis, q, sources, size)
             details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
-                                       "ranking": [h.id for h in ranking]}
+                                       **_round_details([h.id for h in ranking], new_docs, phis)}
             stop = round_no == self._max_rounds or self._converged(phi)
             if not stop:
                 q_next = self._update(q, C, phi, optimizer)
@@ -340,12 +378,14 @@ class TourMethod:
         if size > len(ranking):  # deeper than the docs labelled: the engine's order below
             below = await self.context.knn(q, size, total, returns="text")
             calls += 1
+            # found with the last round's query, so they show that round (outside its trace)
+            provenance.add(rounds[-1].round, [h.id for h in below], "knn")
             ranking += [RankedHit(h.id, h.score, _without_vector(h.source,
                                                                  self.context.vector_field))
                         for h in below if h.id not in phis][: size - len(ranking)]
         return _result(
             self.name,
-            ranking,
+            [provenance.stamp(hit, phis) for hit in ranking],
             rounds,
             pairs,
             calls,
@@ -394,6 +434,18 @@ class TourMethod:
         if isinstance(self.config, RocchioOptions):
             return [top[i].id for i in np.argsort(-phi, kind="stable")[: self.config.k_prime]]
         return [top[i].id for i in pseudo_positives(phi, self.config.tau, self.config.p)]
+
+
+def _round_details(ranking: list[str], new_docs: int, labels: Mapping[str, float]
+                   ) -> dict[str, Any]:
+    """What every method's round trace carries: the ranking if the search stopped after
+    this round, how many docs no earlier round had retrieved, and, when the labeler ran,
+    Σ φ over that ranking's top 10."""
+    details: dict[str, Any] = {"ranking": ranking, "new_docs": new_docs}
+    mass = label_mass(ranking, labels)
+    if mass is not None:
+        details["label_mass_at_10"] = mass
+    return details
 
 
 def _parameters(config: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,13 +46,63 @@ class Timings:
         }
 
 
+RETRIEVERS = ("bm25", "knn")  # what `RankedHit.retrieved_by` may name
+
+
 @dataclass(frozen=True)
 class RankedHit:
-    """A document in a method's final ranking."""
+    """A document in a method's final ranking.
+
+    round: the round whose retrieval first returned it; retrieved_by: which retrievers
+    ("bm25", "knn") ever returned it; label: the labeler's φ, when it was scored.
+    """
 
     id: str
     score: float
     source: dict[str, Any] = field(default_factory=dict)
+    round: int | None = None
+    retrieved_by: tuple[str, ...] = ()
+    label: float | None = None
+
+    def trace(self) -> dict[str, Any]:
+        """Where the hit came from, as `ext.tour.hits` shows it."""
+        return {"_id": self.id, "round": self.round, "retrieved_by": list(self.retrieved_by),
+                "label": self.label}
+
+
+class Provenance:
+    """Which round first retrieved each doc, and which retrievers returned it."""
+
+    def __init__(self) -> None:
+        self._round: dict[str, int] = {}
+        self._by: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._round)
+
+    def add(self, round_no: int, ids: Iterable[str], retriever: str) -> int:
+        """Record a retrieval of `ids` in round `round_no`; returns how many were new."""
+        assert retriever in RETRIEVERS, retriever
+        new = 0
+        for doc in ids:
+            if doc not in self._round:
+                self._round[doc] = round_no
+                new += 1
+            self._by.setdefault(doc, set()).add(retriever)
+        return new
+
+    def stamp(self, hit: RankedHit, labels: Mapping[str, float]) -> RankedHit:
+        """`hit` with its first round, its retrievers and its label (when scored)."""
+        label = labels.get(hit.id)
+        return RankedHit(hit.id, hit.score, hit.source, self._round.get(hit.id),
+                         tuple(r for r in RETRIEVERS if r in self._by.get(hit.id, ())),
+                         None if label is None else float(label))
+
+
+def label_mass(ids: Iterable[str], labels: Mapping[str, float], depth: int = 10) -> float | None:
+    """Σ φ over the first `depth` of a ranking that were labelled; None when none was."""
+    scored = [labels[doc] for doc in list(ids)[:depth] if doc in labels]
+    return round(float(sum(scored)), 6) if scored else None
 
 
 @dataclass

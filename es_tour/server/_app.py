@@ -18,6 +18,7 @@ from starlette.routing import Route
 from es_tour.errors import ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._playground import playground_routes
 from es_tour.server._request import (
     MalformedJson,
     Passthrough,
@@ -61,8 +62,8 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
         log.exception("es-tour sidecar failed on %s %s", request.method, request.url.path)
         return _error(InternalError(), upstream.engine)
 
-    return Starlette(routes=[Route("/{path:path}", handle, methods=METHODS)], lifespan=lifespan,
-                     exception_handlers={Exception: crash})
+    routes = [*playground_routes(config), Route("/{path:path}", handle, methods=METHODS)]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crash})
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:

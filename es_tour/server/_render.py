@@ -15,6 +15,8 @@ def render(result: SearchResult, request: SearchRequest, took_ms: float,
     """{took, timed_out, _shards, hits: {total, max_score, hits}, ext: {tour}}.
 
     `result.hits` is the ranking from rank 0; the page is `from`..`from + size`.
+    `ext.tour.hits` says, for each hit of the page in order, the round that first retrieved
+    it, the retrievers that returned it and its labeler score.
     """
     page = result.hits[request.from_: request.from_ + request.size]
     hits = []
@@ -32,7 +34,8 @@ def render(result: SearchResult, request: SearchRequest, took_ms: float,
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
         "hits": {"total": total, "max_score": max((h.score for h in page), default=None),
                  "hits": hits},
-        "ext": {"tour": {**result.to_dict(), **(extra or {})}},
+        "ext": {"tour": {**result.to_dict(), "hits": [hit.trace() for hit in page],
+                         **(extra or {})}},
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 from es_tour.errors import ConfigError, EsTourError
@@ -29,12 +30,19 @@ def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models |
                           access_log=False, lifespan="on", timeout_graceful_shutdown=5)
 
 
-def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info") -> None:
-    """Serve until interrupted."""
+def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
+          ready: Callable[[], None] | None = None) -> None:
+    """Serve until interrupted; `ready` is called once the sidecar listens."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and ready is not None:
+                ready()
+
     host, port = parse_listen(listen)
-    uvicorn.Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+    Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
 
 
 class BackgroundServer:

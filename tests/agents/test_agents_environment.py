@@ -172,3 +172,22 @@ def test_agents_never_import_an_engine_client() -> None:
         text = source.read_text()
         for client in ("elasticsearch", "opensearchpy"):
             assert f"import {client}" not in text and f"from {client}" not in text, source
+
+
+async def test_agent_hits_say_which_round_and_retriever_found_them_and_their_phi(context) -> None:
+    method = AGENTS["rm3-agent"](context, {"k": 3, "top_k": 10, "max_rounds": 1, "m": 2})
+    result = await method.search("Vitamin D", size=10)
+    by_id = {hit.id: hit for hit in result.hits}
+    # round 1's refined query found d5..d7 (whole index); round 0 BM25 found d20..d22
+    assert (by_id["d5"].round, by_id["d5"].retrieved_by) == (1, ("bm25",))
+    assert (by_id["d20"].round, by_id["d20"].retrieved_by) == (0, ("bm25",))
+    assert by_id["d5"].label == pytest.approx(PHI["d5"])
+    # the labelled first k of Top-K came from kNN; the unlabelled rest too, with no φ
+    knn_only = [hit for hit in result.hits if hit.retrieved_by == ("knn",)]
+    assert knn_only and all(hit.round == 0 for hit in knn_only)
+    assert {h.id for h in knn_only if h.label is None} == {h.id for h in knn_only} - {
+        "d50", "d51", "d52"}
+    # round 0 found the union of BM25 top-3 and kNN top-3; round 1 found d5..d7 and d60..d62
+    assert [r.details["new_docs"] for r in result.rounds] == [6, 6]
+    assert result.rounds[0].details["label_mass_at_10"] == pytest.approx(
+        sum(PHI[d] for d in ("d20", "d21", "d22")), abs=1e-5)

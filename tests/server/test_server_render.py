@@ -46,3 +46,15 @@ def test_listen_is_host_and_port() -> None:
     assert parse_listen("127.0.0.1:9201") == ("127.0.0.1", 9201)
     with pytest.raises(ConfigError):
         parse_listen("9201")
+
+
+def test_ext_tour_hits_trace_the_page_hits_in_order() -> None:
+    result = _result(4)
+    result.hits[2] = RankedHit("2", 0.8, {}, round=1, retrieved_by=("bm25", "knn"), label=0.25)
+    request = parse_search("idx", {}, {"query": {"match": {"t": "q"}}, "from": 1, "size": 2},
+                           explicit=False)
+    traced = render(result, request, 1.0)["ext"]["tour"]["hits"]
+    assert traced == [
+        {"_id": "1", "round": None, "retrieved_by": [], "label": None},
+        {"_id": "2", "round": 1, "retrieved_by": ["bm25", "knn"], "label": 0.25},
+    ]
