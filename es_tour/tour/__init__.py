@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from ._cache import LabelCache
-from ._config import DEFAULT_VARIANT, VARIANTS, TourConfig
+from ._config import DEFAULT_VARIANT, MEMORIES, STOP_RULES, VARIANTS, TourConfig
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
+from ._numerics import standardized
 from ._optimizer import QueryOptimizer
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
 from ._ranking import final_scores
 
 __all__ = [
     "DEFAULT_VARIANT",
+    "MEMORIES",
+    "STOP_RULES",
     "VARIANTS",
     "LabelCache",
     "QueryOptimizer",
@@ -24,4 +27,5 @@ __all__ = [
     "should_stop",
     "soft_gradient",
     "soft_step",
+    "standardized",
 ]
