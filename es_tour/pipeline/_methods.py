@@ -391,6 +391,7 @@ class TourMethod:
                 q_next = rule.update(q, C, phi_loss)
                 details["delta_q_norm"] = float(np.linalg.norm(q_next - q))
                 details["pseudo_positives"] = rule.positives(loss_ids, phi_loss)
+                details["loss_docs"] = len(loss_ids)
                 q = q_next
             timings.total_ms = (time.perf_counter() - round_started) * 1000
             total.engine_ms += timings.engine_ms
