@@ -39,6 +39,8 @@ class MethodSpec:
 
 
 def _parse_value(value: str) -> Any:
+    if value in ("true", "false"):  # switches such as tour's explore=true
+        return value == "true"
     for convert in (int, float):
         try:
             return convert(value)

@@ -6,6 +6,8 @@ the engines themselves are tested in integration_tests.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,43 @@ async def test_rerank_hybrid_labels_half_its_budget_from_each_list_and_ranks_by_
     rest = [h.id for h in interleave(*([Hit(d, 0.0) for d in r] for r in (knn, bm25)))
             if h.id not in pool]
     assert [h.id for h in result.hits[20:]] == rest[:40]
+
+
+EXPLORE = {"k": 10, "budget": 30, "max_rounds": 5, "explore": True, "stop": "top10"}
+
+
+@pytest.mark.parametrize("method", ["tour-hard", "tour-soft"])
+async def test_exploring_tour_labels_k_new_docs_each_round_up_to_its_budget(context, method):
+    result = await build_method(method, context, {**EXPLORE, "scale": 20.0}).search("q", 50)
+    labelled = [r.details["labelled"] for r in result.rounds]
+    assert [len(ids) for ids in labelled] == [10, 10, 10]
+    assert len({d for ids in labelled for d in ids}) == 30 == result.pairs_scored
+    assert [r.newly_scored for r in result.rounds] == [10, 10, 10]
+
+
+async def test_exploring_tour_whose_step_is_negligible_labels_knns_next_k(context):
+    knn = [h.id for h in (await build_method("knn", context).search("q", 30)).hits]
+    result = await build_method("tour-hard", context,
+                                {**EXPLORE, "lr": 1e-12}).search("q", 50)
+    assert [r.details["labelled"] for r in result.rounds][:2] == [knn[:10], knn[10:20]]
+
+
+async def test_tour_budget_caps_the_last_rounds_labels(context):
+    result = await build_method("tour-soft", context, {**EXPLORE, "budget": 15}).search("q")
+    assert [r.newly_scored for r in result.rounds] == [10, 5]
+
+
+@pytest.mark.parametrize(("memory", "loss_docs"), [("round", [10, 10]), ("all", [10, 20])])
+async def test_tour_memory_all_puts_every_labelled_doc_in_the_loss(context, memory, loss_docs):
+    result = await build_method("tour-soft", context,
+                                {**EXPLORE, "memory": memory}).search("q")
+    assert [r.details["loss_docs"] for r in result.rounds[:2]] == loss_docs
+
+
+async def test_tour_top10_stop_ends_on_the_round_that_leaves_the_top10_by_phi_alone(context):
+    options = {**EXPLORE, "budget": None, "max_rounds": 20, "scale": 20.0, "lr": 0.05}
+    result = await build_method("tour-soft", context, options).search("q", 10)
+    rankings = [r.details["ranking"] for r in result.rounds]  # λ = 1: the top-10 by φ
+    assert 2 <= len(rankings) < 21
+    assert rankings[-1] == rankings[-2]
+    assert all(a != b for a, b in pairwise(rankings[:-1]))

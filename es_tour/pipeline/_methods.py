@@ -317,56 +317,128 @@ class RocchioOptions(_Options):
         check_number("lam", self.lam, 0, 1)
 
 
+@dataclass(frozen=True)
+class _Rounds:
+    """How a refining search spends its rounds; TourConfig documents each field."""
+
+    k: int
+    max_rounds: int
+    lam: float
+    explore: bool = False
+    memory: str = "round"
+    stop: str = "top1"
+    budget: int | None = None
+
+
+class GradientUpdate:
+    """TOUR's update (hard or soft loss, by the config's variant): one optimiser step."""
+
+    def __init__(self, config: TourConfig):
+        self.options = config
+        self.name = f"tour-{config.variant}"
+        self.rounds = _Rounds(config.k, config.max_rounds, config.lam, config.explore,
+                              config.memory, config.stop, config.budget)
+        self._optimizer = QueryOptimizer(config)
+
+    def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
+        return self._optimizer.step(q, C, phi)
+
+    def converged(self, phi: np.ndarray) -> bool:
+        """The paper's early stop on the round's top-k labels, in rank order."""
+        config = self.options
+        return tour_should_stop(config.variant, self._optimizer.loss_labels(phi), config.tau,
+                                config.p)
+
+    def positives(self, ids: Sequence[str], phi: np.ndarray) -> list[str]:
+        labels = self._optimizer.loss_labels(phi)
+        return [ids[i] for i in pseudo_positives(labels, self.options.tau, self.options.p)]
+
+
+class RocchioUpdate:
+    """One Rocchio update (Eq. 6) with the top-k' by φ as the positives, then one more kNN."""
+
+    name = "rocchio"
+
+    def __init__(self, options: RocchioOptions):
+        self.options = options
+        self.rounds = _Rounds(options.k, max_rounds=1, lam=options.lam)
+
+    def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
+        options = self.options
+        by_label = np.argsort(-phi, kind="stable")
+        return rocchio(q, C[by_label], min(options.k_prime, len(phi)), options.alpha,
+                       options.beta, options.gamma)
+
+    def converged(self, phi: np.ndarray) -> bool:
+        return False
+
+    def positives(self, ids: Sequence[str], phi: np.ndarray) -> list[str]:
+        return [ids[i] for i in np.argsort(-phi, kind="stable")[: self.options.k_prime]]
+
+
+UpdateRule = GradientUpdate | RocchioUpdate
+TOP = 10  # the `top10` stop rule watches this many docs by φ
+
+
 class TourMethod:
     """TOUR: move the query vector by the labeler's judgement of each round's kNN hits.
 
-    Round 0 retrieves with the encoded query; each later round first takes one optimiser
-    step (hard, soft) or a Rocchio update, then retrieves again. The final ranking is every
-    doc seen, by λ·minmax(φ) + (1−λ)·minmax(q_final·c).
+    Round 0 retrieves with the encoded query; each later round first updates q by the
+    update rule (a TOUR optimiser step or Rocchio), then retrieves again. With `explore`
+    a round labels the first k docs of its ranking that no round labelled before. The
+    final ranking is every doc labelled, by λ·minmax(φ) + (1−λ)·minmax(q_final·c).
     """
 
-    def __init__(self, context: SearchContext, config: TourConfig | RocchioOptions):
+    def __init__(self, context: SearchContext, new_rule: Callable[[], UpdateRule]):
         self.context = context
-        self.config = config
-        self.name = "rocchio" if isinstance(config, RocchioOptions) else f"tour-{config.variant}"
-
-    @property
-    def _max_rounds(self) -> int:
-        return 1 if isinstance(self.config, RocchioOptions) else self.config.max_rounds
+        self._new_rule = new_rule  # the rule keeps one query's optimiser state
+        sample = new_rule()
+        self.name, self._parameters = sample.name, _parameters(sample.options)
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, total = time.perf_counter(), Timings()
-        config = self.config
+        rule = self._new_rule()
+        plan = rule.rounds
         q = await self.context.embed_query(query, total)
-        optimizer = QueryOptimizer(config) if isinstance(config, TourConfig) else None
         vectors: dict[str, np.ndarray] = {}
         sources: dict[str, Any] = {}
-        phis: dict[str, float] = {}
         rounds: list[RoundTrace] = []
         labels = LabelCache()
         provenance = Provenance()
         pairs = 0
-        for round_no in range(self._max_rounds + 1):
+        for round_no in range(plan.max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
-            hits = await self.context.knn(q, config.k, timings)
+            quota = plan.k if plan.budget is None else min(plan.k, plan.budget - pairs)
+            # exploring, the ranking must reach k docs past every one labelled so far
+            depth = plan.k + len(labels) if plan.explore else plan.k
+            hits = await self.context.knn(q, depth, timings)
             new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
-            top = hits[: config.k]
-            phi, newly = await self.context.label(query, top, timings, labels)
+            fresh = [h for h in hits if h.id not in labels] if plan.explore else hits
+            to_label = fresh[:quota]
+            top_before = labels.top(TOP)
+            _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
-            for hit, score in zip(top, phi, strict=True):
+            for hit in to_label:
                 vectors[hit.id] = hit.vector
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
-                phis[hit.id] = float(score)
-            C = np.stack([h.vector for h in top])
-            ranking = self._rank_seen(vectors, phis, q, sources, size)
+            top = [h for h in hits[: plan.k] if h.id in labels]
+            loss_ids = list(vectors) if plan.memory == "all" else [h.id for h in to_label]
+            phi_loss = labels.get(loss_ids)
+            ranking = self._rank_seen(vectors, labels, q, sources, size, plan.lam)
             details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
-                                       **_round_details([h.id for h in ranking], new_docs, phis)}
-            stop = round_no == self._max_rounds or self._converged(phi)
+                                       "labelled": [h.id for h in to_label],
+                                       **_round_details([h.id for h in ranking], new_docs,
+                                                        _labelled(vectors, labels))}
+            stop = (round_no == plan.max_rounds or not to_label
+                    or (plan.budget is not None and pairs >= plan.budget)
+                    or self._stops_early(plan, rule, round_no, top, labels, top_before))
             if not stop:
-                q_next = self._update(q, C, phi, optimizer)
+                C = np.stack([vectors[i] for i in loss_ids])
+                q_next = rule.update(q, C, phi_loss)
                 details["delta_q_norm"] = float(np.linalg.norm(q_next - q))
-                details["pseudo_positives"] = self._positives(top, phi)
+                details["pseudo_positives"] = rule.positives(loss_ids, phi_loss)
+                details["loss_docs"] = len(loss_ids)
                 q = q_next
             timings.total_ms = (time.perf_counter() - round_started) * 1000
             total.engine_ms += timings.engine_ms
@@ -382,58 +454,33 @@ class TourMethod:
             provenance.add(rounds[-1].round, [h.id for h in below], "knn")
             ranking += [RankedHit(h.id, h.score, _without_vector(h.source,
                                                                  self.context.vector_field))
-                        for h in below if h.id not in phis][: size - len(ranking)]
-        return _result(
-            self.name,
-            [provenance.stamp(hit, phis) for hit in ranking],
-            rounds,
-            pairs,
-            calls,
-            total,
-            started,
-            _parameters(config),
-        )
+                        for h in below if h.id not in labels][: size - len(ranking)]
+        phis = _labelled(vectors, labels)
+        return _result(self.name, [provenance.stamp(hit, phis) for hit in ranking], rounds,
+                       pairs, calls, total, started, dict(self._parameters))
 
+    @staticmethod
+    def _stops_early(plan: _Rounds, rule: UpdateRule, round_no: int, top: list[Hit],
+               labels: LabelCache, top_before: list[str]) -> bool:
+        """Whether the stop rule ends the search after this round."""
+        if plan.stop == "top10":  # round 0 adds the whole top-10, so it never stops there
+            return round_no > 0 and labels.top(TOP) == top_before
+        return bool(top) and rule.converged(labels.get([h.id for h in top]))
+
+    @staticmethod
     def _rank_seen(
-        self,
         vectors: Mapping[str, np.ndarray],
-        phis: Mapping[str, float],
+        labels: LabelCache,
         q: np.ndarray,
         sources: Mapping[str, Any],
         size: int,
+        lam: float,
     ) -> list[RankedHit]:
         """What the search returns if it stops now: every labelled doc by the final score."""
         ids = list(vectors)
         sims = np.stack([vectors[i] for i in ids]) @ q
-        scores = final_scores(np.array([phis[i] for i in ids]), sims, self.config.lam)
+        scores = final_scores(labels.get(ids), sims, lam)
         return _ranked(ids, scores.tolist(), sources, size)
-
-    def _converged(self, phi: np.ndarray) -> bool:
-        if isinstance(self.config, RocchioOptions):
-            return False
-        return tour_should_stop(self.config.variant, phi, self.config.tau, self.config.p)
-
-    def _update(
-        self, q: np.ndarray, C: np.ndarray, phi: np.ndarray, optimizer: QueryOptimizer | None
-    ) -> np.ndarray:
-        if optimizer is not None:
-            return optimizer.step(q, C, phi)
-        options = self.config
-        assert isinstance(options, RocchioOptions)
-        by_label = np.argsort(-phi, kind="stable")
-        return rocchio(
-            q,
-            C[by_label],
-            min(options.k_prime, len(phi)),
-            options.alpha,
-            options.beta,
-            options.gamma,
-        )
-
-    def _positives(self, top: list[Hit], phi: np.ndarray) -> list[str]:
-        if isinstance(self.config, RocchioOptions):
-            return [top[i].id for i in np.argsort(-phi, kind="stable")[: self.config.k_prime]]
-        return [top[i].id for i in pseudo_positives(phi, self.config.tau, self.config.p)]
 
 
 def _round_details(ranking: list[str], new_docs: int, labels: Mapping[str, float]
@@ -448,12 +495,22 @@ def _round_details(ranking: list[str], new_docs: int, labels: Mapping[str, float
     return details
 
 
+def _labelled(vectors: Mapping[str, np.ndarray], labels: LabelCache) -> dict[str, float]:
+    """φ of every doc labelled so far, by id."""
+    ids = list(vectors)
+    return dict(zip(ids, labels.get(ids).tolist(), strict=True))
+
+
 def _parameters(config: Any) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
 def _without_vector(source: Mapping[str, Any], vector_field: str) -> dict[str, Any]:
     return {key: value for key, value in source.items() if key != vector_field}
+
+
+def _tour(context: SearchContext, rule: Callable[[Any], UpdateRule], options: Any) -> TourMethod:
+    return TourMethod(context, lambda: rule(options))
 
 
 MethodFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
@@ -467,9 +524,11 @@ METHODS: dict[str, MethodFactory] = {
     "rerank": lambda ctx, o: RerankMethod(ctx, FirstStageOptions.from_mapping(o)),
     "rerank-hybrid": lambda ctx, o: RerankHybridMethod(ctx, DepthOptions.from_mapping(o)),
     "vector-rerank": lambda ctx, o: VectorRerankMethod(ctx, VectorRerankOptions.from_mapping(o)),
-    "rocchio": lambda ctx, o: TourMethod(ctx, RocchioOptions.from_mapping(o)),
-    "tour-hard": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "hard"})),
-    "tour-soft": lambda ctx, o: TourMethod(ctx, TourConfig.from_mapping({**o, "variant": "soft"})),
+    "rocchio": lambda ctx, o: _tour(ctx, RocchioUpdate, RocchioOptions.from_mapping(o)),
+    "tour-hard": lambda ctx, o: _tour(ctx, GradientUpdate,
+                                      TourConfig.from_mapping({**o, "variant": "hard"})),
+    "tour-soft": lambda ctx, o: _tour(ctx, GradientUpdate,
+                                      TourConfig.from_mapping({**o, "variant": "soft"})),
 }
 
 

@@ -18,6 +18,7 @@ SETTINGS_PREFIX = "index.tour."
 
 # setting name -> option name, per method; a setting a method does not take is ignored
 # when it comes from the index, and rejected when the request names it.
+# TOUR's scale, standardize, explore, memory, stop and budget come only from the request.
 _TOUR = {"k": "k", "max_rounds": "max_rounds", "lr": "lr", "lambda": "lam",
          "temperature": "tau", "threshold": "p"}
 _SETTING_NAMES: dict[str, dict[str, str]] = {

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ._cache import LabelCache
-from ._config import DEFAULT_VARIANT, MAX_K, MAX_ROUNDS, VARIANTS, TourConfig
+from ._config import DEFAULT_VARIANT, MAX_K, MAX_ROUNDS, MEMORIES, STOP_RULES, VARIANTS, TourConfig
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
+from ._numerics import standardized
 from ._optimizer import QueryOptimizer
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
 from ._ranking import final_scores
@@ -13,6 +14,8 @@ __all__ = [
     "DEFAULT_VARIANT",
     "MAX_K",
     "MAX_ROUNDS",
+    "MEMORIES",
+    "STOP_RULES",
     "VARIANTS",
     "LabelCache",
     "QueryOptimizer",
@@ -26,4 +29,5 @@ __all__ = [
     "should_stop",
     "soft_gradient",
     "soft_step",
+    "standardized",
 ]

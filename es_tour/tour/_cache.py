@@ -41,6 +41,10 @@ class LabelCache:
             raise ConfigError(f"got {len(ids)} ids but {len(scores)} scores")
         self._scores.update(zip(ids, scores.tolist(), strict=True))
 
+    def top(self, n: int) -> list[str]:
+        """The n ids with the highest phi, in descending phi (first labelled first on ties)."""
+        return sorted(self._scores, key=lambda doc_id: -self._scores[doc_id])[:n]
+
     def get(self, ids: Sequence[str]) -> np.ndarray:
         """Cached scores for ids: (n,) float64; KeyError names any id never labelled."""
         absent = [doc_id for doc_id in ids if doc_id not in self._scores]

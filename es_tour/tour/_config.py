@@ -13,6 +13,8 @@ VARIANTS = ("hard", "soft")
 DEFAULT_VARIANT = "hard"
 MAX_K = 10_000  # the engines' own index.max_result_window
 MAX_ROUNDS = 100
+MEMORIES = ("round", "all")
+STOP_RULES = ("top1", "top10")
 
 
 def check_variant(variant: str) -> str:
@@ -34,6 +36,23 @@ class TourConfig:
     p: probability mass the hard pseudo-positive set must reach.
     momentum, weight_decay: SGD settings, as in torch.optim.SGD.
     lam: weight of the normalised labeler score in the final ranking; 1 - lam goes to sim.
+    scale: the retriever's softmax is P_k(c|q) = softmax(scale q.c); cosine retrievers are
+        trained with one (sentence-transformers: 20), the paper's is 1.
+    standardize: z-score phi over the docs in the loss before softmax(phi / tau), so tau
+        means the same for cosine and logit labelers.
+    explore: each round labels only docs no earlier round labelled (it retrieves deeper
+        past them), so every round's k pairs are new.
+    memory: "round" puts the round's k docs in the loss (the paper); "all" puts every doc
+        labelled so far (ReFIT, Reddy et al. 2023: the labeler's distribution distilled
+        into the query vector).
+    stop: "top1" is the paper's early stop (hard: the top-1 is a pseudo-positive; soft:
+        the top-1 has the highest phi); "top10" stops after a round that changes nothing
+        in the top-10 by phi of every doc labelled.
+    budget: the most labeler pairs per query (None: k per round, max_rounds + 1 rounds);
+        the round that reaches it labels only what is left and is the last.
+
+    The paper's configuration: scale=1, standardize=False, explore=False, memory="round",
+    stop="top1", budget=None.
     """
 
     variant: str = DEFAULT_VARIANT
@@ -47,14 +66,31 @@ class TourConfig:
     # make bench's train sweep: nDCG@10 rises monotonically with lam (0.7053 at 0 to 0.7128
     # at 1) when the labeler is much stronger than the retriever, as the default one is
     lam: float = 1.0
+    scale: float = 1.0
+    standardize: bool = False
+    explore: bool = False
+    memory: str = "round"
+    stop: str = "top1"
+    budget: int | None = None
 
     def __post_init__(self) -> None:
         check_variant(self.variant)
+        for name, allowed in (("memory", MEMORIES), ("stop", STOP_RULES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"tour.{name} must be one of {list(allowed)}, got {value!r}")
+        for name in ("standardize", "explore"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"tour.{name} must be true or false, got "
+                                  f"{getattr(self, name)!r}")
+        if self.budget is not None:
+            check_int("tour.budget", self.budget, 1, MAX_K * MAX_ROUNDS)
         check_int("tour.k", self.k, 1, MAX_K)
         check_int("tour.max_rounds", self.max_rounds, 1, MAX_ROUNDS)
         # bounds past which the update overflows or does nothing, not taste
         check_number("tour.lr", self.lr, 1e-6, 100)
         check_number("tour.tau", self.tau, 1e-3, 1000)
+        check_number("tour.scale", self.scale, 1e-3, 1000)
         check_number("tour.p", self.p, 1e-6, 1)
         check_number("tour.momentum", self.momentum, 0, 0.999)
         check_number("tour.weight_decay", self.weight_decay, 0, 100)

@@ -1,6 +1,7 @@
 """TOUR losses' gradients with respect to the query, one-step updates, and Rocchio.
 
-sim(q, c) = q . c; P_k(c|q) = softmax of sim over the top-k candidates.
+sim(q, c) = q . c; P_k(c|q) = softmax of scale * sim over the candidates (the paper's
+scale is 1; a cosine retriever's softmax needs one to be far from uniform).
 """
 
 from __future__ import annotations
@@ -14,28 +15,31 @@ from ._pseudo_labels import pseudo_label_distribution, pseudo_positives
 
 
 def hard_gradient(
-    q: np.ndarray, C: np.ndarray, phi: np.ndarray, tau: float = 0.5, p: float = 0.5
+    q: np.ndarray, C: np.ndarray, phi: np.ndarray, tau: float = 0.5, p: float = 0.5,
+    scale: float = 1.0,
 ) -> np.ndarray:
     """dL_hard/dq with L_hard = -log sum_{c in H} P_k(c|q).
 
     q: (d,), C: (k, d), phi: (k,) -> (d,) float64. Equals
-    sum_i P_k(c_i|q) c_i - sum_{c in H} w_c c, w = softmax of sim restricted to H.
+    scale (sum_i P_k(c_i|q) c_i - sum_{c in H} w_c c), w = softmax of scale sim over H.
     """
     q, C = as_query_and_candidates(q, C, phi)
-    sim = C @ q
+    logits = scale * (C @ q)
     positives = pseudo_positives(phi, tau, p)
-    positive_weights = softmax(sim[positives])
-    return softmax(sim) @ C - positive_weights @ C[positives]
+    positive_weights = softmax(logits[positives])
+    return scale * (softmax(logits) @ C - positive_weights @ C[positives])
 
 
-def soft_gradient(q: np.ndarray, C: np.ndarray, phi: np.ndarray, tau: float = 0.5) -> np.ndarray:
+def soft_gradient(
+    q: np.ndarray, C: np.ndarray, phi: np.ndarray, tau: float = 0.5, scale: float = 1.0
+) -> np.ndarray:
     """dL_soft/dq with L_soft = KL(P(.|q, phi) || P_k(.|q)).
 
     q: (d,), C: (k, d), phi: (k,) -> (d,) float64. Equals
-    sum_i P_k(c_i|q) c_i - sum_i P(c_i|q, phi) c_i.
+    scale (sum_i P_k(c_i|q) c_i - sum_i P(c_i|q, phi) c_i).
     """
     q, C = as_query_and_candidates(q, C, phi)
-    return (softmax(C @ q) - pseudo_label_distribution(phi, tau)) @ C
+    return scale * ((softmax(scale * (C @ q)) - pseudo_label_distribution(phi, tau)) @ C)
 
 
 def hard_step(

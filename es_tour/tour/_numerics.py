@@ -14,6 +14,16 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum()
 
 
+def standardized(x: np.ndarray) -> np.ndarray:
+    """(x - mean) / std: (n,) -> (n,) float64; a constant vector carries no ordering, so
+    it becomes zeros."""
+    x = np.asarray(x, dtype=np.float64)
+    spread = x.std()
+    if spread == 0:
+        return np.zeros_like(x)
+    return (x - x.mean()) / spread
+
+
 def as_scores(phi: np.ndarray, name: str = "phi") -> np.ndarray:
     """phi as a non-empty (k,) float64 array."""
     phi = np.asarray(phi, dtype=np.float64)

@@ -8,7 +8,7 @@ from es_tour.errors import EsTourError
 
 from ._config import TourConfig
 from ._gradients import hard_gradient, soft_gradient
-from ._numerics import as_query_and_candidates
+from ._numerics import as_query_and_candidates, standardized
 
 
 class QueryOptimizer:
@@ -24,12 +24,17 @@ class QueryOptimizer:
         self.rounds_taken = 0
         self._momentum_buffer: np.ndarray | None = None
 
+    def loss_labels(self, phi: np.ndarray) -> np.ndarray:
+        """phi as the pseudo-label softmax sees it: z-scored if the config standardizes."""
+        return standardized(phi) if self.config.standardize else np.asarray(phi, np.float64)
+
     def gradient(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         """dL/dq of the configured variant's loss: (d,) float64."""
         config = self.config
+        labels = self.loss_labels(phi)
         if config.variant == "hard":
-            return hard_gradient(q, C, phi, config.tau, config.p)
-        return soft_gradient(q, C, phi, config.tau)
+            return hard_gradient(q, C, labels, config.tau, config.p, config.scale)
+        return soft_gradient(q, C, labels, config.tau, config.scale)
 
     def step(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         """The next query vector. q: (d,), C: (k, d), phi: (k,) -> (d,) float32."""

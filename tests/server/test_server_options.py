@@ -54,3 +54,14 @@ def test_a_labeler_path_from_a_request_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match="unknown model"):
         Models().labeler(str(tmp_path))
+
+
+def test_tour_exploration_options_pass_from_the_request_to_the_config() -> None:
+    from es_tour.tour import TourConfig
+
+    request = {"method": "tour-soft", "explore": True, "memory": "all", "budget": 20,
+               "scale": 20.0, "standardize": True, "stop": "top10"}
+    chosen = resolve(request, {}, DEFAULTS)
+    config = TourConfig.from_mapping(chosen.options)
+    assert (config.explore, config.memory, config.budget, config.scale, config.standardize,
+            config.stop) == (True, "all", 20, 20.0, True, "top10")

@@ -41,3 +41,10 @@ def test_label_cache_get_names_ids_never_labelled():
 def test_label_cache_update_rejects_length_mismatch():
     with pytest.raises(ValueError, match="2 ids but 1 scores"):
         LabelCache().update(["a", "b"], [1.0])
+
+
+def test_label_cache_top_orders_by_phi_and_keeps_labelling_order_on_ties():
+    cache = LabelCache()
+    cache.update(["a", "b", "c", "d"], [0.2, 0.9, 0.2, 0.5])
+    assert cache.top(3) == ["b", "d", "a"]
+    assert cache.top(10) == ["b", "d", "a", "c"]

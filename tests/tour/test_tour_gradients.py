@@ -28,18 +28,18 @@ def random_problem(seed: int, k: int = 12, d: int = 8):
     return q, C, phi
 
 
-def autograd_hard(q, C, phi, tau, p) -> np.ndarray:
+def autograd_hard(q, C, phi, tau, p, scale=1.0) -> np.ndarray:
     positives = torch.as_tensor(pseudo_positives(phi, tau, p))
     q_t = torch.tensor(q, dtype=torch.float64, requires_grad=True)
-    log_p_k = torch.log_softmax(torch.tensor(C, dtype=torch.float64) @ q_t, dim=0)
+    log_p_k = torch.log_softmax(scale * (torch.tensor(C, dtype=torch.float64) @ q_t), dim=0)
     loss = -torch.logsumexp(log_p_k[positives], dim=0)
     loss.backward()
     return q_t.grad.numpy()
 
 
-def autograd_soft(q, C, phi, tau) -> np.ndarray:
+def autograd_soft(q, C, phi, tau, scale=1.0) -> np.ndarray:
     q_t = torch.tensor(q, dtype=torch.float64, requires_grad=True)
-    log_p_k = torch.log_softmax(torch.tensor(C, dtype=torch.float64) @ q_t, dim=0)
+    log_p_k = torch.log_softmax(scale * (torch.tensor(C, dtype=torch.float64) @ q_t), dim=0)
     p_phi = torch.softmax(torch.tensor(phi, dtype=torch.float64) / tau, dim=0)
     loss = torch.nn.functional.kl_div(log_p_k, p_phi, reduction="sum")
     loss.backward()
@@ -62,6 +62,26 @@ def test_soft_gradient_matches_autograd(seed, tau):
     np.testing.assert_allclose(
         soft_gradient(q, C, phi, tau), autograd_soft(q, C, phi, tau), atol=1e-6
     )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("scale", [0.5, 20.0])
+def test_scaled_gradients_match_autograd_of_the_scaled_softmax(seed, scale):
+    q, C, phi = random_problem(seed)
+    np.testing.assert_allclose(hard_gradient(q, C, phi, 0.5, 0.5, scale),
+                               autograd_hard(q, C, phi, 0.5, 0.5, scale), atol=1e-6)
+    np.testing.assert_allclose(soft_gradient(q, C, phi, 0.5, scale),
+                               autograd_soft(q, C, phi, 0.5, scale), atol=1e-6)
+
+
+def test_scale_sharpens_a_near_uniform_retriever_softmax():
+    # unit vectors with cosines 0.1 apart: at scale 1 P_k is near uniform and the step is
+    # tiny; at 20 the step toward the labeler's choice is many times larger
+    C = np.array([[1.0, 0.0], [0.995, 0.0998], [0.98, 0.199]])
+    q, phi = np.array([1.0, 0.0]), np.array([0.0, 0.0, 5.0])
+    small = np.linalg.norm(soft_gradient(q, C, phi, 0.5, 1.0))
+    large = np.linalg.norm(soft_gradient(q, C, phi, 0.5, 20.0))
+    assert large > 10 * small
 
 
 @pytest.mark.parametrize("seed", SEEDS)

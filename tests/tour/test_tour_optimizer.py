@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from es_tour.errors import ConfigError, EsTourError
-from es_tour.tour import QueryOptimizer, TourConfig, pseudo_positives
+from es_tour.tour import QueryOptimizer, TourConfig, pseudo_positives, standardized
 
 
 def torch_sgd_trajectory(q, C, phi, config: TourConfig, steps: int) -> list[np.ndarray]:
@@ -58,6 +58,27 @@ def test_optimizer_refuses_a_step_past_max_rounds():
         optimizer.step(q, C, phi)
 
 
+@pytest.mark.parametrize("variant", ["hard", "soft"])
+def test_standardized_labels_make_tau_independent_of_the_labelers_scale(variant):
+    # a logit labeler's phi spans ~10, a cosine labeler's ~0.1: z-scored, they pull q alike
+    rng = np.random.default_rng(5)
+    q, C = rng.normal(size=8), rng.normal(size=(10, 8))
+    cosine = rng.uniform(0.6, 0.7, size=10)
+    logits = 100 * cosine - 60
+    steps = {}
+    for standardize in (False, True):
+        config = TourConfig(variant=variant, standardize=standardize)
+        steps[standardize] = [QueryOptimizer(config).step(q, C, phi) for phi in (cosine, logits)]
+    np.testing.assert_allclose(*steps[True], atol=1e-6)
+    assert not np.allclose(*steps[False], atol=1e-3)
+
+
+def test_standardized_is_a_z_score_and_a_constant_vector_is_zeros():
+    np.testing.assert_allclose(standardized(np.array([1.0, 2.0, 3.0])),
+                               np.array([-1.0, 0.0, 1.0]) / np.std([-1.0, 0.0, 1.0]))
+    np.testing.assert_array_equal(standardized(np.full(4, 0.3)), np.zeros(4))
+
+
 def test_config_defaults_follow_the_paper_settings():
     config = TourConfig()
     assert (config.lr, config.tau, config.p, config.momentum, config.weight_decay) == (
@@ -92,6 +113,13 @@ def test_config_rejects_unknown_variant_listing_options():
         ("momentum", 1.0),
         ("weight_decay", -0.1),
         ("lam", 2.0),
+        ("scale", 0.0),
+        ("standardize", "true"),
+        ("explore", 1),
+        ("memory", "some"),
+        ("stop", "top5"),
+        ("budget", 0),
+        ("budget", 2.5),
     ],
 )
 def test_config_range_errors_echo_the_bad_value(field, bad):

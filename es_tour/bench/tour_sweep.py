@@ -1,0 +1,67 @@
+"""One TOUR setting at a time against rerank-of-kNN and rerank-hybrid, at equal budgets.
+
+The labeler is the default one over its cached corpus vectors (`CorpusLabeler`), so a
+pair costs a dot product and a 100-query sweep takes minutes, not hours:
+
+    python -m es_tour.bench.tour_sweep --dataset ../shared/datasets/scifact --split train \
+        --url http://localhost:9200 --methods rerank:k=20,tour-hard:budget=20:explore=true
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import numpy as np
+
+from es_tour.agents import CorpusLabeler
+from es_tour.datasets import BeirDataset
+from es_tour.engines import connect
+from es_tour.evaluation import MethodReport, evaluate, parse_methods
+from es_tour.ingest import ingest
+from es_tour.models import DualEncoder, model_path
+from es_tour.pipeline import SearchContext
+from onnx_models import spec
+
+
+def explored(report: MethodReport) -> float:
+    """The fraction of queries that labelled a new doc after round 0."""
+    results = report.results.values()
+    return float(np.mean([sum(t.newly_scored for t in r.rounds[1:]) > 0 for r in results]))
+
+
+async def sweep(dataset: BeirDataset, url: str, methods: str, split: str,
+                queries: int) -> list[MethodReport]:
+    default = spec("default")
+    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
+                            dataset)
+    encoder = DualEncoder(model_path("minilm-l6"))
+    async with connect("opensearch", url) as engine:
+        await ingest(engine, dataset, dataset.name, encoder, if_missing=True,
+                     show_progress=False)
+        context = SearchContext(engine, dataset.name, encoder, labeler)
+        return await evaluate(context, dataset, parse_methods(methods), split=split,
+                              max_queries=queries, cold_labels=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--url", required=True, help="a running OpenSearch node")
+    parser.add_argument("--methods", required=True, help="comma list of name[:key=value...]")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--queries", type=int, default=100)
+    args = parser.parse_args(argv)
+    reports = asyncio.run(sweep(BeirDataset(args.dataset), args.url, args.methods, args.split,
+                                args.queries))
+    print("| method | nDCG@10 | R@100 | pairs/query | explored |")
+    print("|---|---|---|---|---|")
+    for report in reports:
+        summary = report.summary()
+        print(f"| `{report.spec.label}` | {summary['ndcg@10']:.4f} | "
+              f"{summary['recall@100']:.4f} | "
+              f"{summary['pairs_scored_mean']:.1f} | {explored(report):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
