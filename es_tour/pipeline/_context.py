@@ -64,7 +64,7 @@ class SearchContext:
     async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
         with timings.model():
             if self.pool is None:
-                return self.encoder.encode_queries([query])[0]
+                return np.asarray(self.encoder.encode_queries([query])[0])
             return await self.pool.embed(lambda: self.encoder.encode_queries([query])[0])
 
     async def label(

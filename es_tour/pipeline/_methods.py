@@ -34,7 +34,8 @@ from es_tour.tour import should_stop as tour_should_stop
 
 
 class SearchMethod(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def search(self, query: str, size: int = 10) -> SearchResult: ...
 
@@ -420,6 +421,7 @@ class TourMethod:
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
             for hit in to_label:
+                assert hit.vector is not None  # the rounds' kNN calls return vectors
                 vectors[hit.id] = hit.vector
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]

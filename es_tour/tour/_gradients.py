@@ -27,7 +27,7 @@ def hard_gradient(
     logits = scale * (C @ q)
     positives = pseudo_positives(phi, tau, p)
     positive_weights = softmax(logits[positives])
-    return scale * (softmax(logits) @ C - positive_weights @ C[positives])
+    return np.asarray(scale * (softmax(logits) @ C - positive_weights @ C[positives]))
 
 
 def soft_gradient(
@@ -39,7 +39,8 @@ def soft_gradient(
     scale (sum_i P_k(c_i|q) c_i - sum_i P(c_i|q, phi) c_i).
     """
     q, C = as_query_and_candidates(q, C, phi)
-    return scale * ((softmax(scale * (C @ q)) - pseudo_label_distribution(phi, tau)) @ C)
+    residual = softmax(scale * (C @ q)) - pseudo_label_distribution(phi, tau)
+    return np.asarray(scale * (residual @ C))
 
 
 def hard_step(
@@ -72,4 +73,4 @@ def rocchio(
         raise ConfigError(f"k_prime must be in [1, {k}], got {k_prime!r}")
     relevant = C[:k_prime].mean(axis=0)
     non_relevant = C[k_prime:].mean(axis=0) if k_prime < k else np.zeros_like(q)
-    return (alpha * q + beta * relevant - gamma * non_relevant).astype(np.float32)
+    return np.asarray(alpha * q + beta * relevant - gamma * non_relevant, dtype=np.float32)

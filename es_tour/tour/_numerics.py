@@ -11,7 +11,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
     """Softmax of x: (n,) -> (n,) float64; the max is subtracted so exp cannot overflow."""
     x = np.asarray(x, dtype=np.float64)
     shifted = np.exp(x - x.max())
-    return shifted / shifted.sum()
+    return np.asarray(shifted / shifted.sum())
 
 
 def standardized(x: np.ndarray) -> np.ndarray:
@@ -21,7 +21,7 @@ def standardized(x: np.ndarray) -> np.ndarray:
     spread = x.std()
     if spread == 0:
         return np.zeros_like(x)
-    return (x - x.mean()) / spread
+    return np.asarray((x - x.mean()) / spread)
 
 
 def as_scores(phi: np.ndarray, name: str = "phi") -> np.ndarray:

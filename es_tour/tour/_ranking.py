@@ -12,7 +12,7 @@ def _min_max(x: np.ndarray) -> np.ndarray:
     spread = x.max() - x.min()
     if spread == 0:
         return np.zeros_like(x)
-    return (x - x.min()) / spread
+    return np.asarray((x - x.min()) / spread)
 
 
 def final_scores(phi: np.ndarray, sim: np.ndarray, lam: float) -> np.ndarray:
