@@ -51,7 +51,7 @@ LAYERS = {
     "models": 1,
     "engines": 2, "cluster": 2,
     "tour": 3,
-    "pipeline": 4, "ingest": 4,
+    "pipeline": 4, "ingest": 4, "judgements": 4,
     "agents": 5,
     "evaluation": 6,
     "server": 7,

@@ -163,7 +163,7 @@ async def test_exploring_tour_labels_k_new_docs_each_round_up_to_its_budget(cont
 async def test_exploring_tour_whose_step_is_negligible_labels_knns_next_k(context):
     knn = [h.id for h in (await build_method("knn", context).search("q", 30)).hits]
     result = await build_method("tour-hard", context,
-                                {**EXPLORE, "lr": 1e-12}).search("q", 50)
+                                {**EXPLORE, "lr": 1e-6}).search("q", 50)
     assert [r.details["labelled"] for r in result.rounds][:2] == [knn[:10], knn[10:20]]
 
 

@@ -35,7 +35,7 @@ class Labeler:
     name = "phi"
     pairs_scored = 0
 
-    def score(self, query, docs):
+    def score(self, query, docs, index=""):
         return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
 
 

@@ -81,7 +81,7 @@ def test_bad_paging_source_and_fields_are_400s(params: dict, body: dict) -> None
 
 @pytest.mark.parametrize(("build", "options", "named"), [
     (RocchioOptions.from_mapping, {"k_prime": 0}, "k_prime"),
-    (RocchioOptions.from_mapping, {"k": 3, "k_prime": 4}, "k_prime"),
+    (RocchioOptions.from_mapping, {"k_prime": 10_001}, "k_prime"),
     (RocchioOptions.from_mapping, {"beta": float("nan")}, "beta"),
     (RocchioOptions.from_mapping, {"lam": 2}, "lam"),
     (FirstStageOptions.from_mapping, {"rrf_k": -61}, "rrf_k"),
