@@ -165,6 +165,7 @@ def judged(sidecar: Sidecar) -> dict[str, int]:
 
 def test_the_page_loads_with_labelled_inputs_and_the_default_methods(sidecar, browser) -> None:
     viewport(browser, 1280, 800)
+    browser.get_log("browser")  # forget what earlier tests logged (their 400s, on purpose)
     open_page(browser, sidecar.page())
     form = browser.execute_script("""
         const controls = [...document.querySelectorAll('input, select, textarea')];
@@ -282,6 +283,15 @@ def test_the_permalink_restores_the_state_and_the_results(sidecar, browser) -> N
     after = {side: column(browser, side)["ids"] for side in ("left", "right")}
     assert after == before and len(after["left"]) == 6
     assert {r for _, r in column(browser, "left")["origins"]} == {"bm25"}
+    # another search is another history entry; Back brings the first one back
+    browser.find_element("id", "size").send_keys(Keys.CONTROL, "a")
+    browser.find_element("id", "size").send_keys("3", Keys.ENTER)
+    wait_for(browser, "return document.querySelectorAll('#left li.hit').length === 3")
+    assert "size=3" in browser.current_url
+    browser.back()
+    wait_for(browser, "return document.querySelectorAll('#left li.hit').length === 6")
+    assert browser.current_url == link
+    assert browser.find_element("id", "left-method").get_attribute("value") == "bm25"
 
 
 def test_the_dev_tools_request_reproduces_the_right_side(sidecar, browser) -> None:

@@ -172,8 +172,8 @@ def demo_command(
     listen: Annotated[str, typer.Option(help="HOST:PORT the sidecar listens on")] =
         "127.0.0.1:9201",
 ) -> None:
-    """Index the dataset and its judgements, show a query's hits before and after TOUR,
-    compare methods, then serve the playground on that query."""
+    """Index the dataset, show a query's hits before and after TOUR, compare methods, then
+    (unless --no-serve) store the judgements and serve the playground on that query."""
     data = BeirDataset(dataset)
     upstream = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
     if serve:
@@ -186,7 +186,7 @@ def demo_command(
 
         context = _context(engine, url, data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace=False, qrels=True)
+            await _ingest(context, data, replace=False, qrels=serve)  # for the playground
             console.print(f"\n[bold]query {qid}:[/] {text}")
             for name, options in (("knn", {}), ("tour-hard", {})):
                 result = await build_method(name, context, options).search(text, 5)

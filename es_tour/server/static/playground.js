@@ -140,7 +140,10 @@
 
   function writeForm(state) {
     for (const name of FIELDS) {
-      if (state[name] !== undefined && state[name] !== null) inputs[name].value = state[name];
+      const value = state[name];
+      if (value === undefined || value === null) continue;
+      if (inputs[name].tagName === "SELECT") setMethod(inputs[name], value);
+      else inputs[name].value = value;
     }
   }
 
@@ -545,9 +548,11 @@
     inputs.right.addEventListener("change", () => { rightChosen = true; });
     inputs.index.addEventListener("change", () => { resolveRightMethod(); loadJudgedQueries(); });
     $("copy-devtools").addEventListener("click", copyDevtools);
-    window.addEventListener("popstate", () => {
-      writeForm({ ...Object.fromEntries(FIELDS.map((name) => [name, ""])), ...stateFromUrl() });
-      rightChosen = true;
+    window.addEventListener("popstate", () => {  // Back and Forward restore each search
+      const state = stateFromUrl();
+      writeForm({ index: "", q: "", size: "10", left_options: "", right_options: "", ...state,
+                  left: state.left || LEFT_DEFAULT, right: state.right || inputs.right.value });
+      rightChosen = Boolean(state.right);
       if (inputs.index.value && inputs.q.value) run({ push: false });
     });
 
