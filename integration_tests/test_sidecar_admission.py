@@ -7,6 +7,7 @@ the pool each label 100 docs with the default labeler, seconds of model time on 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,10 +33,14 @@ def models() -> Models:
     return shared
 
 
+_FRESH = itertools.count()
+
+
 def _long(n: int, timeout_ms: int = HOLD_MS) -> dict:
     """A rerank of 200 docs: no early stop, so its model time does not depend on the scores
     (seconds on two cores); each text differs, so no labeler cache saves it work."""
-    return {"query": {"match": {"text": f"{QUERY} {n}"}}, "size": 3,
+    # unique per call: the shared models' label cache would answer a repeat at once
+    return {"query": {"match": {"text": f"{QUERY} {n} {next(_FRESH)}"}}, "size": 3,
             "ext": {"tour": {"method": "rerank", "k": 200, "timeout_ms": timeout_ms}}}
 
 

@@ -56,6 +56,7 @@ class LocalNode:
     def __init__(self, engine: str, port: int | None = None, heap: str = "1g",
                  transport_port: int | None = None, peers: Peers | None = None, *,
                  security: bool = False):
+        distribution(engine)  # an unknown engine is a clear error before anything else
         self.engine = engine
         self.port = port or DEFAULT_PORTS[engine]
         self.heap = heap
