@@ -40,5 +40,5 @@ def test_tour_trace_reports_rounds_and_costs(scifact_test_reports):
     results = scifact_test_reports["tour-hard"].results.values()
     assert all(r.pairs_scored >= 1 and r.rounds for r in results)
     assert all(r.pairs_scored == sum(t.newly_scored for t in r.rounds) for r in results)
-    moved = [t for r in results for t in r.rounds if "delta_q_norm" in t.details]
-    assert moved and all(t.details["delta_q_norm"] > 0 for t in moved)
+    moved = [t for r in results for t in r.rounds if t.delta_q_norm is not None]
+    assert moved and all(t.delta_q_norm > 0 for t in moved)

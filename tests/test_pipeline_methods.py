@@ -86,8 +86,8 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
     result = await build_method(method, context, {"k": 10, "max_rounds": 3}
                                 if method != "rocchio" else {"k": 10}).search("q", 50)
     assert len(result.rounds) > 1
-    ranking = result.rounds[-1].details["ranking"]
-    labelled = {d for r in result.rounds for d in r.details["top_ids"]}
+    ranking = result.rounds[-1].ranking
+    labelled = {d for r in result.rounds for d in r.top_ids}
     assert set(ranking) == labelled
     # every labelled doc ranks above every doc the labeler never saw, which fill the depth
     assert [h.id for h in result.hits[: len(ranking)]] == ranking
@@ -154,7 +154,7 @@ EXPLORE = {"k": 10, "budget": 30, "max_rounds": 5, "explore": True, "stop": "top
 @pytest.mark.parametrize("method", ["tour-hard", "tour-soft"])
 async def test_exploring_tour_labels_k_new_docs_each_round_up_to_its_budget(context, method):
     result = await build_method(method, context, {**EXPLORE, "scale": 20.0}).search("q", 50)
-    labelled = [r.details["labelled"] for r in result.rounds]
+    labelled = [r.labelled for r in result.rounds]
     assert [len(ids) for ids in labelled] == [10, 10, 10]
     assert len({d for ids in labelled for d in ids}) == 30 == result.pairs_scored
     assert [r.newly_scored for r in result.rounds] == [10, 10, 10]
@@ -164,7 +164,7 @@ async def test_exploring_tour_whose_step_is_negligible_labels_knns_next_k(contex
     knn = [h.id for h in (await build_method("knn", context).search("q", 30)).hits]
     result = await build_method("tour-hard", context,
                                 {**EXPLORE, "lr": 1e-6}).search("q", 50)
-    assert [r.details["labelled"] for r in result.rounds][:2] == [knn[:10], knn[10:20]]
+    assert [r.labelled for r in result.rounds][:2] == [knn[:10], knn[10:20]]
 
 
 async def test_tour_budget_caps_the_last_rounds_labels(context):
@@ -176,13 +176,13 @@ async def test_tour_budget_caps_the_last_rounds_labels(context):
 async def test_tour_memory_all_puts_every_labelled_doc_in_the_loss(context, memory, loss_docs):
     result = await build_method("tour-soft", context,
                                 {**EXPLORE, "memory": memory}).search("q")
-    assert [r.details["loss_docs"] for r in result.rounds[:2]] == loss_docs
+    assert [r.loss_docs for r in result.rounds[:2]] == loss_docs
 
 
 async def test_tour_top10_stop_ends_on_the_round_that_leaves_the_top10_by_phi_alone(context):
     options = {**EXPLORE, "budget": None, "max_rounds": 20, "scale": 20.0, "lr": 0.05}
     result = await build_method("tour-soft", context, options).search("q", 10)
-    rankings = [r.details["ranking"] for r in result.rounds]  # λ = 1: the top-10 by φ
+    rankings = [r.ranking for r in result.rounds]  # λ = 1: the top-10 by φ
     assert 2 <= len(rankings) < 21
     assert rankings[-1] == rankings[-2]
     assert all(a != b for a, b in pairwise(rankings[:-1]))

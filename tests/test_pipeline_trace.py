@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from es_tour.engines import Hit
-from es_tour.pipeline import Provenance, RankedHit, SearchContext, build_method
+from es_tour.pipeline import Provenance, RankedHit, SearchContext, build_method, trace_dict
 
 rng = np.random.default_rng(11)
 DOCS = rng.normal(size=(60, 8)).astype(np.float32)
@@ -54,8 +54,8 @@ async def test_knn_and_bm25_hits_come_from_round_zero_by_their_retriever(context
         result = await build_method(name, context, {"k": 5}).search("q", 5)
         assert {(h.round, h.retrieved_by, h.label) for h in result.hits} == {(0, (name,), None)}
         (only,) = result.rounds
-        assert only.details["ranking"] == [h.id for h in result.hits]
-        assert only.details["new_docs"] == 5 and "label_mass_at_10" not in only.details
+        assert only.ranking == [h.id for h in result.hits]
+        assert only.new_docs == 5 and only.label_mass_at_10 is None
 
 
 async def test_hybrid_marks_docs_both_retrievers_returned(context) -> None:
@@ -65,13 +65,13 @@ async def test_hybrid_marks_docs_both_retrievers_returned(context) -> None:
     assert {("bm25",), ("knn",)} & set(by_id.values())  # some came from one retriever only
     union = {f"d{i}" for i in range(40, 45)} | {h.id for h in await context.engine.knn(
         "idx", DOCS[40], 5)}
-    assert result.rounds[0].details["new_docs"] == len(union)
+    assert result.rounds[0].new_docs == len(union)
 
 
 async def test_rerank_hits_carry_phi_and_the_round_its_label_mass(context) -> None:
     result = await build_method("rerank", context, {"k": 10}).search("q", 10)
     assert all(h.label == pytest.approx(PHI[h.id]) for h in result.hits)
-    assert result.rounds[0].details["label_mass_at_10"] == pytest.approx(
+    assert result.rounds[0].label_mass_at_10 == pytest.approx(
         sum(PHI[h.id] for h in result.hits), abs=1e-5)
 
 
@@ -79,12 +79,12 @@ async def test_tour_hits_show_the_round_that_first_found_them(context) -> None:
     result = await build_method("tour-soft", context, {"k": 5, "max_rounds": 3}).search("q", 20)
     found: dict[str, int] = {}
     for trace in result.rounds:
-        top = trace.details["top_ids"]
-        assert trace.details["new_docs"] == len(set(top) - set(found))
+        top = trace.top_ids
+        assert trace.new_docs == len(set(top) - set(found))
         for doc in top:
             found.setdefault(doc, trace.round)
-        assert trace.details["label_mass_at_10"] == pytest.approx(
-            sum(PHI[d] for d in trace.details["ranking"][:10]), abs=1e-5)
+        assert trace.label_mass_at_10 == pytest.approx(
+            sum(PHI[d] for d in trace.ranking[:10]), abs=1e-5)
     for hit in result.hits:
         assert hit.retrieved_by == ("knn",)
         if hit.id in found:  # labelled in a round
@@ -102,3 +102,21 @@ def test_provenance_counts_new_docs_once_and_keeps_the_first_round() -> None:
     assert stamped.trace() == {"_id": "b", "round": 0, "retrieved_by": ["bm25", "knn"],
                                "label": 0.5}
     assert provenance.stamp(RankedHit("z", 1.0), {}).round is None
+
+
+async def test_one_serializer_writes_every_family_with_timings_flat_and_unset_facts_out(context):
+    tour = await build_method("tour-hard", context, {"k": 10, "max_rounds": 2, "explore": True,
+                                                      "stop": "top10"}).search("q", size=10)
+    rounds = tour.to_dict()["rounds"]
+    assert [r["round"] for r in rounds] == [t.round for t in tour.rounds]
+    for trace, out in zip(tour.rounds, rounds, strict=True):
+        assert out == trace_dict(trace)
+        assert out["labelled"] == trace.labelled and out["ranking"] == trace.ranking
+        assert {"engine_ms", "model_ms", "own_ms", "total_ms"} <= out.keys()
+        assert "timings" not in out
+        # a round that moved the query says how far; the one that stopped says nothing
+        assert ("delta_q_norm" in out) == (trace.delta_q_norm is not None)
+    assert "delta_q_norm" in rounds[0] and "delta_q_norm" not in rounds[-1]
+    first_stage = (await build_method("knn", context, {"k": 5}).search("q", 5)).to_dict()
+    assert "label_mass_at_10" not in first_stage["rounds"][0]  # knn labels nothing
+    assert "labelled" not in first_stage["rounds"][0]  # and has no TOUR fields

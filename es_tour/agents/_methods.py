@@ -27,23 +27,38 @@ from es_tour.agents._policies import (
 )
 from es_tour.errors import ConfigError
 from es_tour.options import check_int, check_number
-from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._methods import MethodFactory, SearchMethod, _Options, register_method
-from es_tour.pipeline._types import (
+from es_tour.pipeline import (
+    MethodFactory,
+    MethodOptions,
     Provenance,
     RankedHit,
     RoundTrace,
+    SearchContext,
+    SearchMethod,
     SearchResult,
     Timings,
     label_mass,
+    register_method,
 )
 from es_tour.tour import MAX_K
 
 MAX_AGENT_K = 1000  # docs an agent labels per round, at most
 
 
+@dataclass(kw_only=True)
+class AgentRound(RoundTrace):
+    """An agent round: the query it ran (`ranking` is its answer A_t), the Δq candidates
+    the policy weighed and the one it chose (None ends the session)."""
+
+    query: dict[str, Any]  # the Lucene text and the engine's bool query
+    answer_change: dict[str, list[str]]  # ids that entered and left A_t
+    candidates: list[dict[str, Any]]
+    chosen: str | None
+    engine_calls: int
+
+
 @dataclass(frozen=True)
-class HreOptions(_Options):
+class HreOptions(MethodOptions):
     k: int = 10  # |A_t|, and the depth of each BM25 call
     top_k: int = 1000  # K: the kNN sub-collection fixed by the session's one dense call
 
@@ -141,10 +156,17 @@ async def run_session(env: Environment, policy: Policy, query: str, max_rounds: 
         round_timings.total_ms = (time.perf_counter() - started) * 1000
         timings.engine_ms += round_timings.engine_ms
         timings.model_ms += round_timings.model_ms
-        rounds.append(RoundTrace(state.round, state.retrieved, env.budget.pairs_scored - pairs,
-                                 round_timings,
-                                 _details(env, state, decision, previous,
-                                          env.budget.engine_calls - calls, new_docs)))
+        rounds.append(AgentRound(
+            round=state.round, retrieved=state.retrieved,
+            newly_scored=env.budget.pairs_scored - pairs, timings=round_timings,
+            ranking=list(state.answer), new_docs=new_docs,
+            label_mass_at_10=label_mass(state.answer, state.phi),
+            query=env.describe(state.query),
+            answer_change={"entered": [d for d in state.answer if d not in previous],
+                           "left": [d for d in previous if d not in state.answer]},
+            candidates=[scored.to_dict() for scored in decision.considered],
+            chosen=decision.chosen.render() if decision.chosen else None,
+            engine_calls=env.budget.engine_calls - calls))
         if decision.chosen is None:
             return Session(states, decisions, rounds, env, provenance)
         previous = state.answer
@@ -181,22 +203,6 @@ class AgentMethod:
                       if f.name not in ("qrels", "queries")}
         return SearchResult(self.name, hits, session.rounds, env.budget.pairs_scored,
                             env.budget.engine_calls, timings, parameters)
-
-
-def _details(env: Environment, state: State, decision: Decision, previous: tuple[str, ...],
-             calls: int, new_docs: int) -> dict[str, Any]:
-    mass = label_mass(state.answer, state.phi)
-    return {
-        "query": env.describe(state.query),
-        "answer": list(state.answer),
-        "new_docs": new_docs,
-        **({} if mass is None else {"label_mass_at_10": mass}),
-        "answer_change": {"entered": [d for d in state.answer if d not in previous],
-                          "left": [d for d in previous if d not in state.answer]},
-        "candidates": [scored.to_dict() for scored in decision.considered],
-        "chosen": decision.chosen.render() if decision.chosen else None,
-        "engine_calls": calls,
-    }
 
 
 def _is_int(value: Any) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from es_tour.agents import AgentRound
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
 from es_tour.ingest import ingest
@@ -90,6 +91,8 @@ def describe(
             [r.engine_calls for r in report.results.values()])), 2),
         "uses_judgements": report.spec.name in USES_JUDGEMENTS,
         "latencies_ms": [round(ms, 2) for ms in report.latencies_ms],
+        # the first query's trace, as the sidecar's ext.tour shows it
+        "example_trace": next(iter(report.results.values())).to_dict(),
     }
     if labeler_cost is not None:
         cold = [ms + pairs * labeler_cost.ms_per_doc
@@ -109,7 +112,7 @@ def _round_rankings(report: MethodReport) -> dict[str, list[list[str]]]:
     """qid -> the top ids the method would have returned after each round."""
     rankings = {}
     for qid, result in report.results.items():
-        per_round = [r.details.get("ranking") or r.details.get("answer") for r in result.rounds]
+        per_round = [r.ranking for r in result.rounds]
         if all(per_round):
             rankings[qid] = per_round
     return rankings
@@ -131,8 +134,8 @@ def ndcg_per_round(report: MethodReport, qrels: dict[str, dict[str, int]]) -> li
 
 def operator_counts(report: MethodReport) -> dict[str, int]:
     """How often each Δq operator was chosen: term, +, -, ^w (agents only)."""
-    chosen = [r.details["chosen"] for result in report.results.values()
-              for r in result.rounds if r.details.get("chosen")]
+    chosen = [r.chosen for result in report.results.values() for r in result.rounds
+              if isinstance(r, AgentRound) and r.chosen]
     return dict(Counter(_operator(text) for text in chosen))
 
 

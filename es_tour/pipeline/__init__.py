@@ -6,6 +6,7 @@ from es_tour.pipeline._context import ModelPool, SearchContext, open_context
 from es_tour.pipeline._methods import (
     METHODS,
     MethodFactory,
+    MethodOptions,
     SearchMethod,
     build_method,
     register_method,
@@ -16,11 +17,15 @@ from es_tour.pipeline._types import (
     RoundTrace,
     SearchResult,
     Timings,
+    TourRound,
+    label_mass,
+    trace_dict,
 )
 
 __all__ = [
     "METHODS",
     "MethodFactory",
+    "MethodOptions",
     "ModelPool",
     "Provenance",
     "RankedHit",
@@ -29,7 +34,10 @@ __all__ = [
     "SearchMethod",
     "SearchResult",
     "Timings",
+    "TourRound",
     "build_method",
+    "label_mass",
     "open_context",
     "register_method",
+    "trace_dict",
 ]

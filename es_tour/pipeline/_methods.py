@@ -19,6 +19,7 @@ from es_tour.pipeline._types import (
     RoundTrace,
     SearchResult,
     Timings,
+    TourRound,
     label_mass,
 )
 from es_tour.tour import (
@@ -41,7 +42,7 @@ class SearchMethod(Protocol):
 
 
 @dataclass(frozen=True)
-class _Options:
+class MethodOptions:
     """Base of per-method options: unknown keys are rejected with the supported ones."""
 
     @classmethod
@@ -50,7 +51,7 @@ class _Options:
 
 
 @dataclass(frozen=True)
-class DepthOptions(_Options):
+class DepthOptions(MethodOptions):
     k: int = 100  # how many first-stage hits are retrieved (and reranked, by the rerankers)
 
     def __post_init__(self) -> None:
@@ -135,8 +136,10 @@ class _FirstStage:
         sources = {h.id: _without_vector(h.source, self.context.vector_field) for h in hits}
         ranking = [provenance.stamp(hit, labels)
                    for hit in _ranked_then_rest(hits, scores, sources, size)]
-        details = _round_details([h.id for h in ranking], len(provenance), labels)
-        trace = RoundTrace(0, len(hits), pairs, timings, details)
+        ids = [h.id for h in ranking]
+        trace = RoundTrace(round=0, retrieved=len(hits), newly_scored=pairs, timings=timings,
+                           ranking=ids, new_docs=len(provenance),
+                           label_mass_at_10=label_mass(ids, labels))
         return _result(
             self.name,
             ranking,
@@ -301,7 +304,7 @@ class VectorRerankMethod(_FirstStage):
 
 
 @dataclass(frozen=True)
-class RocchioOptions(_Options):
+class RocchioOptions(MethodOptions):
     k: int = 10
     k_prime: int = 3  # top-k' by the labeler are the positives, the rest negatives
     alpha: float = 1.0
@@ -428,24 +431,26 @@ class TourMethod:
             loss_ids = list(vectors) if plan.memory == "all" else [h.id for h in to_label]
             phi_loss = labels.get(loss_ids)
             ranking = self._rank_seen(vectors, labels, q, sources, size, plan.lam)
-            details: dict[str, Any] = {"top_ids": [h.id for h in top[:size]],
-                                       "labelled": [h.id for h in to_label],
-                                       **_round_details([h.id for h in ranking], new_docs,
-                                                        _labelled(vectors, labels))}
+            ids = [h.id for h in ranking]
+            trace = TourRound(round=round_no, retrieved=len(hits), newly_scored=newly,
+                              timings=timings, ranking=ids, new_docs=new_docs,
+                              label_mass_at_10=label_mass(ids, _labelled(vectors, labels)),
+                              top_ids=[h.id for h in top[:size]],
+                              labelled=[h.id for h in to_label])
             stop = (round_no == plan.max_rounds or not to_label
                     or (plan.budget is not None and pairs >= plan.budget)
                     or self._stops_early(plan, rule, round_no, top, labels, top_before))
             if not stop:
                 C = np.stack([vectors[i] for i in loss_ids])
                 q_next = rule.update(q, C, phi_loss)
-                details["delta_q_norm"] = float(np.linalg.norm(q_next - q))
-                details["pseudo_positives"] = rule.positives(loss_ids, phi_loss)
-                details["loss_docs"] = len(loss_ids)
+                trace.delta_q_norm = float(np.linalg.norm(q_next - q))
+                trace.pseudo_positives = rule.positives(loss_ids, phi_loss)
+                trace.loss_docs = len(loss_ids)
                 q = q_next
             timings.total_ms = (time.perf_counter() - round_started) * 1000
             total.engine_ms += timings.engine_ms
             total.model_ms += timings.model_ms
-            rounds.append(RoundTrace(round_no, len(hits), newly, timings, details))
+            rounds.append(trace)
             if stop:
                 break
         calls = len(rounds)
@@ -483,18 +488,6 @@ class TourMethod:
         sims = np.stack([vectors[i] for i in ids]) @ q
         scores = final_scores(labels.get(ids), sims, lam)
         return _ranked(ids, scores.tolist(), sources, size)
-
-
-def _round_details(ranking: list[str], new_docs: int, labels: Mapping[str, float]
-                   ) -> dict[str, Any]:
-    """What every method's round trace carries: the ranking if the search stopped after
-    this round, how many docs no earlier round had retrieved, and, when the labeler ran,
-    Σ φ over that ranking's top 10."""
-    details: dict[str, Any] = {"ranking": ranking, "new_docs": new_docs}
-    mass = label_mass(ranking, labels)
-    if mass is not None:
-        details["label_mass_at_10"] = mass
-    return details
 
 
 def _labelled(vectors: Mapping[str, np.ndarray], labels: LabelCache) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any
 
 
@@ -107,22 +107,45 @@ def label_mass(ids: Iterable[str], labels: Mapping[str, float], depth: int = 10)
 
 @dataclass
 class RoundTrace:
-    """What one round did. `details` holds method-specific facts (Δq norm, the query, …)."""
+    """What one round of any method did: the first-stage family uses this class as it is;
+    TOUR rounds (`TourRound`) and agent rounds (`es_tour.agents.AgentRound`) add their own
+    fields. `trace_dict` is the one way a trace becomes JSON."""
 
     round: int
     retrieved: int
     newly_scored: int
+    _: KW_ONLY
+    ranking: list[str] = field(default_factory=list)  # returned if the search stopped here
+    new_docs: int = 0  # docs no earlier round had retrieved
+    label_mass_at_10: float | None = None  # Σ φ over the ranking's labelled top 10
     timings: Timings = field(default_factory=Timings)
-    details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "round": self.round,
-            "retrieved": self.retrieved,
-            "newly_scored": self.newly_scored,
-            **self.timings.to_dict(),
-            **self.details,
-        }
+        return trace_dict(self)
+
+
+@dataclass(kw_only=True)
+class TourRound(RoundTrace):
+    """A TOUR or Rocchio round: what it labelled and how far the query moved."""
+
+    top_ids: list[str] = field(default_factory=list)  # the round's top-k that carry labels
+    labelled: list[str] = field(default_factory=list)  # docs sent to the labeler this round
+    delta_q_norm: float | None = None  # ‖q_{t+1} − q_t‖; None when the round stopped
+    pseudo_positives: list[str] | None = None
+    loss_docs: int | None = None  # docs the update was computed over
+
+
+def trace_dict(trace: RoundTrace) -> dict[str, Any]:
+    """A round as the JSON of `ext.tour.rounds` and the bench's traces: every field, the
+    timings flattened in, unset optional facts left out."""
+    out: dict[str, Any] = {}
+    for f in fields(trace):
+        value = getattr(trace, f.name)
+        if f.name == "timings":
+            out.update(value.to_dict())
+        elif value is not None:
+            out[f.name] = value
+    return out
 
 
 @dataclass

@@ -120,14 +120,14 @@ async def test_rm3_agent_trace_holds_queries_candidates_choices_and_costs(contex
     method = AGENTS["rm3-agent"](context, {"k": 3, "top_k": 10, "max_rounds": 2, "m": 2})
     result = await method.search("Vitamin D", size=5)
     assert [r.round for r in result.rounds] == [0, 1, 2]
-    first, last = result.rounds[0].details, result.rounds[-1].details
-    assert first["query"]["lucene"] == "(Vitamin D)"
-    assert first["chosen"].startswith("+") and len(first["candidates"]) == 2
-    chosen = result.rounds[1].details["chosen"]
-    assert parse(last["query"]["lucene"]).refinements[-1].render() == chosen
-    assert last["chosen"] is None  # max_rounds reached
-    assert result.rounds[1].details["answer_change"]["entered"] == ["d5", "d6", "d7"]
-    assert result.engine_calls == sum(r.details["engine_calls"] for r in result.rounds)
+    first, last = result.rounds[0], result.rounds[-1]
+    assert first.query["lucene"] == "(Vitamin D)"
+    assert first.chosen.startswith("+") and len(first.candidates) == 2
+    chosen = result.rounds[1].chosen
+    assert parse(last.query["lucene"]).refinements[-1].render() == chosen
+    assert last.chosen is None  # max_rounds reached
+    assert result.rounds[1].answer_change["entered"] == ["d5", "d6", "d7"]
+    assert result.engine_calls == sum(r.engine_calls for r in result.rounds)
     assert result.pairs_scored == sum(r.newly_scored for r in result.rounds)
     assert [h.id for h in result.hits] == ["d5", "d6", "d7", "d20", "d21"]
     assert result.parameters == {"k": 3, "top_k": 10, "max_rounds": 2, "m": 2}
@@ -188,6 +188,6 @@ async def test_agent_hits_say_which_round_and_retriever_found_them_and_their_phi
     assert {h.id for h in knn_only if h.label is None} == {h.id for h in knn_only} - {
         "d50", "d51", "d52"}
     # round 0 found the union of BM25 top-3 and kNN top-3; round 1 found d5..d7 and d60..d62
-    assert [r.details["new_docs"] for r in result.rounds] == [6, 6]
-    assert result.rounds[0].details["label_mass_at_10"] == pytest.approx(
+    assert [r.new_docs for r in result.rounds] == [6, 6]
+    assert result.rounds[0].label_mass_at_10 == pytest.approx(
         sum(PHI[d] for d in ("d20", "d21", "d22")), abs=1e-5)

@@ -260,7 +260,7 @@
   }
 
   function roundRanking(round) {
-    return round.ranking || round.answer || round.top_ids || [];
+    return round.ranking || [];  // every method's round carries the ranking it would return
   }
 
   // --- rendering ----------------------------------------------------------------------
