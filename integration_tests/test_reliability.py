@@ -79,11 +79,13 @@ def _sidecar(upstreams: list[str], models: Models, **options) -> BackgroundServe
 async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node, models):
     with _sidecar([main_node.url], models) as sidecar:
         run = await load_with_probe(sidecar.url, SCIFACT_INDEX, clients=8, seconds=15,
-                                    max_requests=2_000, idle_requests=20)
+                                    max_requests=2_000, idle_requests=20,
+                                    direct=main_node.url)
     assert not run.errors(), run.errors()
     answered = {o.kind for o in run.outcomes if o.status == 200}
     assert answered == {"health", "search", "bm25", "knn", "tour", "agent"}
     assert run.idle_ms["health"] and run.loaded_ms["health"]
+    assert run.idle_ms["health direct"] and run.loaded_ms["search direct"]
 
 
 def test_an_unreachable_engine_is_a_clean_502_in_the_engine_error_shape(models):

@@ -52,6 +52,7 @@ KINDS: dict[str, dict[str, Any] | None] = {
 PASSTHROUGH = ("health", "search")
 REFINED = ("tour", "agent", "tour-k40")
 ERROR_BACKOFF_S = 0.1
+WARM_UP = 10
 DEFAULT_MIX = {"health": 3, "search": 3, "bm25": 2, "knn": 2, "tour": 1, "agent": 1}
 # Pass-through and the pipeline's own engine client (bm25, knn), no labeler: while model
 # calls hold the sidecar's event loop, too few requests would meet a node's death.
@@ -65,6 +66,7 @@ class Outcome:
     ms: float
     sent_at: float  # time.monotonic() when sent
     degraded: bool = False
+    error: str = ""  # the transport error's class when there was no answer
 
 
 @dataclass
@@ -78,7 +80,7 @@ class LoadRun:
 
     def errors(self) -> Counter[str]:
         """Non-200 answers by kind and status."""
-        return Counter(f"{o.kind} {o.status or 'no answer'}" for o in self.outcomes
+        return Counter(f"{o.kind} {o.status or o.error}" for o in self.outcomes
                        if o.status != 200)
 
     def refined_per_s(self) -> float:
@@ -104,8 +106,9 @@ async def send(client: httpx.AsyncClient, kind: str, index: str, query: str) -> 
     sent_at = time.monotonic()
     try:
         response = await client.request(method, path, json=body)
-    except httpx.TransportError:
-        return Outcome(kind, 0, (time.monotonic() - sent_at) * 1000, sent_at)
+    except httpx.TransportError as exc:
+        return Outcome(kind, 0, (time.monotonic() - sent_at) * 1000, sent_at,
+                       error=type(exc).__name__)
     ms = (time.monotonic() - sent_at) * 1000
     degraded = False
     if response.status_code == 200 and kind in REFINED:
@@ -141,30 +144,45 @@ async def load(url: str, index: str, *, clients: int, seconds: float, max_reques
 
 
 async def probe(url: str, index: str, *, until: Callable[[], bool], max_requests: int,
-                pause_s: float = 0.05) -> dict[str, list[float]]:
+                direct: str | None = None, pause_s: float = 0.05) -> dict[str, list[float]]:
     """Pass-through latencies (health and a plain search, in turn) on one connection until
-    `until()` holds or `max_requests` are sent; a failed request is not a latency."""
-    latencies: dict[str, list[float]] = {kind: [] for kind in PASSTHROUGH}
-    async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
+    `until()` holds or `max_requests` are sent; a failed request is not a latency. With
+    `direct` (the engine's URL) each request is also sent straight to the engine, right
+    after, on a connection of its own: `"<kind> direct"` tells the engine's share."""
+    targets = {"": url, **({" direct": direct} if direct else {})}
+    latencies: dict[str, list[float]] = {kind + suffix: [] for kind in PASSTHROUGH
+                                         for suffix in targets}
+    clients = {suffix: httpx.AsyncClient(base_url=target, timeout=60.0)
+               for suffix, target in targets.items()}
+    try:
         for number in range(max_requests):
             if until():
                 break
             kind = PASSTHROUGH[number % len(PASSTHROUGH)]
-            outcome = await send(http, kind, index, QUERIES[number % len(QUERIES)])
-            if outcome.status == 200:
-                latencies[kind].append(outcome.ms)
+            for suffix, http in clients.items():
+                outcome = await send(http, kind, index, QUERIES[number % len(QUERIES)])
+                if outcome.status == 200:
+                    latencies[kind + suffix].append(outcome.ms)
             await asyncio.sleep(pause_s)
+    finally:
+        for http in clients.values():
+            await http.aclose()
     return latencies
 
 
 async def load_with_probe(url: str, index: str, *, clients: int, seconds: float,
                           max_requests: int, idle_requests: int = 100,
-                          mix: Mapping[str, int] = DEFAULT_MIX) -> LoadRun:
-    """Pass-through latency idle, then the load with the same probe running beside it."""
-    idle = await probe(url, index, until=lambda: False, max_requests=idle_requests)
+                          mix: Mapping[str, int] = DEFAULT_MIX,
+                          direct: str | None = None) -> LoadRun:
+    """Pass-through latency idle, then the load with the same probe running beside it.
+    The first `WARM_UP` probes are not counted: they open connections and fill caches."""
+    await probe(url, index, until=lambda: False, max_requests=WARM_UP, direct=direct)
+    idle = await probe(url, index, until=lambda: False, max_requests=idle_requests,
+                       direct=direct)
     running = asyncio.create_task(load(url, index, clients=clients, seconds=seconds,
                                        max_requests=max_requests, mix=mix))
-    loaded = await probe(url, index, until=running.done, max_requests=100_000)
+    loaded = await probe(url, index, until=running.done, max_requests=100_000,
+                         direct=direct)
     run = await running
     run.idle_ms, run.loaded_ms = idle, loaded
     return run
@@ -334,7 +352,7 @@ def run_all(dataset: Path, port_base: int, plan: Plan) -> dict[str, Any]:
         with sidecar([main.url]) as url:
             results["load"] = asyncio.run(load_with_probe(
                 url, index, clients=plan.clients, seconds=plan.seconds,
-                max_requests=plan.max_requests))
+                max_requests=plan.max_requests, direct=main.url))
             results["health_under_tour"] = asyncio.run(load_with_probe(
                 url, index, clients=plan.tour_clients, seconds=plan.tour_seconds,
                 max_requests=plan.max_requests, mix={"tour-k40": 1}))
@@ -378,7 +396,10 @@ def markdown(results: Mapping[str, Any], plan: Plan, command: str) -> str:
         + ". `health` is `GET /_cluster/health`, `search` a plain match `_search` (both "
         "pass through); `bm25`, `knn`, `tour` (tour-hard k=10, one round) and `agent` (hre) "
         "carry `ext.tour`. A client waits 100 ms after a failed request. One more client "
-        "probes pass-through latency on its own connection, first idle, then beside the load.",
+        f"probes pass-through latency on its own connection (after {WARM_UP} uncounted "
+        "warm-up requests), first idle, then beside the load; "
+        "each probe request is repeated straight to the engine (`direct`), so the table "
+        "separates the sidecar's share from the engine's and the machine's under the load.",
         "",
         "| kind | requests | 200 | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
@@ -392,10 +413,12 @@ def markdown(results: Mapping[str, Any], plan: Plan, command: str) -> str:
         f"{run.degraded_fraction():.1%}.",
         "",
         "| pass-through probe | idle p50 ms | idle p99 ms | loaded p50 ms | loaded p99 ms | "
-        "p99 loaded / idle |",
-        "|---|---|---|---|---|---|",
+        "p99 loaded / idle | loaded p99 / direct's |",
+        "|---|---|---|---|---|---|---|",
         *[f"| {kind} | {quantiles(run.idle_ms[kind])} | {quantiles(run.loaded_ms[kind])} | "
-          f"{_ratio(run.loaded_ms[kind], run.idle_ms[kind])} |" for kind in PASSTHROUGH],
+          f"{_ratio(run.loaded_ms[kind], run.idle_ms[kind])} | "
+          f"{_ratio(run.loaded_ms[kind], run.loaded_ms.get(kind + ' direct', []))} |"
+          for kind in run.idle_ms],
         "",
         f"## `GET /_cluster/health` while {plan.tour_clients} clients run `tour-hard` "
         "with `k: 40` on SciFact",
