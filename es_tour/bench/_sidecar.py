@@ -4,9 +4,11 @@ measures it, the GIL would add tens of ms to every figure."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import socket
 import time
 from importlib.util import find_spec
+from pathlib import Path
 
 import httpx
 
@@ -45,6 +47,13 @@ class SidecarProcess:
                 time.sleep(0.2)
         self.__exit__()
         raise EsTourError(f"the sidecar did not start within {self._timeout:.0f}s")
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the sidecar's process has used so far (Linux): unlike
+        wall time, other processes on the machine barely change it."""
+        stat = Path(f"/proc/{self._process.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def __exit__(self, *exc: object) -> None:
         self._process.terminate()
