@@ -3,39 +3,50 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from es_tour.errors import ConfigError, EngineError
-from es_tour.server import ServerConfig
+from es_tour.server import ServerConfig, create_app
 from es_tour.server._upstream import Upstream, identity
 
 ENABLED = {"index.tour.enabled": "true"}
 
 
 class _Engine:
-    """Answers GET /{index}/_settings with `status`, recording each request."""
+    """An HTTP server on loopback that answers GET /{index}/_settings with `status`,
+    recording the headers of each request."""
 
     def __init__(self, status: int = 200):
         self.status = status
-        self.requests: list[httpx.Request] = []
+        self.requests: list[dict[str, str]] = []
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        index = request.url.path.split("/")[1]
+    async def settings(self, request: web.Request) -> web.Response:
+        self.requests.append({k.lower(): v for k, v in request.headers.items()})
+        index = request.match_info["index"]
         if self.status == 200:
-            return httpx.Response(200, json={index: {"settings": ENABLED}})
-        return httpx.Response(self.status, json={"error": {"type": "x", "reason": "no"},
-                                                 "status": self.status})
+            return web.json_response({index: {"settings": ENABLED}})
+        return web.json_response({"error": {"type": "x", "reason": "no"},
+                                  "status": self.status}, status=self.status)
 
 
-def _upstream(engine: _Engine, **options) -> Upstream:
-    config = ServerConfig(upstream="http://127.0.0.1:9", engine="opensearch", **options)
-    upstream = Upstream(config)
-    upstream._client = httpx.AsyncClient(base_url=config.base_url,
-                                         transport=httpx.MockTransport(engine))
-    return upstream
+@asynccontextmanager
+async def _upstream(engine: _Engine, **options) -> AsyncIterator[Upstream]:
+    app = web.Application()
+    app.router.add_get("/{index}/_settings/{pattern}", engine.settings)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = ServerConfig(upstream=f"http://127.0.0.1:{server.port}",
+                              engine="opensearch", **options)
+        upstream = Upstream(config)
+        try:
+            yield upstream
+        finally:
+            await upstream.close()
 
 
 def _basic(user: str, password: str) -> dict[str, str]:
@@ -45,54 +56,54 @@ def _basic(user: str, password: str) -> dict[str, str]:
 
 async def test_settings_are_read_as_each_caller_and_cached_per_caller() -> None:
     engine = _Engine()
-    upstream = _upstream(engine)
-    alice, bob = _basic("alice", "pw-a"), _basic("bob", "pw-b")
-    assert await upstream.tour_settings("docs", alice) == ENABLED
-    assert await upstream.tour_settings("docs", alice) == ENABLED
-    assert await upstream.tour_settings("docs", bob) == ENABLED
-    assert [r.headers["authorization"] for r in engine.requests] == [
-        alice["authorization"], bob["authorization"]]
+    async with _upstream(engine) as upstream:
+        alice, bob = _basic("alice", "pw-a"), _basic("bob", "pw-b")
+        assert await upstream.tour_settings("docs", alice) == ENABLED
+        assert await upstream.tour_settings("docs", alice) == ENABLED
+        assert await upstream.tour_settings("docs", bob) == ENABLED
+        assert [r["authorization"] for r in engine.requests] == [
+            alice["authorization"], bob["authorization"]]
 
 
 async def test_the_settings_cache_keeps_only_the_most_recent_entries() -> None:
     engine = _Engine()
-    upstream = _upstream(engine, settings_cache_size=2)
-    for index in ("one", "two", "three", "one"):
-        await upstream.tour_settings(index, {})
-    assert len(engine.requests) == 4  # "one" was dropped when "three" came in
-    assert len(upstream._settings) == 2
+    async with _upstream(engine, settings_cache_size=2) as upstream:
+        for index in ("one", "two", "three", "one"):
+            await upstream.tour_settings(index, {})
+        assert len(engine.requests) == 4  # "one" was dropped when "three" came in
+        assert len(upstream._settings) == 2
 
 
 @pytest.mark.parametrize("status", [401, 429, 503])
 async def test_a_failed_lookup_is_the_engines_error_and_is_not_cached(status: int) -> None:
     engine = _Engine(status)
-    upstream = _upstream(engine)
-    for _ in range(2):
-        with pytest.raises(EngineError) as failed:
-            await upstream.tour_settings("docs", {})
-        assert failed.value.status == status
-        assert failed.value.to_engine_error()["status"] == status
-    assert len(engine.requests) == 2
+    async with _upstream(engine) as upstream:
+        for _ in range(2):
+            with pytest.raises(EngineError) as failed:
+                await upstream.tour_settings("docs", {})
+            assert failed.value.status == status
+            assert failed.value.to_engine_error()["status"] == status
+        assert len(engine.requests) == 2
 
 
 @pytest.mark.parametrize("status", [403, 404])
 async def test_no_index_the_caller_may_read_passes_through(status: int) -> None:
     engine = _Engine(status)
-    upstream = _upstream(engine)
-    assert await upstream.tour_settings("docs", {}) is None
-    assert await upstream.tour_settings("docs", {}) is None
-    assert len(engine.requests) == 1
+    async with _upstream(engine) as upstream:
+        assert await upstream.tour_settings("docs", {}) is None
+        assert await upstream.tour_settings("docs", {}) is None
+        assert len(engine.requests) == 1
 
 
 async def test_settings_credentials_replace_the_callers_for_the_lookup_only() -> None:
     engine = _Engine()
-    upstream = _upstream(engine, settings_credentials="sidecar:s3cret")
-    await upstream.tour_settings("docs", _basic("alice", "pw-a"))
-    await upstream.tour_settings("docs", _basic("bob", "pw-b"))
-    assert len(engine.requests) == 1
-    assert engine.requests[0].headers["authorization"] == _basic("sidecar", "s3cret")[
-        "authorization"]
-    assert "s3cret" not in repr(upstream.config)
+    async with _upstream(engine, settings_credentials="sidecar:s3cret") as upstream:
+        await upstream.tour_settings("docs", _basic("alice", "pw-a"))
+        await upstream.tour_settings("docs", _basic("bob", "pw-b"))
+        assert len(engine.requests) == 1
+        assert engine.requests[0]["authorization"] == _basic("sidecar", "s3cret")[
+            "authorization"]
+        assert "s3cret" not in repr(upstream.config)
 
 
 def test_identity_headers_are_the_callers_credentials_only() -> None:
@@ -106,3 +117,33 @@ def test_credentials_in_the_upstream_url_are_refused_without_being_echoed() -> N
     with pytest.raises(ConfigError) as refused:
         ServerConfig(upstream="http://admin:hunter2@127.0.0.1:9200")
     assert "hunter2" not in str(refused.value) and "settings_credentials" in str(refused.value)
+
+
+async def test_forwarding_adds_no_headers_and_carries_no_cookie_between_callers() -> None:
+    seen: list[dict[str, str]] = []
+
+    async def engine(request: web.Request) -> web.Response:
+        seen.append({k.lower(): v for k, v in request.headers.items()})
+        answer = web.json_response({"cluster_name": "c"})
+        answer.set_cookie("session", "alice-only")  # as a secured engine's login may
+        return answer
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", engine)
+    async with TestServer(app, host="127.0.0.1") as server:
+        config = ServerConfig(upstream=f"http://127.0.0.1:{server.port}", engine="opensearch",
+                              preload=False)
+        sidecar = create_app(config)
+        async with sidecar.router.lifespan_context(sidecar), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=sidecar), base_url="http://sidecar") as client:
+            for name in ("accept", "accept-encoding", "user-agent"):
+                del client.headers[name]  # the client sends only what each call gives
+            alice = await client.get("/_cluster/health", headers=_basic("alice", "pw-a"))
+            client.cookies.clear()  # alice's client got the cookie; the next caller has none
+            anonymous = await client.get("/_cluster/health")
+    assert alice.status_code == anonymous.status_code == 200
+    assert alice.json() == {"cluster_name": "c"}
+    assert seen[0]["authorization"] == _basic("alice", "pw-a")["authorization"]
+    assert "authorization" not in seen[1] and "cookie" not in seen[1]
+    for headers in seen:
+        assert not {"accept", "accept-encoding", "user-agent", "content-type"} & headers.keys()
