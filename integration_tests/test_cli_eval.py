@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from integration_tests.test_cli_engine import es_tour
 
@@ -31,3 +34,22 @@ def test_eval_names_an_unknown_method(nodes, scifact, scifact_index):
     assert result.returncode != 0
     assert "unknown method [tour-medium]" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
+    result = subprocess.run(
+        [sys.executable, "-m", "es_tour", "demo", "--dataset", str(scifact.root), "--engine",
+         "opensearch", "--url", nodes["opensearch"].url, "--queries", "5", "--no-serve",
+         "--later-round-scan", "0"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "COLUMNS": "160"})  # wide enough that no method name wraps
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())  # rich wraps titles to the terminal's width
+    for budget in (10, 20):
+        assert f"At {budget} labeler pairs per query" in out
+    for method in ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=10",
+                   "rerank:k=20", "rerank-hybrid:k=20"):
+        assert f" {method} " in out, method
+    # the first 5 queries hold no later-round find (query 133 is the first), and the scan
+    # past them was turned off
+    assert "No relevant doc in these queries' top 10 came from a later round" in out

@@ -87,7 +87,7 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
                                 if method != "rocchio" else {"k": 10}).search("q", 50)
     assert len(result.rounds) > 1
     ranking = result.rounds[-1].ranking
-    labelled = {d for r in result.rounds for d in r.top_ids}
+    labelled = {d for r in result.rounds for d in r.labelled}
     assert set(ranking) == labelled
     # every labelled doc ranks above every doc the labeler never saw, which fill the depth
     assert [h.id for h in result.hits[: len(ranking)]] == ranking

@@ -76,7 +76,9 @@ async def test_rerank_hits_carry_phi_and_the_round_its_label_mass(context) -> No
 
 
 async def test_tour_hits_show_the_round_that_first_found_them(context) -> None:
-    result = await build_method("tour-soft", context, {"k": 5, "max_rounds": 3}).search("q", 20)
+    # the paper's rounds retrieve exactly the k docs they label, which the trace lists
+    options = {"k": 5, "max_rounds": 3, "explore": False, "stop": "top1"}
+    result = await build_method("tour-soft", context, options).search("q", 20)
     found: dict[str, int] = {}
     for trace in result.rounds:
         top = trace.top_ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlencode
@@ -19,7 +20,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, evaluate, parse_methods, report_json
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
-from es_tour.pipeline import SearchContext, open_context
+from es_tour.pipeline import RankedHit, SearchContext, SearchResult, open_context
 from es_tour.server import parse_listen
 
 console = Console()
@@ -36,6 +37,12 @@ Qrels = Annotated[bool, typer.Option(
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
+# the demo's frontier: at each labeler budget (pairs per query), reranking kNN's top,
+# reranking BM25 ∪ kNN, and TOUR with that budget; bm25 and knn label nothing
+DEMO_BUDGETS = {10: ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=10"),
+                20: ("rerank:k=20", "rerank-hybrid:k=20", "tour-hard")}
+DEMO_FIRST_STAGE = ("bm25", "knn")
+LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
 
 
 def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchContext:
@@ -117,12 +124,14 @@ async def _evaluate(
     split: str,
     max_queries: int | None,
     labeler: str,
+    cold_labels: bool = True,
 ) -> list[MethodReport]:
     context = _context(engine, url, index or data.name, labeler)
     async with context.engine:
         await _ingest(context, data, replace=False)
         return await evaluate(
-            context, data, parse_methods(methods), split=split, max_queries=max_queries
+            context, data, parse_methods(methods), split=split, max_queries=max_queries,
+            cold_labels=cold_labels,
         )
 
 
@@ -171,6 +180,9 @@ def demo_command(
              "Ctrl-C")] = True,
     listen: Annotated[str, typer.Option(help="HOST:PORT the sidecar listens on")] =
         "127.0.0.1:9201",
+    later_round_scan: Annotated[int, typer.Option(
+        help="more test queries to search for one where a later round finds a relevant doc, "
+             "when the sample has none")] = LATER_ROUND_SCAN,
 ) -> None:
     """Index the dataset, show a query's hits before and after TOUR, compare methods, then
     (unless --no-serve) store the judgements and serve the playground on that query."""
@@ -196,17 +208,59 @@ def demo_command(
                     console.print(f"  {rank}. {hit.id} {hit.source.get('title', '')[:80]} {mark}")
 
     asyncio.run(show())
-    reports = asyncio.run(
-        _evaluate(engine, url, data, None, DEMO_METHODS, "test", queries, "default")
-    )
-    console.print(
-        _table(
-            f"TOUR against the baselines: first {queries} {data.name} test queries on {engine}",
-            reports,
-        )
-    )
+    methods = [*DEMO_FIRST_STAGE, *(m for budget in DEMO_BUDGETS.values() for m in budget)]
+    # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times
+    reports = asyncio.run(_evaluate(engine, url, data, None, ",".join(methods), "test",
+                                    queries, "default", cold_labels=False))
+    by_label = {report.spec.label: report for report in reports}
+    for budget, labelling in DEMO_BUDGETS.items():
+        console.print(_table(
+            f"At {budget} labeler pairs per query: first {queries} {data.name} test queries "
+            f"on {engine} (labels shared across methods, so latencies hold only new ones)",
+            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)]))
+    asyncio.run(_show_later_round_find(engine, url, data, by_label["tour-hard"],
+                                       later_round_scan))
     if serve:
         _serve_playground(upstream, engine, data.name, text, listen)
+
+
+def _later_round_find(result: SearchResult, relevant: Mapping[str, int]
+                      ) -> tuple[int, RankedHit] | None:
+    """(rank, hit) of the first relevant doc in the top 10 that a round after round 0
+    retrieved and labelled: what TOUR adds over reranking round 0's kNN."""
+    for rank, hit in enumerate(result.hits[:10], start=1):
+        if hit.round and hit.label is not None and relevant.get(hit.id, 0) > 0:
+            return rank, hit
+    return None
+
+
+async def _show_later_round_find(engine: str, url: str | None, data: BeirDataset,
+                                 report: MethodReport, scan: int) -> None:
+    """The first query of the demo's sample with a later round's find; past the sample,
+    the method runs on up to `scan` more test queries until one has one."""
+    from es_tour.pipeline import build_method
+
+    qrels, queries = data.qrels("test"), data.queries("test")
+    found = next(((qid, find) for qid, result in report.results.items()
+                  if (find := _later_round_find(result, qrels.get(qid, {})))), None)
+    if found is None:
+        context = _context(engine, url, data.name, "default")
+        async with context.engine:
+            method = build_method(report.spec.name, context, report.spec.options)
+            for qid in list(queries)[len(report.results):][:scan]:
+                find = _later_round_find(await method.search(queries[qid], 10),
+                                         qrels.get(qid, {}))
+                if find:
+                    found = (qid, find)
+                    break
+    if found is None:
+        console.print("\nNo relevant doc in these queries' top 10 came from a later round.")
+        return
+    qid, (rank, hit) = found
+    console.print(f"\n[bold]A later round at work[/] ({report.spec.label}, query {qid}: "
+                  f"{queries[qid]})\n  round {hit.round} retrieved relevant doc {hit.id} "
+                  f"({hit.source.get('title', '')[:70]}), which round 0's kNN top 10 did "
+                  f"not hold; it ranks {rank}.")
 
 
 def _serve_playground(upstream: str, engine: str, index: str, query: str, listen: str) -> None:

@@ -22,7 +22,7 @@ def torch_sgd_trajectory(q, C, phi, config: TourConfig, steps: int) -> list[np.n
     trajectory = []
     for _ in range(steps):
         optimizer.zero_grad()
-        log_p_k = torch.log_softmax(C_t @ q_t, dim=0)
+        log_p_k = torch.log_softmax(config.scale * (C_t @ q_t), dim=0)
         if config.variant == "hard":
             loss = -torch.logsumexp(log_p_k[positives], dim=0)
         else:
