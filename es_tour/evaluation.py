@@ -13,7 +13,7 @@ import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.metrics import score_run
-from es_tour.pipeline import SearchContext, SearchResult, build_method
+from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, SearchResult, build_method
 
 RUN_DEPTH = 100  # Recall@100 needs 100 results per query
 
@@ -25,6 +25,7 @@ class MethodSpec:
     label: str
     name: str
     options: dict[str, Any] = field(default_factory=dict)
+    budget: int | None = None  # labeler pairs per query, when set by `with_budgets`
 
     @classmethod
     def parse(cls, text: str) -> MethodSpec:
@@ -51,6 +52,34 @@ def _parse_value(value: str) -> Any:
 
 def parse_methods(text: str) -> list[MethodSpec]:
     return [MethodSpec.parse(part) for part in text.split(",") if part.strip()]
+
+
+def with_budgets(specs: Sequence[MethodSpec], budgets: Sequence[int]) -> list[MethodSpec]:
+    """Each labelling method once per budget, its budget option set (replacing any given);
+    methods without a budget option run once, as given."""
+    out: list[MethodSpec] = []
+    for spec in specs:
+        option = BUDGET_OPTIONS.get(spec.name)
+        if option is None:
+            out.append(spec)
+            continue
+        for budget in budgets:
+            options = {**spec.options, option: budget}
+            label = ":".join([spec.name, *(f"{key}={value}" for key, value in options.items())])
+            out.append(MethodSpec(label, spec.name, options, budget))
+    return out
+
+
+def parse_budgets(text: str) -> list[int]:
+    """`10,20,40` -> [10, 20, 40]: positive pair counts."""
+    try:
+        budgets = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"budgets must be whole numbers separated by commas, got [{text}]"
+                          ) from None
+    if not budgets or min(budgets) < 1:
+        raise ConfigError(f"budgets must be at least 1 pair per query, got [{text}]")
+    return budgets
 
 
 @dataclass
@@ -129,5 +158,5 @@ def report_json(
         "dataset": dataset.name,
         "engine": engine,
         "split": split,
-        "methods": {r.spec.label: r.summary() for r in reports},
+        "methods": {r.spec.label: {**r.summary(), "budget": r.spec.budget} for r in reports},
     }

@@ -23,9 +23,27 @@ def test_eval_writes_the_documented_json_and_a_plot(nodes, scifact, scifact_inde
     assert set(report["methods"]) == {"bm25", "knn", "hybrid-rrf"}
     assert set(report["methods"]["knn"]) == {"ndcg@10", "recall@100", "mrr@10",
                                              "latency_ms_p50", "latency_ms_p95",
-                                             "pairs_scored_mean"}
+                                             "pairs_scored_mean", "budget"}
     assert "hybrid-rrf" in result.stdout  # the printed table
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_runs_each_labelling_method_at_each_budget(nodes, scifact, scifact_index,
+                                                        tmp_path):
+    output = tmp_path / "results.json"
+    result = es_tour("eval", "--dataset", str(scifact.root), "--url", nodes["opensearch"].url,
+                     "--index", scifact_index, "--methods", "knn,rerank:k=40,tour-hard",
+                     "--budgets", "5,10", "--max-queries", "3", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    methods = json.loads(output.read_text())["methods"]
+    assert {label: m["budget"] for label, m in methods.items()} == {
+        "knn": None, "rerank:k=5": 5, "rerank:k=10": 10,
+        "tour-hard:budget=5": 5, "tour-hard:budget=10": 10}
+    for label, summary in methods.items():
+        assert summary["pairs_scored_mean"] <= (summary["budget"] or 0), label
+    assert methods["rerank:k=10"]["pairs_scored_mean"] == 10
+    assert "at 5 labeler pairs per query" in result.stdout
+    assert "at 10 labeler pairs per query" in result.stdout
 
 
 def test_eval_names_an_unknown_method(nodes, scifact, scifact_index):

@@ -17,7 +17,15 @@ from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
 from es_tour.cluster import DEFAULT_PORTS
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodReport, evaluate, parse_methods, report_json
+from es_tour.evaluation import (
+    MethodReport,
+    MethodSpec,
+    evaluate,
+    parse_budgets,
+    parse_methods,
+    report_json,
+    with_budgets,
+)
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, open_context
@@ -120,7 +128,7 @@ async def _evaluate(
     url: str | None,
     data: BeirDataset,
     index: str | None,
-    methods: str,
+    methods: list[MethodSpec],
     split: str,
     max_queries: int | None,
     labeler: str,
@@ -129,10 +137,8 @@ async def _evaluate(
     context = _context(engine, url, index or data.name, labeler)
     async with context.engine:
         await _ingest(context, data, replace=False)
-        return await evaluate(
-            context, data, parse_methods(methods), split=split, max_queries=max_queries,
-            cold_labels=cold_labels,
-        )
+        return await evaluate(context, data, methods, split=split, max_queries=max_queries,
+                              cold_labels=cold_labels)
 
 
 @app.command("eval")
@@ -146,6 +152,13 @@ def eval_command(
     index: Index = None,
     labeler: str = "default",
     max_queries: Annotated[int | None, typer.Option(help="only the first N queries")] = None,
+    budgets: Annotated[str | None, typer.Option(
+        help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
+             "budget, the others once")] = None,
+    cold_labels: Annotated[bool, typer.Option(
+        "--cold-labels/--label-once",
+        help="time each method with an empty label cache, or label each (query, doc) pair "
+             "once for the whole run (faster; latencies then hold only new labels)")] = False,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
@@ -153,9 +166,19 @@ def eval_command(
 ) -> None:
     """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
     data = BeirDataset(dataset)
-    reports = asyncio.run(_evaluate(engine, url, data, index, methods, split, max_queries, labeler))
-    title = f"{data.name} {split} on {engine}"
-    console.print(_table(title, reports))
+    specs = parse_methods(methods)
+    levels = parse_budgets(budgets) if budgets is not None else []
+    if levels:
+        specs = with_budgets(specs, levels)
+    reports = asyncio.run(_evaluate(engine, url, data, index, specs, split, max_queries,
+                                    labeler, cold_labels))
+    title = f"{data.name} {split} on {engine}" + (
+        "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
+    if not levels:
+        console.print(_table(title, reports))
+    for budget in levels:  # methods without a budget option show in every table
+        console.print(_table(f"{title}, at {budget} labeler pairs per query",
+                             [r for r in reports if r.spec.budget in (None, budget)]))
     summary = report_json(data, engine, split, reports)
     if output:
         output.write_text(json.dumps(summary, indent=2))
@@ -210,8 +233,8 @@ def demo_command(
     asyncio.run(show())
     methods = [*DEMO_FIRST_STAGE, *(m for budget in DEMO_BUDGETS.values() for m in budget)]
     # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times
-    reports = asyncio.run(_evaluate(engine, url, data, None, ",".join(methods), "test",
-                                    queries, "default", cold_labels=False))
+    reports = asyncio.run(_evaluate(engine, url, data, None, parse_methods(",".join(methods)),
+                                    "test", queries, "default", cold_labels=False))
     by_label = {report.spec.label: report for report in reports}
     for budget, labelling in DEMO_BUDGETS.items():
         console.print(_table(

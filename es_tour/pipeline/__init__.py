@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from es_tour.pipeline._context import ModelPool, SearchContext, open_context
 from es_tour.pipeline._methods import (
+    BUDGET_OPTIONS,
     METHODS,
     MethodFactory,
     MethodOptions,
@@ -23,6 +24,7 @@ from es_tour.pipeline._types import (
 )
 
 __all__ = [
+    "BUDGET_OPTIONS",
     "METHODS",
     "MethodFactory",
     "MethodOptions",

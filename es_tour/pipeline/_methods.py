@@ -527,11 +527,26 @@ METHODS: dict[str, MethodFactory] = {
 }
 
 
-def register_method(name: str, factory: MethodFactory) -> None:
-    """Add a method family built on this package (the agents) to the registry."""
+# The option that caps each labelling method's labeler pairs per query: its budget, the
+# axis on which methods are compared (`es-tour eval --budgets`). Methods missing here
+# either label nothing (bm25, knn, hybrid-rrf, vector-rerank) or have no cap yet.
+BUDGET_OPTIONS: dict[str, str] = {
+    "rerank": "k",  # the window labelled
+    "rerank-hybrid": "k",  # k/2 from BM25 and k/2 from kNN
+    "tour-hard": "budget",
+    "tour-soft": "budget",
+}
+
+
+def register_method(name: str, factory: MethodFactory, budget_option: str | None = None
+                    ) -> None:
+    """Add a method family built on this package (the agents) to the registry, with the
+    option that caps its labeler pairs per query, if it has one."""
     if METHODS.get(name, factory) is not factory:
         raise ValueError(f"method [{name}] is already registered")
     METHODS[name] = factory
+    if budget_option is not None:
+        BUDGET_OPTIONS[name] = budget_option
 
 
 def build_method(
