@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from integration_tests.test_cli_engine import es_tour
 
 
@@ -71,3 +73,38 @@ def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
     # the first 5 queries hold no later-round find (query 133 is the first), and the scan
     # past them was turned off
     assert "No relevant doc in these queries' top 10 came from a later round" in out
+
+
+def _small_collection(scifact, root, docs: int = 150, queries: int = 3):
+    """The first test queries, their relevant docs and the first others of SciFact, in
+    BEIR form under `root` (a temporary directory: the data never enters the repo)."""
+    qrels = scifact.qrels("test")
+    kept = list(qrels)[:queries]
+    wanted = {doc for qid in kept for doc in qrels[qid]}
+    lines = (scifact.root / "corpus.jsonl").read_text().splitlines()
+    corpus = [line for line in lines if json.loads(line)["_id"] in wanted]
+    corpus += [line for line in lines if line not in corpus][: docs - len(corpus)]
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
+    texts = scifact.queries("test")
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": qid, "text": texts[qid]}) + "\n" for qid in kept))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{qid}\t{doc}\t{grade}\n" for qid in kept for doc, grade in qrels[qid].items()))
+    return root
+
+
+def test_corpus_vectors_give_the_same_labels_as_encoding_each_doc(nodes, scifact, tmp_path):
+    small = _small_collection(scifact, tmp_path / "scifact-small")
+    runs = {}
+    for flag in ("--no-corpus-vectors", "--corpus-vectors"):
+        output = tmp_path / f"{flag}.json"
+        result = es_tour("eval", "--dataset", str(small), "--url", nodes["opensearch"].url,
+                         "--index", f"scifact-small-{tmp_path.name}".lower(),
+                         "--methods", "rerank:k=20,tour-hard", "--output", str(output), flag)
+        assert result.returncode == 0, result.stderr
+        runs[flag] = json.loads(output.read_text())["methods"]
+    for method in ("rerank:k=20", "tour-hard"):
+        encoded, cached = runs["--no-corpus-vectors"][method], runs["--corpus-vectors"][method]
+        assert cached["ndcg@10"] == pytest.approx(encoded["ndcg@10"], abs=1e-4), method
+        assert cached["pairs_scored_mean"] == encoded["pairs_scored_mean"], method

@@ -17,6 +17,7 @@ from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
 from es_tour.cluster import DEFAULT_PORTS
 from es_tour.datasets import BeirDataset
+from es_tour.errors import ConfigError
 from es_tour.evaluation import (
     MethodReport,
     MethodSpec,
@@ -28,6 +29,7 @@ from es_tour.evaluation import (
 )
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
+from es_tour.models import DualEncoderLabeler, Labeler
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, open_context
 from es_tour.server import parse_listen
 
@@ -133,12 +135,26 @@ async def _evaluate(
     max_queries: int | None,
     labeler: str,
     cold_labels: bool = True,
+    corpus_vectors: bool = False,
 ) -> list[MethodReport]:
     context = _context(engine, url, index or data.name, labeler)
+    if corpus_vectors:
+        context.labeler = _corpus_labeler(context.labeler, data)
     async with context.engine:
         await _ingest(context, data, replace=False)
         return await evaluate(context, data, methods, split=split, max_queries=max_queries,
                               cold_labels=cold_labels)
+
+
+def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
+    """The same dual-encoder φ over doc vectors computed once per collection and cached
+    in the model cache: each later pair is a dot product."""
+    from es_tour.agents import CorpusLabeler
+
+    if not isinstance(labeler, DualEncoderLabeler):
+        raise ConfigError(f"--corpus-vectors needs a dual-encoder labeler; [{labeler.name}] "
+                          "scores (query, doc) pairs jointly")
+    return CorpusLabeler(labeler.encoder, data, labeler.name)
 
 
 @app.command("eval")
@@ -159,6 +175,10 @@ def eval_command(
         "--cold-labels/--label-once",
         help="time each method with an empty label cache, or label each (query, doc) pair "
              "once for the whole run (faster; latencies then hold only new labels)")] = False,
+    corpus_vectors: Annotated[bool, typer.Option(
+        help="a dual-encoder labeler encodes the whole corpus once (cached in the model "
+             "cache) and labels by dot products: for runs that label more pairs than the "
+             "corpus has docs")] = False,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
@@ -171,7 +191,7 @@ def eval_command(
     if levels:
         specs = with_budgets(specs, levels)
     reports = asyncio.run(_evaluate(engine, url, data, index, specs, split, max_queries,
-                                    labeler, cold_labels))
+                                    labeler, cold_labels, corpus_vectors))
     title = f"{data.name} {split} on {engine}" + (
         "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
     if not levels:
