@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
@@ -143,6 +153,22 @@ async def evaluate(
                 on_query(spec.label)
         reports.append(MethodReport(spec, score_run(qrels, run), latencies, pairs, results))
     return reports
+
+
+@contextmanager
+def progress_bar(description: str, total: int, console: Console | None = None
+                 ) -> Iterator[Callable[[str], None]]:
+    """A bar with elapsed time and an ETA over `total` searches; yields the `on_query`
+    callback `evaluate` takes."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
+                  console=console) as progress:
+        task = progress.add_task(description, total=total)
+
+        def advance(label: str) -> None:
+            progress.update(task, advance=1, description=f"{description} {label}")
+
+        yield advance
 
 
 def _forget_labels(context: SearchContext) -> None:

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.agents import AgentRound
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodReport, MethodSpec, evaluate
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate, progress_bar
 from es_tour.ingest import ingest
 from es_tour.metrics import score_run
 from es_tour.models import DualEncoder
@@ -68,13 +67,7 @@ async def run_methods(
     specs = [MethodSpec.parse(method) for method in methods]
     queries = len([q for q in dataset.queries(split) if query_ids is None or q in query_ids][
         :max_queries])
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=True) as progress:
-        task = progress.add_task(f"{context.engine.name} {split}", total=len(specs) * queries)
-
-        def advance(label: str) -> None:
-            progress.update(task, advance=1, description=f"{context.engine.name} {split} {label}")
-
+    with progress_bar(f"{context.engine.name} {split}", len(specs) * queries) as advance:
         reports = await evaluate(context, dataset, specs, split=split, max_queries=max_queries,
                                  query_ids=query_ids, on_query=advance)
     qrels = dataset.qrels(split)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from es_tour.cli import app
-from es_tour.cli._errors import clean_errors
+from es_tour.cli._errors import clean_errors, err_console
 from es_tour.cluster import DEFAULT_PORTS
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
@@ -24,6 +24,7 @@ from es_tour.evaluation import (
     evaluate,
     parse_budgets,
     parse_methods,
+    progress_bar,
     report_json,
     with_budgets,
 )
@@ -142,8 +143,12 @@ async def _evaluate(
         context.labeler = _corpus_labeler(context.labeler, data)
     async with context.engine:
         await _ingest(context, data, replace=False)
-        return await evaluate(context, data, methods, split=split, max_queries=max_queries,
-                              cold_labels=cold_labels)
+        queries = len(list(data.queries(split))[:max_queries])
+        with progress_bar(f"{data.name} {split}", len(methods) * queries,
+                          err_console) as advance:
+            return await evaluate(context, data, methods, split=split,
+                                  max_queries=max_queries, cold_labels=cold_labels,
+                                  on_query=advance)
 
 
 def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
