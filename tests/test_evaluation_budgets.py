@@ -10,12 +10,12 @@ from es_tour.pipeline import BUDGET_OPTIONS, METHODS
 
 
 def test_labelling_methods_run_once_per_budget_with_their_budget_option_set() -> None:
-    specs = with_budgets(parse_methods("bm25,rerank:k=100,tour-hard:lr=0.1,rocchio"), [10, 20])
+    specs = with_budgets(parse_methods("bm25,rerank:k=100,tour-hard:lr=0.1,hre"), [10, 20])
     assert [(s.label, s.budget) for s in specs] == [
         ("bm25", None),
         ("rerank:k=10", 10), ("rerank:k=20", 20),  # the budget replaces the given window
         ("tour-hard:lr=0.1:budget=10", 10), ("tour-hard:lr=0.1:budget=20", 20),
-        ("rocchio", None),  # no cap of its own yet: run once, as given
+        ("hre:budget=10", 10), ("hre:budget=20", 20),
     ]
     assert specs[3].options == {"lr": 0.1, "budget": 10}
 

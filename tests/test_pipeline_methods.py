@@ -172,6 +172,13 @@ async def test_tour_budget_caps_the_last_rounds_labels(context):
     assert [r.newly_scored for r in result.rounds] == [10, 5]
 
 
+async def test_rocchio_budget_caps_its_second_rounds_labels(context):
+    free = await build_method("rocchio", context, {"k": 10}).search("q")
+    capped = await build_method("rocchio", context, {"k": 10, "budget": 11}).search("q")
+    assert free.pairs_scored > 11  # the update moved q to unlabelled docs
+    assert [r.newly_scored for r in capped.rounds] == [10, 1]
+
+
 @pytest.mark.parametrize(("memory", "loss_docs"), [("round", [10, 10]), ("all", [10, 20])])
 async def test_tour_memory_all_puts_every_labelled_doc_in_the_loss(context, memory, loss_docs):
     result = await build_method("tour-soft", context,

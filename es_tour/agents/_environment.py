@@ -5,6 +5,8 @@ call, which fixes the sub-collection Top-K. The union of the BM25 top-k and the 
 Top-K is labelled against q0. Round t > 0: the refined query's `bool` over the whole index
 and restricted to Top-K (an ids filter), top-k each; new docs are labelled and joined.
 A_t is the best k of every doc seen by φ(q0, d), each doc labelled once per session.
+With a budget, labelling stops when it is spent (round 0 takes kNN and BM25 docs in
+turn) and the docs past it stay unseen.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from es_tour.agents._grammar import Query, Refinement, compile_bool, render
 from es_tour.engines import Hit, TermStats
+from es_tour.pipeline import interleave
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
 from es_tour.tour import LabelCache
@@ -39,21 +42,32 @@ class State:
 
 @dataclass
 class Budget:
-    """What a session cost: engine calls (searches, term vectors, analyze) and labels."""
+    """What a session cost: engine calls (searches, term vectors, analyze) and labels,
+    and the labels it may spend (`pairs`, None for no cap)."""
 
     engine_calls: int = 0
     pairs_scored: int = 0
     timings: Timings = field(default_factory=Timings)
+    pairs: int | None = None
+
+    @property
+    def left(self) -> int | None:
+        return None if self.pairs is None else max(self.pairs - self.pairs_scored, 0)
+
+    @property
+    def spent(self) -> bool:
+        return self.left == 0
 
 
 class Environment:
     """One session of the HRE for one query; `step` never changes a `State` it is given."""
 
-    def __init__(self, context: SearchContext, k: int = 10, top_k: int = 1000):
+    def __init__(self, context: SearchContext, k: int = 10, top_k: int = 1000,
+                 budget: int | None = None):
         self.context = context
         self.k = k
         self.top_k = top_k
-        self.budget = Budget()
+        self.budget = Budget(pairs=budget)
         self.sources: dict[str, dict[str, Any]] = {}
         self._labels = LabelCache()
         self._q0 = ""
@@ -85,7 +99,8 @@ class Environment:
                 context.index, unread, exclude=[context.vector_field]))
             read.update((doc.id, doc) for doc in docs)
         top = [read.get(hit.id, hit) for hit in dense[: self.k]]
-        phi = await self._join({}, [*lexical, *top], timings)
+        # in turn, so a budget below 2k labels an equal share of each
+        phi = await self._join({}, interleave(top, lexical), timings)
         returned = {"bm25": _ids(lexical), "knn": _ids(top)}
         return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned)
 
@@ -149,6 +164,8 @@ class Environment:
     async def _join(self, seen: dict[str, float], hits: Sequence[Hit],
                     timings: Timings) -> dict[str, float]:
         fresh = list({hit.id: hit for hit in hits if hit.id not in seen}.values())
+        if self.budget.left is not None:  # past the budget a doc stays unseen
+            fresh = fresh[: self.budget.left]
         for hit in fresh:
             self.sources.setdefault(hit.id, {key: value for key, value in hit.source.items()
                                              if key != self.context.vector_field})

@@ -61,10 +61,13 @@ class AgentRound(RoundTrace):
 class HreOptions(MethodOptions):
     k: int = 10  # |A_t|, and the depth of each BM25 call
     top_k: int = 1000  # K: the kNN sub-collection fixed by the session's one dense call
+    budget: int | None = None  # labeler pairs per query at most; the session ends when spent
 
     def __post_init__(self) -> None:
         check_int("k", self.k, 1, MAX_AGENT_K)
         check_int("top_k", self.top_k, self.k, MAX_K)
+        if self.budget is not None:
+            check_int("budget", self.budget, 1, MAX_AGENT_K * 51)
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ async def run_session(env: Environment, policy: Policy, query: str, max_rounds: 
             assert chosen is not None
             state = await env.step(states[-1], chosen, round_timings)
         decision = Decision()
-        if state.round < max_rounds:
+        if state.round < max_rounds and not env.budget.spent:
             decision = await policy.decide(env, state, round_timings)
         states.append(state)
         decisions.append(decision)
@@ -187,7 +190,7 @@ class AgentMethod:
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
-        env = Environment(self.context, self.options.k, self.options.top_k)
+        env = Environment(self.context, self.options.k, self.options.top_k, self.options.budget)
         max_rounds = self.options.max_rounds if isinstance(self.options, AgentOptions) else 0
         session = await run_session(env, self._policy(query), query, max_rounds, timings)
         final = session.states[-1]
@@ -216,26 +219,28 @@ def _mapping_of(value: Any, valid: Callable[[Any], bool]) -> bool:
 
 
 def hre(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """The environment alone: round 0, no refinement. Options: k, top_k."""
+    """The environment alone: round 0, no refinement. Options: k, top_k, budget."""
     return AgentMethod("hre", context, HreOptions.from_mapping(options), lambda _: NoRefinement())
 
 
 def rm3_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """+term with the top RM3 term of A_t each round. Options: k, top_k, max_rounds, m."""
+    """+term with the top RM3 term of A_t each round. Options: k, top_k, budget, max_rounds,
+    m."""
     checked = AgentOptions.from_mapping(options)
     return AgentMethod("rm3-agent", context, checked, lambda _: Rm3Policy(checked.m))
 
 
 def oracle_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """The nDCG oracle. Options: k, top_k, max_rounds, m, qrels, queries (both required)."""
+    """The nDCG oracle. Options: k, top_k, budget, max_rounds, m, qrels, queries (both
+    required)."""
     checked = OracleOptions.from_mapping(options)
     return AgentMethod("oracle-agent", context, checked,
                        lambda query: OraclePolicy(checked.judgements(query), checked.m, checked.k))
 
 
 def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """The behaviour-cloned policy. Options: k, top_k, max_rounds, m, policy, threshold,
-    pseudo_relevant."""
+    """The behaviour-cloned policy. Options: k, top_k, budget, max_rounds, m, policy,
+    threshold, pseudo_relevant."""
     checked = LearnedOptions.from_mapping(options)
     model = LogisticPolicy.named(checked.policy)
     if checked.threshold is not None:
@@ -252,4 +257,4 @@ AGENTS: dict[str, MethodFactory] = {
     "learned-agent": learned_agent,
 }
 for _name, _factory in AGENTS.items():
-    register_method(_name, _factory)
+    register_method(_name, _factory, budget_option="budget")

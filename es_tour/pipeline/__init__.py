@@ -10,6 +10,7 @@ from es_tour.pipeline._methods import (
     MethodOptions,
     SearchMethod,
     build_method,
+    interleave,
     register_method,
 )
 from es_tour.pipeline._types import (
@@ -38,6 +39,7 @@ __all__ = [
     "Timings",
     "TourRound",
     "build_method",
+    "interleave",
     "label_mass",
     "open_context",
     "register_method",

@@ -311,9 +311,12 @@ class RocchioOptions(MethodOptions):
     beta: float = 0.75
     gamma: float = 0.15
     lam: float = 0.5
+    budget: int | None = None  # labeler pairs per query at most (two rounds of k: 2k)
 
     def __post_init__(self) -> None:
         check_int("k", self.k, 1, MAX_K)
+        if self.budget is not None:
+            check_int("budget", self.budget, 1, 2 * MAX_K)
         # positives among the k labelled; past k, every labelled doc is one
         check_int("k_prime", self.k_prime, 1, MAX_K)
         for name in ("alpha", "beta", "gamma"):
@@ -365,7 +368,7 @@ class RocchioUpdate:
 
     def __init__(self, options: RocchioOptions):
         self.options = options
-        self.rounds = _Rounds(options.k, max_rounds=1, lam=options.lam)
+        self.rounds = _Rounds(options.k, max_rounds=1, lam=options.lam, budget=options.budget)
 
     def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         options = self.options
@@ -413,13 +416,12 @@ class TourMethod:
         for round_no in range(plan.max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
-            quota = plan.k if plan.budget is None else min(plan.k, plan.budget - pairs)
             # exploring, the ranking must reach k docs past every one labelled so far
             depth = plan.k + len(labels) if plan.explore else plan.k
             hits = await self.context.knn(q, depth, timings)
             new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
-            fresh = [h for h in hits if h.id not in labels] if plan.explore else hits
-            to_label = fresh[:quota]
+            window = [h for h in hits if h.id not in labels][: plan.k] if plan.explore else hits
+            to_label = self._within_budget(window, labels, plan, pairs)
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
@@ -465,6 +467,16 @@ class TourMethod:
         phis = _labelled(vectors, labels)
         return _result(self.name, [provenance.stamp(hit, phis) for hit in ranking], rounds,
                        pairs, calls, total, started, dict(self._parameters))
+
+    @staticmethod
+    def _within_budget(window: list[Hit], labels: LabelCache, plan: _Rounds,
+                       pairs: int) -> list[Hit]:
+        """The round's docs to label: `window` less the unlabelled ones past the budget."""
+        if plan.budget is None:
+            return window
+        affordable = {h.id for h in [h for h in window if h.id not in labels]
+                      [: max(plan.budget - pairs, 0)]}
+        return [h for h in window if h.id in labels or h.id in affordable]
 
     @staticmethod
     def _stops_early(plan: _Rounds, rule: UpdateRule, round_no: int, top: list[Hit],
@@ -528,11 +540,12 @@ METHODS: dict[str, MethodFactory] = {
 
 
 # The option that caps each labelling method's labeler pairs per query: its budget, the
-# axis on which methods are compared (`es-tour eval --budgets`). Methods missing here
-# either label nothing (bm25, knn, hybrid-rrf, vector-rerank) or have no cap yet.
+# axis on which methods are compared (`es-tour eval --budgets`). The methods missing here
+# label nothing (bm25, knn, hybrid-rrf, vector-rerank); the agents add theirs.
 BUDGET_OPTIONS: dict[str, str] = {
     "rerank": "k",  # the window labelled
     "rerank-hybrid": "k",  # k/2 from BM25 and k/2 from kNN
+    "rocchio": "budget",
     "tour-hard": "budget",
     "tour-soft": "budget",
 }

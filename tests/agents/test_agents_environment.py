@@ -130,7 +130,29 @@ async def test_rm3_agent_trace_holds_queries_candidates_choices_and_costs(contex
     assert result.engine_calls == sum(r.engine_calls for r in result.rounds)
     assert result.pairs_scored == sum(r.newly_scored for r in result.rounds)
     assert [h.id for h in result.hits] == ["d5", "d6", "d7", "d20", "d21"]
-    assert result.parameters == {"k": 3, "top_k": 10, "max_rounds": 2, "m": 2}
+    assert result.parameters == {"k": 3, "top_k": 10, "budget": None, "max_rounds": 2, "m": 2}
+
+
+async def test_a_budget_below_round_zero_labels_knn_and_bm25_in_turn(context) -> None:
+    env = Environment(context, k=3, top_k=10, budget=4)
+    state = await env.start("q", Timings())
+    assert list(state.phi) == ["d50", "d20", "d51", "d21"]
+    assert env.budget.spent
+
+
+async def test_an_agent_session_ends_when_its_budget_is_spent(context) -> None:
+    options = {"k": 3, "top_k": 10, "max_rounds": 5, "m": 2}
+    free = await AGENTS["rm3-agent"](context, options).search("q")
+    capped = await AGENTS["rm3-agent"](context, {**options, "budget": 8}).search("q")
+    assert free.pairs_scored > 8
+    assert [r.newly_scored for r in capped.rounds] == [6, 2]
+    assert capped.pairs_scored == 8 and capped.rounds[-1].chosen is None
+
+
+def test_every_agent_declares_its_budget_option() -> None:
+    from es_tour.pipeline import BUDGET_OPTIONS
+
+    assert {name: BUDGET_OPTIONS[name] for name in AGENTS} == dict.fromkeys(AGENTS, "budget")
 
 
 async def test_hre_never_refines(context) -> None:
