@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from es_tour.engines import Hit
+from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, build_method
 from es_tour.pipeline._methods import interleave
 
@@ -40,7 +41,7 @@ class ExactStore:
                   returns="vectors"):
         self.sent.append(np.asarray(vector))
         self.returned.append(returns)
-        order = np.argsort(-(DOCS @ vector), kind="stable")[:k]
+        order = _within(np.argsort(-(DOCS @ vector), kind="stable"), ids)[:k]
         with_vectors = returns == "vectors"
         return [Hit(f"d{i}", float(DOCS[i] @ vector),
                     {"title": f"d{i}", **({"embedding": DOCS[i]} if with_vectors else {})},
@@ -48,10 +49,15 @@ class ExactStore:
 
 
     async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=()):
-        order = np.argsort(-BM25, kind="stable")[:k]
+        order = _within(np.argsort(-BM25, kind="stable"), ids)[:k]
         return [Hit(f"d{i}", float(BM25[i]),
                     {"title": f"d{i}", **({} if "embedding" in exclude else
                                           {"embedding": DOCS[i].tolist()})}) for i in order]
+
+
+def _within(order: np.ndarray, ids) -> np.ndarray:
+    """`order` kept to the docs of an ids filter, as the engines apply one."""
+    return order if ids is None else np.array([i for i in order if f"d{i}" in set(ids)])
 
 
 class TargetLabeler:
@@ -193,3 +199,35 @@ async def test_tour_top10_stop_ends_on_the_round_that_leaves_the_top10_by_phi_al
     assert 2 <= len(rankings) < 21
     assert rankings[-1] == rankings[-2]
     assert all(a != b for a, b in pairwise(rankings[:-1]))
+
+
+async def test_fusion_reorders_the_labelled_pool_by_phi_bm25_and_knn_scores(context):
+    plain = await build_method("rerank-hybrid", context, {"k": 20}).search("q", 30)
+    fused = await build_method("rerank-hybrid", context,
+                               {"k": 20, "w_bm25": 1.0, "w_dense": 0.5}).search("q", 30)
+    labelled = [h.id for h in plain.hits if h.label is not None]
+    z = [(np.array(v) - np.mean(v)) / np.std(v) for v in (
+        [PHI[i] for i in labelled], [BM25[int(i[1:])] for i in labelled],
+        [float(DOCS[int(i[1:])] @ QUERY) for i in labelled])]
+    expected = np.array(labelled)[np.argsort(-(z[0] + 1.0 * z[1] + 0.5 * z[2]), kind="stable")]
+    assert [h.id for h in fused.hits[:20]] == expected.tolist() != labelled
+    assert [h.id for h in fused.hits[20:]] == [h.id for h in plain.hits[20:]]
+    assert fused.pairs_scored == plain.pairs_scored
+    assert fused.engine_calls == plain.engine_calls + 2
+    assert fused.parameters["w_bm25"] == 1.0
+
+
+async def test_fusion_at_zero_weights_is_the_method_itself(context):
+    plain = build_method("tour-hard", context, {"w_bm25": 0, "w_dense": 0})
+    assert type(plain).__name__ == "TourMethod"
+
+
+@pytest.mark.parametrize("options", [{"w_bm25": -1}, {"w_dense": "x"}])
+def test_fusion_weights_are_checked(context, options):
+    with pytest.raises(ConfigError, match="w_"):
+        build_method("rerank", context, options)
+
+
+def test_fusion_needs_a_labelling_method(context):
+    with pytest.raises(ConfigError, match="labels nothing"):
+        build_method("bm25", context, {"w_bm25": 0.3})

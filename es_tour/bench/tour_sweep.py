@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import numpy as np
 
@@ -30,8 +32,10 @@ def explored(report: MethodReport) -> float:
     return float(np.mean([sum(t.newly_scored for t in r.rounds[1:]) > 0 for r in results]))
 
 
-async def sweep(dataset: BeirDataset, url: str, methods: str, split: str,
-                queries: int) -> list[MethodReport]:
+@asynccontextmanager
+async def corpus_context(dataset: BeirDataset, url: str) -> AsyncIterator[SearchContext]:
+    """The dataset's index on the OpenSearch node at `url` (built if missing), searched with
+    minilm-l6 and labelled by the default labeler over its cached corpus vectors."""
     default = spec("default")
     labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
                             dataset)
@@ -39,7 +43,12 @@ async def sweep(dataset: BeirDataset, url: str, methods: str, split: str,
     async with connect("opensearch", url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,
                      show_progress=False)
-        context = SearchContext(engine, dataset.name, encoder, labeler)
+        yield SearchContext(engine, dataset.name, encoder, labeler)
+
+
+async def sweep(dataset: BeirDataset, url: str, methods: str, split: str,
+                queries: int) -> list[MethodReport]:
+    async with corpus_context(dataset, url) as context:
         return await evaluate(context, dataset, parse_methods(methods), split=split,
                               max_queries=queries, cold_labels=False)
 

@@ -13,6 +13,7 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.options import check_int, check_number, from_options
 from es_tour.pipeline._context import SearchContext
+from es_tour.pipeline._fusion import FusedMethod, FusionWeights
 from es_tour.pipeline._types import (
     Provenance,
     RankedHit,
@@ -565,8 +566,21 @@ def register_method(name: str, factory: MethodFactory, budget_option: str | None
 def build_method(
     name: str, context: SearchContext, options: Mapping[str, Any] | None = None
 ) -> SearchMethod:
-    """The method called `name`, its options checked now rather than per query."""
+    """The method called `name`, its options checked now rather than per query.
+
+    Every labelling method also takes `w_bm25` and `w_dense`, the weights of final-score
+    fusion (`FusedMethod`); both 0, the default, ranks by its own scores.
+    """
     factory = METHODS.get(name)
     if factory is None:
         raise ConfigError(f"unknown method [{name}]; choose one of: {', '.join(METHODS)}")
-    return factory(context, dict(options or {}))
+    own = dict(options or {})
+    weights = FusionWeights(**{key: own.pop(key) for key in ("w_bm25", "w_dense")
+                               if key in own})
+    method = factory(context, own)
+    if not weights.active:
+        return method
+    if name not in BUDGET_OPTIONS:
+        raise ConfigError(f"w_bm25 and w_dense fuse the labeler's scores; [{name}] labels "
+                          "nothing")
+    return FusedMethod(method, context, weights)

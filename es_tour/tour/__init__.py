@@ -8,7 +8,7 @@ from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_s
 from ._numerics import standardized
 from ._optimizer import QueryOptimizer
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
-from ._ranking import final_scores
+from ._ranking import final_scores, fused_scores
 
 __all__ = [
     "DEFAULT_VARIANT",
@@ -21,6 +21,7 @@ __all__ = [
     "QueryOptimizer",
     "TourConfig",
     "final_scores",
+    "fused_scores",
     "hard_gradient",
     "hard_step",
     "pseudo_label_distribution",

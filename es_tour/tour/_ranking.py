@@ -1,4 +1,4 @@
-"""The final TOUR ranking: labeler score and retrieval score, blended."""
+"""Final rankings: the labeler score blended with retrieval scores."""
 
 from __future__ import annotations
 
@@ -30,3 +30,25 @@ def final_scores(phi: np.ndarray, sim: np.ndarray, lam: float) -> np.ndarray:
     if phi.size == 0:
         return np.zeros(0, dtype=np.float64)
     return lam * _min_max(phi) + (1 - lam) * _min_max(sim)
+
+
+def _z(x: np.ndarray) -> np.ndarray:
+    """Zero mean, unit spread over the pool; a constant vector carries no ordering: zeros."""
+    spread = x.std()
+    if spread == 0:
+        return np.zeros_like(x)
+    return np.asarray((x - x.mean()) / spread)
+
+
+def fused_scores(phi: np.ndarray, bm25: np.ndarray, dense: np.ndarray, w_bm25: float,
+                 w_dense: float) -> np.ndarray:
+    """z(φ) + w_bm25·z(BM25) + w_dense·z(q0·c) over one query's labelled pool.
+
+    phi, bm25, dense: (n,) -> (n,) float64. z-scoring per query puts a cosine labeler's
+    narrow φ and a cross-encoder's logits on one scale, so the weights carry over.
+    """
+    arrays = [np.asarray(a, dtype=np.float64) for a in (phi, bm25, dense)]
+    if any(a.ndim != 1 or a.shape != arrays[0].shape for a in arrays):
+        raise ConfigError("phi, bm25 and dense must all be (n,), got "
+                          f"{[a.shape for a in arrays]}")
+    return _z(arrays[0]) + w_bm25 * _z(arrays[1]) + w_dense * _z(arrays[2])

@@ -1,11 +1,12 @@
-"""final_scores: min-max normalised blend of labeler and retrieval scores."""
+"""final_scores (min-max blend of labeler and retrieval scores) and fused_scores (z-scored)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from es_tour.tour import final_scores
+from es_tour.errors import ConfigError
+from es_tour.tour import final_scores, fused_scores
 
 PHI = np.array([2.0, 4.0, 0.0, 3.0])
 SIM = np.array([10.0, 0.0, 20.0, 5.0])
@@ -38,3 +39,22 @@ def test_final_scores_treat_a_constant_vector_as_zeros():
 def test_final_scores_reject_lam_outside_unit_interval():
     with pytest.raises(ValueError, match=r"1\.5"):
         final_scores(PHI, SIM, lam=1.5)
+
+
+def test_fused_scores_at_zero_weights_rank_by_phi_and_ignore_affine_maps() -> None:
+    rng = np.random.default_rng(3)
+    phi, bm25, dense = rng.normal(size=(3, 12))
+    assert np.argsort(-fused_scores(phi, bm25, dense, 0, 0)).tolist() == np.argsort(-phi).tolist()
+    np.testing.assert_allclose(fused_scores(phi, bm25, dense, 0.4, 0.2),
+                               fused_scores(3 * phi + 1, 0.5 * bm25 - 7, 2 * dense, 0.4, 0.2))
+
+
+def test_fused_scores_let_bm25_overturn_a_small_phi_gap() -> None:
+    phi, bm25, dense = np.array([0.51, 0.50, 0.1]), np.array([1.0, 9.0, 0.0]), np.zeros(3)
+    assert np.argmax(fused_scores(phi, bm25, dense, 0.0, 0.0)) == 0
+    assert np.argmax(fused_scores(phi, bm25, dense, 0.5, 0.0)) == 1
+
+
+def test_fused_scores_reject_mismatched_shapes() -> None:
+    with pytest.raises(ConfigError, match="must all be"):
+        fused_scores(np.zeros(3), np.zeros(2), np.zeros(3), 0.1, 0.1)
