@@ -2,7 +2,8 @@
 
 The query grammar (parse, compile to `bool`, render as Lucene text), the hybrid retrieval
 environment, and policies behind one interface: `hre`, `rm3-agent`, `oracle-agent`,
-`learned-agent`, each with a pipeline-shaped factory in `AGENTS`.
+`learned-agent`, each with a pipeline-shaped factory in `AGENTS`; and `hybrid-tour`,
+TOUR's vector step and the RM3 agent's Δq in one session.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from es_tour.agents._grammar import (
     parse,
     render,
 )
+from es_tour.agents._hybrid_tour import HybridTourMethod, HybridTourOptions, hybrid_tour
 from es_tour.agents._labeling import CorpusLabeler
 from es_tour.agents._methods import (
     AGENTS,
@@ -61,6 +63,8 @@ __all__ = [
     "Environment",
     "GrammarError",
     "HreOptions",
+    "HybridTourMethod",
+    "HybridTourOptions",
     "LearnedOptions",
     "LearnedPolicy",
     "LogisticPolicy",
@@ -78,6 +82,7 @@ __all__ = [
     "fit_logistic",
     "from_bool",
     "hre",
+    "hybrid_tour",
     "learned_agent",
     "oracle_agent",
     "parse",

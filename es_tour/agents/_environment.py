@@ -63,14 +63,14 @@ class Environment:
     """One session of the HRE for one query; `step` never changes a `State` it is given."""
 
     def __init__(self, context: SearchContext, k: int = 10, top_k: int = 1000,
-                 budget: int | None = None):
+                 budget: int | None = None, query: str = ""):
         self.context = context
         self.k = k
         self.top_k = top_k
         self.budget = Budget(pairs=budget)
         self.sources: dict[str, dict[str, Any]] = {}
         self._labels = LabelCache()
-        self._q0 = ""
+        self._q0 = query  # `start` sets it; a session that never starts passes it here
         self._q0_tokens: list[str] | None = None
         self._sub_collection: list[str] = []
         self._dense_scores: dict[str, float] = {}

@@ -31,7 +31,9 @@ public enum TourMethod {
     /** The labeler over a pool that BM25 and kNN fill in turn, {@code k} pairs per query. */
     RERANK_HYBRID("rerank-hybrid"),
     /** BM25's top-k reranked by the stored retriever vectors; no labeler pairs. */
-    VECTOR_RERANK("vector-rerank");
+    VECTOR_RERANK("vector-rerank"),
+    /** TOUR's vector step and the RM3 agent's rewrite in one BM25 and kNN session. */
+    HYBRID_TOUR("hybrid-tour");
 
     private final String settingValue;
 

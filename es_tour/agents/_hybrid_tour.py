@@ -1,0 +1,194 @@
+"""hybrid-tour: TOUR and an agent in one BM25 ∪ kNN session, both learning from one set of
+labels.
+
+Each round labels up to k docs no earlier round labelled, taken from two rankings in
+turn: kNN with the query vector q_t and BM25 with the Lucene query q_t. Then the labels
+move both: TOUR's optimiser step moves the vector over every doc labelled so far (their
+stored vectors), and the RM3 policy adds its Δq to the Lucene query. The answer is every
+labelled doc by φ. It joins TOUR (Sung et al. 2023) with the hybrid agents (HARE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from es_tour.agents._environment import Environment, State
+from es_tour.agents._grammar import Query, compile_bool
+from es_tour.agents._methods import MAX_AGENT_K, AgentRound
+from es_tour.agents._policies import NoRefinement, Policy, Rm3Policy
+from es_tour.engines import Hit
+from es_tour.errors import ConfigError
+from es_tour.options import check_int
+from es_tour.pipeline import (
+    MethodOptions,
+    Provenance,
+    RankedHit,
+    SearchContext,
+    SearchMethod,
+    SearchResult,
+    Timings,
+    interleave,
+    label_mass,
+    register_method,
+)
+from es_tour.tour import MAX_ROUNDS, LabelCache, QueryOptimizer, TourConfig
+
+# TourConfig's fields that shape the step; rounds, budget and stop are the session's own
+LEXICAL_POLICIES = ("rm3", "none")
+STEP_OPTIONS = ("variant", "lr", "scale", "tau", "p", "standardize", "momentum",
+                "weight_decay")
+
+
+@dataclass(frozen=True)
+class HybridTourOptions(MethodOptions):
+    k: int = 10  # new docs labelled per round, taken from kNN and BM25 in turn
+    budget: int = 20  # labeler pairs per query
+    max_rounds: int = 3
+    m: int = 5  # RM3 candidate terms per round
+    lexical: str = "rm3"  # the Lucene query's Δq: the RM3 policy's, or "none" (q0 throughout)
+
+    def __post_init__(self) -> None:
+        if self.lexical not in LEXICAL_POLICIES:
+            raise ConfigError(f"lexical must be one of {list(LEXICAL_POLICIES)}, "
+                              f"got {self.lexical!r}")
+        check_int("k", self.k, 1, MAX_AGENT_K)
+        check_int("budget", self.budget, 1, MAX_AGENT_K * (MAX_ROUNDS + 1))
+        check_int("max_rounds", self.max_rounds, 0, MAX_ROUNDS)
+        check_int("m", self.m, 1, 100)
+
+
+@dataclass(kw_only=True)
+class HybridTourRound(AgentRound):
+    """An agent round that also moved the query vector."""
+
+    labelled: list[str]  # docs sent to the labeler this round
+    delta_q_norm: float | None = None  # ‖q_{t+1} − q_t‖; None when the session stopped
+
+
+@dataclass
+class _Session:
+    """What one query's session has labelled, with the docs' vectors and sources."""
+
+    labels: LabelCache
+    vectors: dict[str, np.ndarray]
+    sources: dict[str, dict[str, Any]]
+
+    def phi(self) -> dict[str, float]:
+        ids = list(self.vectors)
+        return dict(zip(ids, self.labels.get(ids).tolist(), strict=True))
+
+
+class HybridTourMethod:
+    name = "hybrid-tour"
+
+    def __init__(self, context: SearchContext, options: HybridTourOptions, step: TourConfig):
+        self.context = context
+        self.options = options
+        self.step = step
+
+    async def search(self, query: str, size: int = 10) -> SearchResult:
+        started, total = time.perf_counter(), Timings()
+        context, options = self.context, self.options
+        env = Environment(context, options.k, options.k, query=query)
+        policy: Policy = Rm3Policy(options.m) if options.lexical == "rm3" else NoRefinement()
+        optimizer = QueryOptimizer(self.step)
+        q, lexical = await context.embed_query(query, total), Query(query)
+        seen = _Session(LabelCache(), {}, {})
+        provenance, rounds = Provenance(), []
+        pairs = calls = 0
+        dense: list[Hit] = []
+        first_sparse: list[Hit] = []  # q0's BM25
+        for round_no in range(options.max_rounds + 1):
+            timings, round_started = Timings(), time.perf_counter()
+            calls_before = env.budget.engine_calls
+            depth = options.k + len(seen.vectors)  # k docs past every one labelled
+            dense, sparse = await asyncio.gather(context.knn(q, depth, timings),
+                                                 self._bm25(lexical, depth, timings))
+            calls += 2
+            new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
+                        + provenance.add(round_no, [h.id for h in sparse], "bm25"))
+            first_sparse = first_sparse or sparse
+            to_label = [h for h in interleave(dense, sparse) if h.id not in seen.vectors][
+                : min(options.k, options.budget - pairs)]
+            _, newly = await context.label(query, to_label, timings, seen.labels)
+            pairs += newly
+            for hit in to_label:
+                seen.vectors[hit.id] = self._vector(hit)
+                seen.sources[hit.id] = self._source(hit)
+            phi = seen.phi()
+            answer = tuple(sorted(phi, key=lambda doc: -phi[doc])[: options.k])
+            previous = tuple(rounds[-1].ranking) if rounds else ()
+            trace = HybridTourRound(
+                round=round_no, retrieved=len(dense) + len(sparse), newly_scored=newly,
+                timings=timings, ranking=list(answer), new_docs=new_docs,
+                label_mass_at_10=label_mass(answer, phi), query=env.describe(lexical),
+                answer_change={"entered": [d for d in answer if d not in previous],
+                               "left": [d for d in previous if d not in answer]},
+                candidates=[], chosen=None, engine_calls=2, labelled=[h.id for h in to_label])
+            rounds.append(trace)
+            last = round_no == options.max_rounds or not to_label or pairs >= options.budget
+            if not last:
+                # the same labels move both halves: the vector by TOUR's step, the text by Δq
+                ids = list(seen.vectors)
+                q_next = optimizer.step(q, np.stack([seen.vectors[i] for i in ids]),
+                                        seen.labels.get(ids))
+                trace.delta_q_norm = float(np.linalg.norm(q_next - q))
+                q = q_next
+                decision = await policy.decide(env, State(round_no, lexical, phi, answer),
+                                               timings)
+                trace.candidates = [scored.to_dict() for scored in decision.considered]
+                if decision.chosen is not None:
+                    trace.chosen = decision.chosen.render()
+                    lexical = lexical.refine(decision.chosen)
+            trace.engine_calls += env.budget.engine_calls - calls_before
+            timings.total_ms = (time.perf_counter() - round_started) * 1000
+            total.engine_ms += timings.engine_ms
+            total.model_ms += timings.model_ms
+            if last:
+                break
+        phi = seen.phi()
+        hits = [RankedHit(doc, phi[doc], seen.sources[doc])
+                for doc in sorted(phi, key=lambda doc: -phi[doc])]
+        # below the labelled docs, the moved vector's kNN and q0's BM25 in turn (a Δq's
+        # `+term` narrows BM25 to find new docs, not to recall)
+        hits += [RankedHit(h.id, h.score, self._source(h))
+                 for h in interleave(dense, first_sparse) if h.id not in phi]
+        total.total_ms = (time.perf_counter() - started) * 1000
+        parameters = {"k": options.k, "budget": options.budget,
+                      "max_rounds": options.max_rounds, "m": options.m,
+                      **{key: getattr(self.step, key) for key in STEP_OPTIONS}}
+        return SearchResult(self.name, [provenance.stamp(hit, phi) for hit in hits[:size]],
+                            list(rounds), pairs, calls + env.budget.engine_calls, total,
+                            parameters)
+
+    async def _bm25(self, query: Query, k: int, timings: Timings) -> list[Hit]:
+        """The Lucene query q_t's top k, with the stored vectors TOUR's step needs."""
+        compiled = compile_bool(query, self.context.text_fields)
+        with timings.engine():
+            return await self.context.engine.bool_search(self.context.index, compiled, k)
+
+    def _vector(self, hit: Hit) -> np.ndarray:
+        stored = hit.vector if hit.vector is not None else hit.source[self.context.vector_field]
+        return np.asarray(stored, dtype=np.float32)
+
+    def _source(self, hit: Hit) -> dict[str, Any]:
+        return {key: value for key, value in hit.source.items()
+                if key != self.context.vector_field}
+
+
+def hybrid_tour(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
+    """TOUR's vector step and the RM3 agent's Δq in one BM25 ∪ kNN session. Options: k,
+    budget, max_rounds, m, and TOUR's step options (STEP_OPTIONS)."""
+    step = TourConfig.from_mapping({key: value for key, value in options.items()
+                                    if key in STEP_OPTIONS})
+    own = {key: value for key, value in options.items() if key not in STEP_OPTIONS}
+    return HybridTourMethod(context, HybridTourOptions.from_mapping(own), step)
+
+
+register_method("hybrid-tour", hybrid_tour, budget_option="budget")

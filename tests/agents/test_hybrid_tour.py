@@ -1,0 +1,120 @@
+"""hybrid-tour over a fake engine: exact kNN over random vectors, BM25 by a fixed order
+that a `+term` narrows to the docs holding the term."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import es_tour.agents  # noqa: F401  (registers hybrid-tour)
+from es_tour.engines import Hit, TermStats
+from es_tour.errors import ConfigError
+from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method
+
+rng = np.random.default_rng(11)
+DOCS = rng.normal(size=(120, 8)).astype(np.float32)
+DOCS /= np.linalg.norm(DOCS, axis=1, keepdims=True)
+PHI = {f"d{i}": float(v) for i, v in enumerate(DOCS @ DOCS[:3].mean(axis=0))}
+QUERY = DOCS[60]
+BM25_ORDER = [f"d{i}" for i in range(119, -1, -1)]  # d119 first
+TERMS = {f"d{i}": {"even" if i % 2 == 0 else "odd": 3, f"w{i % 7}": 1} for i in range(120)}
+
+
+class FakeEngine:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.vectors: list[np.ndarray] = []
+        self.queries: list[dict] = []
+
+    async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
+                  returns="vectors"):
+        self.vectors.append(np.asarray(vector))
+        order = np.argsort(-(DOCS @ vector), kind="stable")[:k]
+        return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}"}, DOCS[i])
+                for i in order]
+
+    async def bool_search(self, index, query, k, *, ids=None, exclude=()):
+        self.queries.append(query)
+        musts = [clause["multi_match"]["query"] for clause in query["bool"].get("must", [])]
+        docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)][:k]
+        return [Hit(d, 1.0, {"title": d, "embedding": DOCS[int(d[1:])].tolist()}) for d in docs]
+
+    async def term_stats(self, index, ids, *, fields):
+        df: dict[str, int] = {}
+        for doc in TERMS.values():
+            for term in doc:
+                df[term] = df.get(term, 0) + 1
+        return TermStats({d: TERMS[d] for d in ids}, df, 1000)
+
+    async def analyze(self, index, text, *, field="text"):
+        return text.lower().split()
+
+
+class Labeler:
+    name = "phi"
+    pairs_scored = 0
+
+    def score(self, query, docs, index=""):
+        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
+
+
+class Encoder:
+    def encode_queries(self, texts):
+        return QUERY[None, :]
+
+
+@pytest.fixture
+def context() -> SearchContext:
+    return SearchContext(FakeEngine(), "idx", Encoder(), Labeler())
+
+
+async def test_each_round_labels_new_docs_from_knn_and_bm25_in_turn_up_to_the_budget(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 6, "budget": 15, "max_rounds": 5}).search("q", 30)
+    labelled = [r.labelled for r in result.rounds]
+    assert [len(ids) for ids in labelled] == [6, 6, 3] and result.pairs_scored == 15
+    assert len({d for ids in labelled for d in ids}) == 15
+    knn0 = [f"d{i}" for i in np.argsort(-(DOCS @ QUERY), kind="stable")[:3]]
+    assert labelled[0][0::2] == knn0 and labelled[0][1::2] == BM25_ORDER[:3]
+    labels = [h.label for h in result.hits[:15]]
+    assert labels == sorted(labels, reverse=True) and None not in labels
+
+
+async def test_the_labels_move_the_vector_and_the_lucene_query(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 6, "budget": 18, "max_rounds": 2}).search("q", 10)
+    first, second, last = result.rounds
+    assert first.delta_q_norm and first.delta_q_norm > 0 and last.delta_q_norm is None
+    sent = context.engine.vectors
+    assert not np.allclose(sent[0], sent[1])  # round 1's kNN ran with the moved vector
+    assert first.chosen is not None and first.chosen.startswith("+")
+    assert second.query["lucene"].endswith(first.chosen)
+    musts = context.engine.queries[1]["bool"].get("must", [])
+    assert [m["multi_match"]["query"] for m in musts] == [first.chosen[1:]]
+
+
+async def test_lexical_none_keeps_the_lucene_query(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 6, "budget": 18, "lexical": "none"}).search("q", 10)
+    assert {r.query["lucene"] for r in result.rounds} == {"(q)"}
+    assert all(r.chosen is None for r in result.rounds)
+
+
+async def test_no_rounds_is_rerank_hybrid_of_the_budget(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 8, "budget": 8, "max_rounds": 0}).search("q", 8)
+    pool = result.rounds[0].labelled
+    assert [h.id for h in result.hits] == sorted(pool, key=lambda d: -PHI[d])
+    assert len(result.rounds) == 1 and result.pairs_scored == 8
+
+
+@pytest.mark.parametrize("options", [{"lexical": "oracle"}, {"k": 0}, {"stop": "top1"},
+                                     {"lr": 0}])
+def test_bad_options_are_config_errors(context, options):
+    with pytest.raises(ConfigError):
+        build_method("hybrid-tour", context, options)
+
+
+def test_hybrid_tour_declares_its_budget():
+    assert BUDGET_OPTIONS["hybrid-tour"] == "budget"
