@@ -10,7 +10,7 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
-	bench-proxy bench-models bench-reliability engines-stop lint typecheck clean
+	bench-proxy bench-models bench-reliability bench-frontier engines-stop lint typecheck clean
 
 install: $(VENV)/.installed
 
@@ -72,6 +72,13 @@ bench: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --out docs
+
+# docs/benchmarks/frontier.md: every labelling method at 10, 20 and 40 labeler pairs per
+# query, plain and fused (weights fitted on train), on both engines; about 40 minutes.
+bench-frontier: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.frontier --dataset $(DATASETS)/scifact --out docs/benchmarks
 
 # The same pipeline on 20 queries, written to a scratch directory (make test runs it too,
 # as integration_tests/test_bench_smoke.py).

@@ -33,14 +33,15 @@ def explored(report: MethodReport) -> float:
 
 
 @asynccontextmanager
-async def corpus_context(dataset: BeirDataset, url: str) -> AsyncIterator[SearchContext]:
-    """The dataset's index on the OpenSearch node at `url` (built if missing), searched with
-    minilm-l6 and labelled by the default labeler over its cached corpus vectors."""
+async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "opensearch"
+                         ) -> AsyncIterator[SearchContext]:
+    """The dataset's index on the node at `url` (built if missing), searched with minilm-l6
+    and labelled by the default labeler over its cached corpus vectors."""
     default = spec("default")
     labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
                             dataset)
     encoder = DualEncoder(model_path("minilm-l6"))
-    async with connect("opensearch", url) as engine:
+    async with connect(engine_name, url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,
                      show_progress=False)
         yield SearchContext(engine, dataset.name, encoder, labeler)

@@ -1,0 +1,236 @@
+"""The budget frontier: each labelling method at each labeler budget, plain and with
+final-score fusion, on both engines, with verdicts against the two plain rerankers.
+
+Fusion weights are fitted per (method, budget) on train queries on the first engine
+(`fusion.fit`); every reported figure is SciFact test. The labeler is the default one over
+its cached corpus vectors, so the run takes minutes:
+
+    python -m es_tour.bench.frontier --dataset ../shared/datasets/scifact \\
+        --opensearch http://127.0.0.1:9200 --elasticsearch http://127.0.0.1:9210 \\
+        --out docs/benchmarks
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on a server
+import matplotlib.pyplot as plt
+from rich.console import Console
+
+from es_tour.bench._machine import machine, now
+from es_tour.bench.fusion import fit, pools
+from es_tour.bench.retrieval import ndcg_per_round, operator_counts
+from es_tour.bench.tour_sweep import corpus_context
+from es_tour.datasets import BeirDataset
+from es_tour.evaluation import MethodSpec, evaluate, progress_bar
+from es_tour.pipeline import BUDGET_OPTIONS
+
+console = Console(stderr=True)
+BUDGETS = (10, 20, 40)
+BASELINES = ("rerank", "rerank-hybrid")  # rerank-of-kNN and rerank-of-hybrid
+METHODS = (*BASELINES, "tour-hard", "hybrid-tour", "hre", "rm3-agent")
+TARGET = 0.01  # the issue's bar: the best method ≥ rerank-hybrid + 1.0 nDCG@10 points
+ROUNDS_PER_BUDGET = 2  # the refining methods label budget/2 new docs a round, at most 10
+
+
+def plain_spec(name: str, budget: int) -> MethodSpec:
+    """`name` capped at `budget` pairs; TOUR and hybrid-tour label budget/2 a round (≤ 10),
+    so even budget 10 has a round after round 0."""
+    options: dict[str, Any] = {BUDGET_OPTIONS[name]: budget}
+    if name in ("tour-hard", "hybrid-tour"):
+        options["k"] = min(10, budget // ROUNDS_PER_BUDGET)
+    label = ":".join([name, *(f"{key}={value}" for key, value in options.items())])
+    return MethodSpec(label, name, options, budget)
+
+
+def fused_spec(spec: MethodSpec, w_bm25: float, w_dense: float) -> MethodSpec:
+    options = {**spec.options, "w_bm25": w_bm25, "w_dense": w_dense}
+    return MethodSpec(f"{spec.label}:w_bm25={w_bm25}:w_dense={w_dense}", spec.name, options,
+                      spec.budget)
+
+
+async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None
+                      ) -> dict[str, tuple[float, float, float]]:
+    """plain label -> (w_bm25, w_dense, train nDCG@10 fused), fitted on train queries."""
+    train = dict(list(dataset.queries("train").items())[:train_queries])
+    qrels = dataset.qrels("train")
+    weights = {}
+    async with corpus_context(dataset, url) as context:
+        for budget in BUDGETS:
+            for name in METHODS:
+                spec = plain_spec(name, budget)
+                weights[spec.label] = fit(await pools(context, spec, train), qrels)
+                console.print(f"fitted {spec.label}: {weights[spec.label]}")
+    return weights
+
+
+async def measure(dataset: BeirDataset, engine: str, url: str,
+                  weights: Mapping[str, tuple[float, float, float]], test_queries: int | None
+                  ) -> dict[str, Any]:
+    """plain or fused label -> nDCG@10, R@100, pairs, per-round nDCG@10, operators."""
+    specs = []
+    for budget in BUDGETS:
+        for name in METHODS:
+            spec = plain_spec(name, budget)
+            w_bm25, w_dense, _ = weights[spec.label]
+            specs += [spec, fused_spec(spec, w_bm25, w_dense)]
+    qrels = dataset.qrels("test")
+    total = len(specs) * len(list(dataset.queries("test"))[:test_queries])
+    async with corpus_context(dataset, url, engine) as context:
+        version = await context.engine.version()
+        with progress_bar(f"{engine} test", total, console) as advance:
+            reports = await evaluate(context, dataset, specs, split="test",
+                                     max_queries=test_queries, cold_labels=False,
+                                     on_query=advance)
+    methods = {}
+    for report in reports:
+        summary = report.summary()
+        methods[report.spec.label] = {
+            "name": report.spec.name, "budget": report.spec.budget,
+            "fused": "w_bm25" in report.spec.options,
+            "ndcg@10": summary["ndcg@10"], "recall@100": summary["recall@100"],
+            "pairs_scored_mean": summary["pairs_scored_mean"],
+            "ndcg@10_per_round": ndcg_per_round(report, qrels),
+            "operators": operator_counts(report),
+        }
+    return {"version": version, "methods": methods}
+
+
+def verdicts(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per budget: the best method against rerank-of-kNN and rerank-hybrid, both plain."""
+    lines = []
+    for budget in BUDGETS:
+        at = {label: m for label, m in methods.items() if m["budget"] == budget}
+        knn, hybrid = (at[plain_spec(name, budget).label] for name in BASELINES)
+        best_label = max(at, key=lambda label: at[label]["ndcg@10"])
+        best = at[best_label]
+        gain = best["ndcg@10"] - hybrid["ndcg@10"]
+        recall_ok = best["recall@100"] >= hybrid["recall@100"]
+        met = gain >= TARGET and recall_ok
+        lines.append(
+            f"- **{budget} pairs:** best `{best_label}` {best['ndcg@10']:.4f}: "
+            f"{best['ndcg@10'] - knn['ndcg@10']:+.4f} over rerank-of-kNN, {gain:+.4f} over "
+            f"rerank-hybrid (R@100 {best['recall@100']:.4f} against "
+            f"{hybrid['recall@100']:.4f}); the +{TARGET:.2f} target is "
+            f"{'met' if met else 'not met'}.")
+    return lines
+
+
+def markdown(collected: Mapping[str, Any]) -> str:
+    engines = collected["engines"]
+    lines = ["# The budget frontier", "",
+             "Written by `python -m es_tour.bench.frontier` (and `make bench-frontier`); never "
+             "edited by hand.", "",
+             f"- command: `{collected['command']}`",
+             f"- date: {collected['date']}; machine: {collected['machine']}",
+             f"- SciFact test, {collected['test_queries']} queries; fusion weights fitted on "
+             f"the first {collected['train_queries']} train queries",
+             "- labeler: the default dual encoder over its cached corpus vectors; retriever "
+             "minilm-l6", "",
+             "Each method is capped at the budget (labeler pairs per query). *Fused* reranks "
+             "the labelled docs by z(φ) + w_bm25·z(BM25) + w_dense·z(kNN score), weights "
+             "from train (`w_bm25`, `w_dense` options).", ""]
+    for engine, result in engines.items():
+        methods = result["methods"]
+        lines += [f"## {engine} {result['version']}", "",
+                  "| budget | method | nDCG@10 plain | fused | R@100 plain | fused "
+                  "| pairs/query | w_bm25, w_dense |", "|---|---|---|---|---|---|---|---|"]
+        for budget in BUDGETS:
+            for name in METHODS:
+                plain = plain_spec(name, budget)
+                w_bm25, w_dense, _ = collected["weights"][plain.label]
+                p = methods[plain.label]
+                f = methods[fused_spec(plain, w_bm25, w_dense).label]
+                lines.append(f"| {budget} | `{plain.label}` | {p['ndcg@10']:.4f} | "
+                             f"{f['ndcg@10']:.4f} | {p['recall@100']:.4f} | "
+                             f"{f['recall@100']:.4f} | {p['pairs_scored_mean']:.1f} | "
+                             f"{w_bm25}, {w_dense} |")
+        lines += ["", "**Verdicts** (best of every row, plain or fused):", "",
+                  *verdicts(methods), ""]
+    first = next(iter(engines.values()))["methods"]
+    lines += ["## nDCG@10 per round (first engine, plain)", "",
+              "| method | round 0 | 1 | 2 | 3 |", "|---|---|---|---|---|"]
+    for label, m in first.items():
+        if not m["fused"] and len(m["ndcg@10_per_round"]) > 1:
+            rounds = [f"{v:.4f}" for v in m["ndcg@10_per_round"]]
+            lines.append(f"| `{label}` | " + " | ".join(rounds + [""] * (4 - len(rounds)))
+                         + " |")
+    lines += ["", "## Δq operators chosen (first engine, plain)", "",
+              "| method | operators |", "|---|---|"]
+    lines += [f"| `{label}` | {m['operators']} |" for label, m in first.items()
+              if m["operators"] and not m["fused"]]
+    lines += ["", "![nDCG@10 against the budget](../img/frontier-budgets.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> None:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name in METHODS:
+        for fused in (False, True):
+            points = sorted((m["budget"], m["ndcg@10"]) for m in methods.values()
+                            if m["name"] == name and m["fused"] == fused)
+            ax.plot(*zip(*points, strict=True), marker="o", linestyle="--" if fused else "-",
+                    label=f"{name}{' fused' if fused else ''}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(BUDGETS, [str(b) for b in BUDGETS])
+    ax.set_xlabel("labeler pairs per query (budget)")
+    ax.set_ylabel("nDCG@10")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int | None,
+              test_queries: int | None) -> dict[str, Any]:
+    first_url = next(iter(urls.values()))
+    weights = await fit_weights(dataset, first_url, train_queries)
+    engines = {engine: await measure(dataset, engine, url, weights, test_queries)
+               for engine, url in urls.items()}
+    return {"date": now(), "machine": machine(), "weights": weights, "engines": engines,
+            "train_queries": len(list(dataset.queries("train"))[:train_queries]),
+            "test_queries": len(list(dataset.queries("test"))[:test_queries])}
+
+
+def write(collected: dict[str, Any], out: Path, images: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    images.mkdir(parents=True, exist_ok=True)
+    first = next(iter(collected["engines"]))
+    plot(collected["engines"][first]["methods"], images / "frontier-budgets.png",
+         f"SciFact test on {first}: nDCG@10 by labeler budget")
+    (out / "frontier.json").write_text(json.dumps(collected, indent=1))
+    path = out / "frontier.md"
+    path.write_text(markdown(collected))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser.add_argument("--train-queries", type=int, default=None, help="default: all")
+    parser.add_argument("--test-queries", type=int, default=None, help="default: all")
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    args = parser.parse_args(argv)
+    urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    collected = asyncio.run(run(BeirDataset(args.dataset), urls, args.train_queries,
+                                args.test_queries))
+    collected["command"] = " ".join(["python -m es_tour.bench.frontier",
+                                     *(sys.argv[1:] if argv is None else argv)])
+    print(f"wrote {write(collected, args.out, args.out.parent / 'img')}")
+
+
+if __name__ == "__main__":
+    main()
