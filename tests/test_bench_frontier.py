@@ -1,0 +1,48 @@
+"""The frontier's specs and verdicts, from hand-made measurements (no engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from es_tour.bench.frontier import BUDGETS, METHODS, fused_spec, markdown, plain_spec, verdicts
+
+
+def _methods(best_gain: float, best_recall: float) -> dict[str, dict]:
+    out = {}
+    for budget in BUDGETS:
+        for name in METHODS:
+            spec = plain_spec(name, budget)
+            fused = fused_spec(spec, 0.3, 0.1)
+            base = 0.70 if name == "rerank-hybrid" else 0.69
+            out[spec.label] = {"name": name, "budget": budget, "fused": False, "ndcg@10": base,
+                               "recall@100": 0.95, "pairs_scored_mean": budget,
+                               "ndcg@10_per_round": [base, base + 0.001], "operators": {}}
+            gain = best_gain if name == "rerank-hybrid" else 0.0
+            out[fused.label] = {**out[spec.label], "fused": True, "ndcg@10": base + gain,
+                                "recall@100": best_recall if gain else 0.95}
+    return out
+
+
+def test_every_spec_is_capped_at_its_budget_and_refiners_get_two_rounds():
+    assert plain_spec("rerank-hybrid", 20).options == {"k": 20}
+    assert plain_spec("tour-hard", 10).options == {"budget": 10, "k": 5}
+    assert plain_spec("hybrid-tour", 40).options == {"budget": 40, "k": 10}
+    assert plain_spec("hre", 40).options == {"budget": 40}
+
+
+def test_the_target_is_met_only_with_the_gain_and_no_recall_lost():
+    met = verdicts(_methods(0.012, 0.95))
+    assert all("is met" in line and "+0.0120 over rerank-hybrid" in line for line in met)
+    assert all("is not met" in line for line in verdicts(_methods(0.012, 0.94)))
+    assert all("is not met" in line for line in verdicts(_methods(0.008, 0.95)))
+
+
+@pytest.mark.parametrize("engines", [("opensearch",), ("opensearch", "elasticsearch")])
+def test_the_page_has_a_table_and_verdicts_per_engine(engines):
+    methods = _methods(0.02, 0.95)
+    weights = {label: (0.3, 0.1, 0.7) for label, m in methods.items() if not m["fused"]}
+    page = markdown({"command": "c", "date": "d", "machine": "m", "test_queries": 300,
+                     "train_queries": 809, "weights": weights,
+                     "engines": {e: {"version": "1", "methods": methods} for e in engines}})
+    assert page.count("**Verdicts**") == len(engines)
+    assert page.count("| 20 | `rerank-hybrid:k=20` | 0.7000 | 0.7200 |") == len(engines)
