@@ -38,7 +38,7 @@ from es_tour.agents._methods import (
     rm3_agent,
     run_session,
 )
-from es_tour.agents._model import LogisticPolicy, fit_logistic, policy_dir
+from es_tour.agents._model import TreePolicy, check_policy_name, fit_trees, policy_dir
 from es_tour.agents._policies import (
     Decision,
     LearnedPolicy,
@@ -67,7 +67,6 @@ __all__ = [
     "HybridTourOptions",
     "LearnedOptions",
     "LearnedPolicy",
-    "LogisticPolicy",
     "NoRefinement",
     "OracleOptions",
     "OraclePolicy",
@@ -78,8 +77,10 @@ __all__ = [
     "Scored",
     "Session",
     "State",
+    "TreePolicy",
+    "check_policy_name",
     "compile_bool",
-    "fit_logistic",
+    "fit_trees",
     "from_bool",
     "hre",
     "hybrid_tour",

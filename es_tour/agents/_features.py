@@ -15,14 +15,15 @@ import numpy as np
 from es_tour.agents._grammar import KINDS, WEIGHTS, Query, Refinement
 from es_tour.engines import TermStats
 
-# Per candidate, one block of these for its kind of Δq (so a linear model weighs, say,
-# a term's φ-share differently for `+` than for `-`).
-BASE_FEATURES: tuple[str, ...] = (
-    "bias", "idf", "a_doc_fraction", "a_log_tf", "a_best_rank_inv", "phi_mean", "phi_max",
-    "phi_share", "rm3", "in_q0", "round",
+# Per candidate: its kind of Δq (an index into KINDS: trees split on it), how the term
+# sits in A_t and in the best docs by φ, and the state's φ spread and round.
+FEATURES: tuple[str, ...] = (
+    "kind", "idf", "a_doc_fraction", "a_log_tf", "a_best_rank_inv", "phi_mean", "phi_max",
+    "phi_share", "phi_gap", "top_fraction", "rm3", "in_q0", "round", "phi_spread",
+    "phi_range",
 )
+TOP_DOCS = 3  # the best docs of A_t by φ, for `top_fraction`
 _LETTER = re.compile(r"[^\W\d_]")
-FEATURES: tuple[str, ...] = tuple(f"{kind}:{name}" for kind in KINDS for name in BASE_FEATURES)
 
 
 def positive_refinements(terms: Iterable[str], m: int) -> list[Refinement]:
@@ -97,6 +98,7 @@ def candidate_features(
 
     answer: (k,) the ids of A_t best first; phi: (k,) their φ.
     """
+    raw = np.asarray(phi, dtype=np.float64).reshape(-1)
     phi_n = _normalised_phi(phi)
     rm3 = rm3_weights(stats, answer, phi)
     rm3_max = max(rm3.values(), default=0.0) or 1.0
@@ -107,15 +109,20 @@ def candidate_features(
     for rank, doc in enumerate(answer):
         for term in wanted.intersection(stats.tf.get(doc, {})):
             holders[term].append(rank)
-    block = len(BASE_FEATURES)
+    spread = float(raw.std()) if raw.size else 0.0
+    span = float(raw.max() - raw.min()) if raw.size else 0.0
+    top = min(TOP_DOCS, len(answer)) or 1
     out = np.zeros((len(candidates), len(FEATURES)), dtype=np.float64)
     for row, candidate in enumerate(candidates):
         term = candidate.term
         ranks = holders.get(term, [])
         tf = sum(stats.tf.get(answer[r], {}).get(term, 0) for r in ranks)
         held = phi_n[ranks] if ranks else np.zeros(1)
-        base = (
-            1.0,
+        others = np.delete(phi_n, ranks) if ranks else phi_n
+        gap = (float(held.mean()) - float(others.mean())
+               if ranks and others.size else 0.0)
+        out[row] = (
+            KINDS.index(candidate.kind),
             stats.idf(term) / idf_max,
             len(ranks) / max(len(answer), 1),
             math.log1p(tf),
@@ -123,12 +130,14 @@ def candidate_features(
             float(held.mean()) if ranks else 0.0,
             float(held.max()) if ranks else 0.0,
             float(held.sum() / phi_n.sum()) if ranks and phi_n.sum() > 0 else 0.0,
+            gap,
+            sum(r < top for r in ranks) / top,
             rm3.get(term, 0.0) / rm3_max,
             1.0 if term in q0 else 0.0,
             round_fraction,
+            spread,
+            span,
         )
-        start = KINDS.index(candidate.kind) * block
-        out[row, start: start + block] = base
     return out
 
 

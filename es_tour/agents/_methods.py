@@ -12,11 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from es_tour.agents._environment import Environment, State
-from es_tour.agents._model import (
-    DEFAULT_POLICY,
-    LogisticPolicy,
-    check_policy_name,
-)
+from es_tour.agents._model import DEFAULT_POLICY, TreePolicy, check_policy_name
 from es_tour.agents._policies import (
     Decision,
     LearnedPolicy,
@@ -242,10 +238,9 @@ def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchM
     """The behaviour-cloned policy. Options: k, top_k, budget, max_rounds, m, policy,
     threshold, pseudo_relevant."""
     checked = LearnedOptions.from_mapping(options)
-    model = LogisticPolicy.named(checked.policy)
+    model = TreePolicy.named(checked.policy)
     if checked.threshold is not None:
-        model = LogisticPolicy(model.weights, model.mean, model.scale, checked.threshold,
-                               model.features, model.info)
+        model = model.with_threshold(checked.threshold)
     return AgentMethod("learned-agent", context, checked,
                        lambda _: LearnedPolicy(model, checked.m, checked.pseudo_relevant))
 

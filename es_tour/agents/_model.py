@@ -1,29 +1,33 @@
-"""The learned policy's model: class-balanced L2 logistic regression, stored with a manifest.
+"""The learned policy's model: gradient-boosted trees (scikit-learn), stored with a manifest.
 
-Files live in `models_dir()/agent-policy/`: `policy-v{FORMAT}.npz` (weights, feature means
-and scales, threshold) and `manifest.json` (sha256 of the npz, features, training facts).
+Files live in `models_dir()/agent-policy/` (or `agent-policies/<name>/`): `policy-v{FORMAT}.pkl`
+(the fitted classifier and the act threshold) and `manifest.json` (sha256 of the pickle,
+features, training facts). The pickle is read only after its sha256 matches the manifest's:
+the policy directory is as trusted as the rest of the model cache, and the hash catches a
+file that was truncated or swapped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier
 
 from es_tour.agents._features import FEATURES
 from es_tour.errors import ConfigError, ModelError, NotFoundError
 from es_tour.paths import models_dir
 
-FORMAT = 1
+FORMAT = 2
 MANIFEST = "manifest.json"
-
 
 DEFAULT_POLICY = "default"
 _POLICY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -47,96 +51,76 @@ def policy_dir(name: str = DEFAULT_POLICY) -> Path:
 
 
 @dataclass(frozen=True)
-class LogisticPolicy:
-    """p(Δq improves A_t) = σ(((x − mean) / scale) · w); the policy acts when p ≥ threshold.
+class TreePolicy:
+    """p(Δq improves A_t) from gradient-boosted trees; the policy acts when p ≥ threshold."""
 
-    weights: (F + 1,) float64 with the intercept last; mean, scale: (F,) float64.
-    """
-
-    weights: np.ndarray
-    mean: np.ndarray
-    scale: np.ndarray
+    model: HistGradientBoostingClassifier
     threshold: float = 0.5
     features: tuple[str, ...] = FEATURES
     info: Mapping[str, Any] = field(default_factory=dict)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """features: (n, F) -> (n,) probabilities."""
-        z = (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
-        return 1.0 / (1.0 + np.exp(-(z @ self.weights[:-1] + self.weights[-1])))
+        return np.asarray(self.model.predict_proba(np.asarray(features, dtype=np.float64))[:, 1])
+
+    def with_threshold(self, threshold: float) -> TreePolicy:
+        return replace(self, threshold=threshold)
 
     def save(self, directory: Path, info: Mapping[str, Any]) -> Path:
-        """Write the npz and its manifest; returns the manifest's path."""
+        """Write the pickle and its manifest; returns the manifest's path."""
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"policy-v{FORMAT}.npz"
-        with path.open("wb") as out:
-            np.savez(out, weights=self.weights, mean=self.mean, scale=self.scale,
-                     threshold=np.array(self.threshold))
+        path = directory / f"policy-v{FORMAT}.pkl"
+        path.write_bytes(pickle.dumps({"model": self.model, "threshold": self.threshold}))
         manifest = {
-            "format": FORMAT, "kind": "logistic", "file": path.name, "sha256": _sha256(path),
-            "features": list(self.features), "threshold": self.threshold,
+            "format": FORMAT, "kind": "gradient-boosted-trees", "file": path.name,
+            "sha256": _sha256(path), "features": list(self.features),
+            "threshold": self.threshold,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **info,
         }
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         return directory / MANIFEST
 
     @classmethod
-    def named(cls, name: str) -> LogisticPolicy:
+    def named(cls, name: str) -> TreePolicy:
         """The policy registered as `name`; NotFoundError, naming no path, when none is."""
         directory = policy_dir(name)
         if not (directory / MANIFEST).is_file():
             raise NotFoundError(f"no agent policy [{name}] is trained on this server; train one "
-                                "with es_tour.agents.train_policy(...)")
+                                "with es-tour train-agent --name " + name)
         return cls.load(directory)
 
     @classmethod
-    def load(cls, directory: Path | None = None) -> LogisticPolicy:
+    def load(cls, directory: Path | None = None) -> TreePolicy:
         """The stored policy; ModelError when missing, corrupt or built for other features."""
         directory = directory or policy_dir()
         manifest_path = directory / MANIFEST
         if not manifest_path.is_file():
             raise ModelError(f"no agent policy at {directory}; train one with "
-                             "es_tour.agents.train_policy(...)")
+                             "es-tour train-agent")
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("format") != FORMAT:
-            raise ModelError(f"agent policy format {manifest.get('format')!r} is not {FORMAT}")
+            raise ModelError(f"agent policy format {manifest.get('format')!r} is not {FORMAT}; "
+                             "retrain it with es-tour train-agent")
         path = directory / manifest["file"]
         if not path.is_file() or _sha256(path) != manifest["sha256"]:
             raise ModelError(f"agent policy {path} is missing or does not match its sha256")
         if tuple(manifest["features"]) != FEATURES:
             raise ModelError(f"agent policy {path} was trained on other features; retrain it")
-        with np.load(path) as stored:
-            return cls(stored["weights"], stored["mean"], stored["scale"],
-                       float(stored["threshold"]), FEATURES, manifest)
+        stored = pickle.loads(path.read_bytes())  # the sha256 matched above
+        return cls(stored["model"], float(stored["threshold"]), FEATURES, manifest)
 
 
-def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0,
-                 iterations: int = 50) -> LogisticPolicy:
-    """Newton's method on class-balanced, L2-penalised log loss.
+def tree_classifier(seed: int = 13) -> HistGradientBoostingClassifier:
+    """Class-balanced gradient-boosted trees, unfitted: few, shallow and regularised, since
+    a few thousand trials are all there is to learn from."""
+    return HistGradientBoostingClassifier(
+        learning_rate=0.05, max_iter=200, max_leaf_nodes=15, min_samples_leaf=20,
+        l2_regularization=1.0, class_weight="balanced", random_state=seed)
 
-    X: (n, F) float64, y: (n,) {0, 1}. Constant columns are left unscaled.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    Z = np.hstack([(X - mean) / scale, np.ones((len(X), 1))])
-    positives = max(float(y.sum()), 1.0)
-    negatives = max(float(len(y) - y.sum()), 1.0)
-    sample = np.where(y > 0, len(y) / (2 * positives), len(y) / (2 * negatives))
-    penalty = np.full(Z.shape[1], l2)
-    penalty[-1] = 0.0  # the intercept is not shrunk
-    w = np.zeros(Z.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(Z @ w)))
-        gradient = Z.T @ (sample * (p - y)) + penalty * w
-        hessian = (Z * (sample * p * (1 - p))[:, None]).T @ Z + np.diag(penalty + 1e-9)
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return LogisticPolicy(w, mean, scale)
+
+def fit_trees(X: np.ndarray, y: np.ndarray, seed: int = 13) -> HistGradientBoostingClassifier:
+    """`tree_classifier` fitted on (n, F) features and (n,) {0, 1} labels."""
+    return tree_classifier(seed).fit(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=int))
 
 
 def _sha256(path: Path) -> str:

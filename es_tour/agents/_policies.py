@@ -145,14 +145,14 @@ class OraclePolicy:
         return Decision(considered, best.delta)
 
 
-class LinearModel(Protocol):
+class PolicyModel(Protocol):
     threshold: float
 
     def predict(self, features: np.ndarray) -> np.ndarray: ...
 
 
 class LearnedPolicy:
-    """Behaviour cloning of the oracle: a linear model scores (operator, term) candidates.
+    """Behaviour cloning of the oracle: a model scores (operator, term) candidates.
 
     Without judgements, the `pseudo_relevant` best docs of A_t by φ stand in for the
     relevant docs when the pools are drawn. Stops when no candidate reaches the model's
@@ -161,7 +161,7 @@ class LearnedPolicy:
 
     name = "learned-agent"
 
-    def __init__(self, model: LinearModel, m: int = 5, pseudo_relevant: int = 3):
+    def __init__(self, model: PolicyModel, m: int = 5, pseudo_relevant: int = 3):
         self.model = model
         self.m = m
         self.pseudo_relevant = pseudo_relevant

@@ -1,4 +1,5 @@
-"""`es-tour index`, `es-tour eval` and `es-tour demo`: ingest a BEIR dataset and compare methods."""
+"""`es-tour index`, `es-tour eval`, `es-tour train-agent` and `es-tour demo`: ingest a BEIR
+dataset, compare methods, clone the oracle agent."""
 
 from __future__ import annotations
 
@@ -213,6 +214,55 @@ def eval_command(
 
         plot_frontier(summary["methods"], plot, title)
         console.print(f"wrote {plot}")
+
+
+@app.command("train-agent")
+@clean_errors
+def train_agent_command(
+    dataset: Dataset,
+    split: Annotated[str, typer.Option(help="judged split to train on (never test)")] = "train",
+    name: Annotated[str, typer.Option(
+        help="the policy's registry name, which `learned-agent:policy=NAME` (or ext.tour "
+             "policy) selects")] = "default",
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
+    labeler: str = "default",
+    max_queries: Annotated[int | None, typer.Option(
+        help="a fixed-seed sample of N queries (default: all of the split)")] = None,
+    corpus_vectors: Annotated[bool, typer.Option(
+        help="a dual-encoder labeler encodes the corpus once (cached) and labels by dot "
+             "products: the oracle's trials label thousands of pairs")] = True,
+) -> None:
+    """Run the oracle agent on a split's queries and fit the learned agent's policy on its
+    trials (gradient-boosted trees); writes it to the policy registry under NAME."""
+    from es_tour.agents import check_policy_name, policy_dir
+    from es_tour.training import train_policy
+    from es_tour.training._reranker import check_training_split
+
+    check_training_split(split)
+    check_policy_name(name)
+    data = BeirDataset(dataset)
+
+    async def run() -> None:
+        context = _context(engine, url, index or data.name, labeler)
+        if corpus_vectors:
+            context.labeler = _corpus_labeler(context.labeler, data)
+        async with context.engine:
+            await _ingest(context, data, replace=False)
+            report = await train_policy(context.engine, context.index, data, split,
+                                        max_queries, policy_dir(name), encoder=context.encoder,
+                                        labeler=context.labeler)
+        training = report.info["training"]
+        console.print(
+            f"wrote policy '{name}' ({report.manifest}): {report.queries} {split} queries, "
+            f"{report.examples} oracle trials ({report.positives} improved nDCG@10), "
+            f"{report.seconds:.0f}s\n  oracle operators: {report.oracle_operators}\n"
+            f"  nDCG@10 of A_0 {report.ndcg_hre:.4f}, after the oracle {report.ndcg_oracle:.4f}"
+            f"\n  act threshold {training['threshold']:.3f}; held-out precision at the top "
+            f"trials {training['held_out_precision_at']}")
+
+    asyncio.run(run())
 
 
 @app.command("demo")

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.model_selection import GroupKFold, cross_val_predict
 
 from es_tour.agents._environment import Environment, State
 from es_tour.agents._features import FEATURES, query_terms
 from es_tour.agents._grammar import Refinement
 from es_tour.agents._methods import run_session
-from es_tour.agents._model import LogisticPolicy, fit_logistic, policy_dir
+from es_tour.agents._model import TreePolicy, fit_trees, policy_dir, tree_classifier
 from es_tour.agents._policies import (
     Decision,
     OraclePolicy,
@@ -36,7 +37,8 @@ from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
 
 _IMPROVED = 1e-9
-ACT_PRECISION = 0.25  # act where at least a quarter of such training examples improved
+ACT_PRECISION = 0.25  # act where at least a quarter of such held-out examples improved
+FOLDS = 5  # cross-validation folds, split by query, for the held-out predictions
 RETRIEVER = "minilm-l6"  # the encoder the index's vectors were made with
 
 
@@ -50,7 +52,7 @@ class TrainReport:
     ndcg_hre: float  # mean nDCG@k of A_0 over the training queries
     ndcg_oracle: float
     seconds: float
-    training_accuracy: float = 0.0
+    held_out_accuracy: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,7 +73,7 @@ async def train_policy(
     top_k: int = 1000, m: int = 5, max_rounds: int = 5, pseudo_relevant: int = 3,
     act_precision: float = ACT_PRECISION, concurrency: int = 2, seed: int = 13,
 ) -> TrainReport:
-    """Oracle sessions on `split`'s queries, then a logistic policy saved under `out`.
+    """Oracle sessions on `split`'s queries, then a tree policy saved under `out`.
 
     Examples: every oracle trial, labelled by whether it raised nDCG@k; and, in each state
     where no Δq can raise it (every relevant doc seen, or nDCG@k already 1), the learned
@@ -107,18 +109,23 @@ async def train_policy(
     results = await asyncio.gather(*(one(qid) for qid in queries))
     X = np.vstack([x for r in results for x in r[0]] or [np.zeros((0, len(FEATURES)))])
     y = np.concatenate([v for r in results for v in r[1]] or [np.zeros(0)])
+    groups = np.concatenate([np.full(len(v), i) for i, r in enumerate(results) for v in r[1]]
+                            or [np.zeros(0)])
     operators = Counter(kind for r in results for kind in r[2])
-    if not len(y):
-        raise ModelError(f"the oracle tried no refinement on {len(queries)} {split} queries; "
-                         "nothing to learn from (is the labeler the retriever itself?)")
-    model = fit_logistic(X, y)
-    scores = model.predict(X)
-    model = LogisticPolicy(model.weights, model.mean, model.scale,
-                           act_threshold(scores, y, act_precision))
-    top = np.argsort(-scores, kind="stable")
+    if not len(y) or y.min() == y.max():
+        raise ModelError(f"the oracle's trials on {len(queries)} {split} queries hold "
+                         f"{int(y.sum())} improvements in {len(y)}; nothing to learn from "
+                         "(is the labeler the retriever itself?)")
+    # the threshold comes from held-out predictions: in-sample, trees are overconfident
+    held_out = cross_val_predict(
+        tree_classifier(seed), X, y.astype(int), groups=groups,
+        cv=GroupKFold(n_splits=min(FOLDS, len(set(groups.tolist())))),
+        method="predict_proba")[:, 1]
+    model = TreePolicy(fit_trees(X, y, seed), act_threshold(held_out, y, act_precision))
+    top = np.argsort(-held_out, kind="stable")
     precision_at = {str(n): round(float(y[top[:n]].mean()), 3) for n in (10, 25, 50, 100, 250)
                     if n <= len(y)}
-    accuracy = float(((model.predict(X) >= model.threshold) == (y > 0)).mean())
+    accuracy = float(((held_out >= model.threshold) == (y > 0)).mean())
     seconds = time.perf_counter() - started
     info = {
         "training": {
@@ -127,8 +134,9 @@ async def train_policy(
             "engine": context.engine.name, "index": context.index,
             "labeler": getattr(context.labeler, "name", "?"),
             "k": k, "top_k": top_k, "m": m, "max_rounds": max_rounds,
-            "seconds": round(seconds, 1), "training_accuracy": round(accuracy, 4),
-            "act_precision": act_precision, "precision_at": precision_at,
+            "seconds": round(seconds, 1), "held_out_accuracy": round(accuracy, 4),
+            "act_precision": act_precision, "held_out_precision_at": precision_at,
+            "threshold": model.threshold,
         },
         "oracle_operators": dict(sorted(operators.items())),
     }

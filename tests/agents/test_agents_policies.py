@@ -10,13 +10,13 @@ import pytest
 from es_tour.agents import (
     FEATURES,
     LearnedPolicy,
-    LogisticPolicy,
     OraclePolicy,
     Query,
     Refinement,
     Rm3Policy,
     State,
-    fit_logistic,
+    TreePolicy,
+    fit_trees,
 )
 from es_tour.engines import TermStats
 from es_tour.errors import ModelError
@@ -120,29 +120,37 @@ async def test_learned_policy_stops_when_no_candidate_reaches_the_threshold() ->
     assert decision.chosen is None and decision.considered
 
 
-def test_logistic_policy_learns_a_separable_rule_and_round_trips(tmp_path) -> None:
+def test_tree_policy_learns_a_rule_no_line_separates_and_round_trips(tmp_path) -> None:
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(400, len(FEATURES)))
-    y = (X[:, 3] > 0.2).astype(float)
-    model = fit_logistic(X, y)
+    X = rng.normal(size=(600, len(FEATURES)))
+    y = ((X[:, 3] > 0.2) & (X[:, 5] < 0)).astype(float)  # an AND: trees, not one line
+    model = TreePolicy(fit_trees(X, y), threshold=0.5)
     assert ((model.predict(X) >= 0.5) == (y > 0)).mean() > 0.95
     model.save(tmp_path, {"training": {"queries": 0}})
-    loaded = LogisticPolicy.load(tmp_path)
+    loaded = TreePolicy.load(tmp_path)
     np.testing.assert_allclose(loaded.predict(X), model.predict(X))
-    assert loaded.info["training"] == {"queries": 0}
+    assert loaded.info["training"] == {"queries": 0} and loaded.threshold == 0.5
+    assert loaded.with_threshold(0.7).threshold == 0.7
 
 
-def test_a_tampered_policy_file_is_refused(tmp_path) -> None:
-    model = fit_logistic(np.eye(len(FEATURES)), np.arange(len(FEATURES)) % 2)
+def test_a_tampered_policy_file_is_refused_before_it_is_unpickled(tmp_path) -> None:
+    X = np.vstack([np.eye(len(FEATURES))] * 20)
+    model = TreePolicy(fit_trees(X, np.arange(len(X)) % 2))
     model.save(tmp_path, {})
-    (tmp_path / "policy-v1.npz").write_bytes(b"not the file")
+    (tmp_path / "policy-v2.pkl").write_bytes(b"not the file")
     with pytest.raises(ModelError, match="sha256"):
-        LogisticPolicy.load(tmp_path)
+        TreePolicy.load(tmp_path)
+
+
+def test_a_policy_of_the_old_format_asks_to_be_retrained(tmp_path) -> None:
+    (tmp_path / "manifest.json").write_text('{"format": 1}')
+    with pytest.raises(ModelError, match="retrain"):
+        TreePolicy.load(tmp_path)
 
 
 def test_a_missing_policy_names_how_to_train_one(tmp_path) -> None:
-    with pytest.raises(ModelError, match="train_policy"):
-        LogisticPolicy.load(tmp_path / "absent")
+    with pytest.raises(ModelError, match="train-agent"):
+        TreePolicy.load(tmp_path / "absent")
 
 
 def test_the_act_threshold_is_the_deepest_cut_that_keeps_half_the_steps_good() -> None:
