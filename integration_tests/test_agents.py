@@ -24,7 +24,11 @@ from es_tour.pipeline import SearchContext
 from es_tour.training import sample_queries, train_policy
 from onnx_models import spec
 
-SAMPLE, SEED = 30, 13  # test queries, fixed sample
+SAMPLE, SEED = 100, 13  # test queries, fixed sample
+# train queries the policy is cloned from: only about 1 in 20 has a Δq that raises
+# nDCG@10, so 40 held one such query, too few to learn from
+TRAIN_QUERIES = 200
+ACTS_ON = 3  # measured: the policy acted on 6 of the 100 and gained +0.0014 over hre
 
 
 @pytest.fixture
@@ -35,7 +39,7 @@ def policy_name(tmp_path: Path) -> Iterator[str]:
     shutil.rmtree(policy_dir(name), ignore_errors=True)
 
 
-async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
+async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
     nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, policy_name: str,
 ) -> None:
     # the default labeler over its cached corpus vectors (computed here on first use)
@@ -46,7 +50,7 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
     async with connect("opensearch", nodes["opensearch"].url) as engine:
         # a policy of the test's own, cloned from oracle sessions on train queries only
-        await train_policy(engine, scifact_index, scifact, "train", max_queries=40,
+        await train_policy(engine, scifact_index, scifact, "train", max_queries=TRAIN_QUERIES,
                            out=policy_dir(policy_name), encoder=encoder, labeler=labeler)
         context = SearchContext(engine, scifact_index, encoder, labeler)
         methods = [MethodSpec("hre", "hre"), MethodSpec("oracle-agent", "oracle-agent"),
@@ -58,6 +62,9 @@ async def test_learned_agent_matches_hre_and_the_oracle_beats_it(
                     for name, report in reports.items()}
     for name, report in reports.items():
         print(f"{name}: {report.summary()}, calls {engine_calls[name]:.1f}")
+    acted = [r for r in reports["learned-agent"].results.values()
+             if sum(t.newly_scored for t in r.rounds[1:])]
+    assert len(acted) >= ACTS_ON, f"the learned policy acted on {len(acted)} of {SAMPLE}"
     assert ndcg["learned-agent"] >= ndcg["hre"]
     assert ndcg["oracle-agent"] > ndcg["hre"]
     # one BM25, the session's one kNN call (ids), and an mget of the texts it labels, unless

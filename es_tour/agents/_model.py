@@ -52,16 +52,22 @@ def policy_dir(name: str = DEFAULT_POLICY) -> Path:
 
 @dataclass(frozen=True)
 class TreePolicy:
-    """p(Δq improves A_t) from gradient-boosted trees; the policy acts when p ≥ threshold."""
+    """p(Δq improves A_t) from gradient-boosted trees; the policy acts when p ≥ threshold.
 
-    model: HistGradientBoostingClassifier
+    `model` None is the policy of a training run where no trial improved: it never acts.
+    """
+
+    model: HistGradientBoostingClassifier | None
     threshold: float = 0.5
     features: tuple[str, ...] = FEATURES
     info: Mapping[str, Any] = field(default_factory=dict)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """features: (n, F) -> (n,) probabilities."""
-        return np.asarray(self.model.predict_proba(np.asarray(features, dtype=np.float64))[:, 1])
+        features = np.asarray(features, dtype=np.float64)
+        if self.model is None:
+            return np.zeros(len(features))
+        return np.asarray(self.model.predict_proba(features)[:, 1])
 
     def with_threshold(self, threshold: float) -> TreePolicy:
         return replace(self, threshold=threshold)

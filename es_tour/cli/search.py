@@ -261,6 +261,9 @@ def train_agent_command(
             f"  nDCG@10 of A_0 {report.ndcg_hre:.4f}, after the oracle {report.ndcg_oracle:.4f}"
             f"\n  act threshold {training['threshold']:.3f}; held-out precision at the top "
             f"trials {training['held_out_precision_at']}")
+        if training["improved_queries"] < 2:
+            err_console.print(f"warning: a Δq improved nDCG@10 on {training['improved_queries']} "
+                              "queries only; the policy never acts (train on more queries)")
 
     asyncio.run(run())
 

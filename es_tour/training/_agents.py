@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import GroupKFold, cross_val_predict
+from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
 
 from es_tour.agents._environment import Environment, State
 from es_tour.agents._features import FEATURES, query_terms
@@ -112,16 +112,23 @@ async def train_policy(
     groups = np.concatenate([np.full(len(v), i) for i, r in enumerate(results) for v in r[1]]
                             or [np.zeros(0)])
     operators = Counter(kind for r in results for kind in r[2])
-    if not len(y) or y.min() == y.max():
-        raise ModelError(f"the oracle's trials on {len(queries)} {split} queries hold "
-                         f"{int(y.sum())} improvements in {len(y)}; nothing to learn from "
-                         "(is the labeler the retriever itself?)")
-    # the threshold comes from held-out predictions: in-sample, trees are overconfident
-    held_out = cross_val_predict(
-        tree_classifier(seed), X, y.astype(int), groups=groups,
-        cv=GroupKFold(n_splits=min(FOLDS, len(set(groups.tolist())))),
-        method="predict_proba")[:, 1]
-    model = TreePolicy(fit_trees(X, y, seed), act_threshold(held_out, y, act_precision))
+    if not len(y):
+        raise ModelError(f"the oracle tried no refinement on {len(queries)} {split} queries; "
+                         "nothing to learn from")
+    improved_queries = len(set(groups[y > 0].tolist()))
+    if improved_queries < 2:
+        # nothing to tell good Δq from bad: a policy that never acts, and says why
+        model = TreePolicy(fit_trees(X, y, seed) if y.max() > 0 else None, 1.0)
+        held_out = model.predict(X)
+    else:
+        # the threshold comes from held-out predictions (in-sample, trees are overconfident),
+        # folds split by query, each holding some of the queries with an improvement
+        held_out = cross_val_predict(
+            tree_classifier(seed), X, y.astype(int), groups=groups,
+            cv=StratifiedGroupKFold(n_splits=min(FOLDS, improved_queries), shuffle=True,
+                                    random_state=seed),
+            method="predict_proba")[:, 1]
+        model = TreePolicy(fit_trees(X, y, seed), act_threshold(held_out, y, act_precision))
     top = np.argsort(-held_out, kind="stable")
     precision_at = {str(n): round(float(y[top[:n]].mean()), 3) for n in (10, 25, 50, 100, 250)
                     if n <= len(y)}
@@ -136,7 +143,7 @@ async def train_policy(
             "k": k, "top_k": top_k, "m": m, "max_rounds": max_rounds,
             "seconds": round(seconds, 1), "held_out_accuracy": round(accuracy, 4),
             "act_precision": act_precision, "held_out_precision_at": precision_at,
-            "threshold": model.threshold,
+            "threshold": model.threshold, "improved_queries": improved_queries,
         },
         "oracle_operators": dict(sorted(operators.items())),
     }

@@ -158,3 +158,10 @@ def test_the_act_threshold_is_the_deepest_cut_that_keeps_half_the_steps_good() -
     labels = np.array([1, 0, 1, 0, 0])
     assert act_threshold(scores, labels, 0.5) == 0.6  # 2 of the top 4 improved
     assert act_threshold(scores, np.zeros(5), 0.5) == 1.0  # nothing improved: never act
+
+
+def test_a_policy_with_nothing_learned_never_acts_and_round_trips(tmp_path) -> None:
+    never = TreePolicy(None, threshold=1.0)
+    never.save(tmp_path, {})
+    loaded = TreePolicy.load(tmp_path)
+    assert loaded.model is None and loaded.predict(np.ones((4, len(FEATURES)))).tolist() == [0] * 4
