@@ -102,18 +102,18 @@ class HybridTourMethod:
         seen = _Session(LabelCache(), {}, {})
         provenance, rounds = Provenance(), []
         pairs = calls = 0
-        dense: list[Hit] = []
-        first_sparse: list[Hit] = []  # q0's BM25
+        first: list[Hit] = []  # round 0's two rankings in turn, `size` deep: the fill below
         for round_no in range(options.max_rounds + 1):
             timings, round_started = Timings(), time.perf_counter()
             calls_before = env.budget.engine_calls
-            depth = options.k + len(seen.vectors)  # k docs past every one labelled
+            # k docs past every one labelled; round 0 also reaches `size`, for the fill
+            depth = options.k + len(seen.vectors) if rounds else max(options.k, size)
             dense, sparse = await asyncio.gather(context.knn(q, depth, timings),
                                                  self._bm25(lexical, depth, timings))
             calls += 2
             new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
                         + provenance.add(round_no, [h.id for h in sparse], "bm25"))
-            first_sparse = first_sparse or sparse
+            first = first or interleave(dense, sparse)
             to_label = [h for h in interleave(dense, sparse) if h.id not in seen.vectors][
                 : min(options.k, options.budget - pairs)]
             _, newly = await context.label(query, to_label, timings, seen.labels)
@@ -155,10 +155,9 @@ class HybridTourMethod:
         phi = seen.phi()
         hits = [RankedHit(doc, phi[doc], seen.sources[doc])
                 for doc in sorted(phi, key=lambda doc: -phi[doc])]
-        # below the labelled docs, the moved vector's kNN and q0's BM25 in turn (a Δq's
-        # `+term` narrows BM25 to find new docs, not to recall)
-        hits += [RankedHit(h.id, h.score, self._source(h))
-                 for h in interleave(dense, first_sparse) if h.id not in phi]
+        # below the labelled docs, q0's kNN and BM25 in turn, as rerank-hybrid fills them:
+        # a moved vector and a `+term` find new docs to label but recall less (measured)
+        hits += [RankedHit(h.id, h.score, self._source(h)) for h in first if h.id not in phi]
         total.total_ms = (time.perf_counter() - started) * 1000
         parameters = {"k": options.k, "budget": options.budget,
                       "max_rounds": options.max_rounds, "m": options.m,

@@ -134,6 +134,8 @@ def markdown(collected: Mapping[str, Any]) -> str:
              "Written by `python -m es_tour.bench.frontier` (and `make bench-frontier`); never "
              "edited by hand.", "",
              f"- command: `{collected['command']}`",
+             *([f"- fusion weights fitted by: `{collected['fit_command']}`"]
+               if "fit_command" in collected else []),
              f"- date: {collected['date']}; machine: {collected['machine']}",
              f"- SciFact test, {collected['test_queries']} queries; fusion weights fitted on "
              f"the first {collected['train_queries']} train queries",
@@ -161,13 +163,15 @@ def markdown(collected: Mapping[str, Any]) -> str:
         lines += ["", "**Verdicts** (the method is chosen by its fused train nDCG@10):", "",
                   *verdicts(methods, collected["weights"]), ""]
     first = next(iter(engines.values()))["methods"]
+    per_round = {label: m["ndcg@10_per_round"] for label, m in first.items()
+                 if not m["fused"] and len(m["ndcg@10_per_round"]) > 1}
+    columns = max(map(len, per_round.values()), default=1)
     lines += ["## nDCG@10 per round (first engine, plain)", "",
-              "| method | round 0 | 1 | 2 | 3 |", "|---|---|---|---|---|"]
-    for label, m in first.items():
-        if not m["fused"] and len(m["ndcg@10_per_round"]) > 1:
-            rounds = [f"{v:.4f}" for v in m["ndcg@10_per_round"]]
-            lines.append(f"| `{label}` | " + " | ".join(rounds + [""] * (4 - len(rounds)))
-                         + " |")
+              "| method | round 0 | " + " | ".join(map(str, range(1, columns))) + " |",
+              "|---|" + "---|" * columns]
+    for label, rounds in per_round.items():
+        cells = [f"{v:.4f}" for v in rounds] + [""] * (columns - len(rounds))
+        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     lines += ["", "## Δq operators chosen (first engine, plain)", "",
               "| method | operators |", "|---|---|"]
     lines += [f"| `{label}` | {m['operators']} |" for label, m in first.items()
@@ -197,9 +201,11 @@ def plot(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> No
 
 
 async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int | None,
-              test_queries: int | None) -> dict[str, Any]:
+              test_queries: int | None,
+              fitted: Mapping[str, tuple[float, float, float]] | None = None) -> dict[str, Any]:
+    """Fit the weights on train (unless `fitted` gives them), then measure on test."""
     first_url = next(iter(urls.values()))
-    weights = await fit_weights(dataset, first_url, train_queries)
+    weights = dict(fitted) if fitted else await fit_weights(dataset, first_url, train_queries)
     engines = {engine: await measure(dataset, engine, url, weights, test_queries)
                for engine, url in urls.items()}
     return {"date": now(), "machine": machine(), "weights": weights, "engines": engines,
@@ -229,15 +235,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--rerender", action="store_true",
                         help="only rewrite the page and plot from <out>/frontier.json")
+    parser.add_argument("--reuse-weights", action="store_true",
+                        help="measure test again with the weights <out>/frontier.json fitted "
+                             "(and its train query count), skipping the fit")
     args = parser.parse_args(argv)
-    if args.rerender:
-        collected = json.loads((args.out / "frontier.json").read_text())
+    previous = (json.loads((args.out / "frontier.json").read_text())
+                if args.rerender or args.reuse_weights else None)
+    if args.rerender and previous is not None:
+        collected = previous
     else:
         urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
-        collected = asyncio.run(run(BeirDataset(args.dataset), urls, args.train_queries,
-                                    args.test_queries))
+        fitted = previous["weights"] if previous else None
+        train_queries = previous["train_queries"] if previous else args.train_queries
+        collected = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
+                                    args.test_queries, fitted))
         collected["command"] = " ".join(["python -m es_tour.bench.frontier",
                                          *(sys.argv[1:] if argv is None else argv)])
+        if previous:
+            collected["fit_command"] = previous.get("fit_command", previous["command"])
     print(f"wrote {write(collected, args.out, args.out.parent / 'img')}")
 
 

@@ -9,7 +9,7 @@ import pytest
 import es_tour.agents  # noqa: F401  (registers hybrid-tour)
 from es_tour.engines import Hit, TermStats
 from es_tour.errors import ConfigError
-from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method
+from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method, interleave
 
 rng = np.random.default_rng(11)
 DOCS = rng.normal(size=(120, 8)).astype(np.float32)
@@ -118,3 +118,15 @@ def test_bad_options_are_config_errors(context, options):
 
 def test_hybrid_tour_declares_its_budget():
     assert BUDGET_OPTIONS["hybrid-tour"] == "budget"
+
+
+async def test_below_the_labelled_docs_come_q0s_knn_and_bm25_in_turn(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 6, "budget": 12, "max_rounds": 1}).search("q", 30)
+    labelled = {d for r in result.rounds for d in r.labelled}
+    knn0 = [f"d{i}" for i in np.argsort(-(DOCS @ QUERY), kind="stable")[:30]]
+    first = [h.id for h in interleave([Hit(d, 0.0) for d in knn0],
+                                      [Hit(d, 0.0) for d in BM25_ORDER[:30]])]
+    fill = [d for d in first if d not in labelled][: 30 - len(labelled)]
+    assert [h.id for h in result.hits[len(labelled):]] == fill
+    assert all(h.label is None for h in result.hits[len(labelled):])
