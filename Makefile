@@ -63,14 +63,14 @@ reranker: install models plugin
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/es-tour train-reranker --dataset $(DATASETS)/scifact --engine opensearch
 
-# Everything behind docs/RESULTS.md: both engines, every method, sweeps, models, proxy,
-# ingest. Trains the reranker first if the model cache lacks it.
+# Everything behind docs/RESULTS.md: both engines, the budget frontier, every method,
+# sweeps, models, proxy, ingest (about 2 hours). Trains the reranker first if the model
+# cache lacks it.
 bench: install models plugin
 	$(BIN)/python -c "import sys; from es_tour.paths import models_dir; \
 		sys.exit(not (models_dir() / 'scifact-reranker' / 'manifest.json').is_file())" \
 		|| $(MAKE) reranker
-	$(START) $(OPENSEARCH) --heap 1g
-	$(START) $(ELASTICSEARCH) --heap 1g
+	$(MAKE) bench-frontier
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --out docs
 
 # docs/benchmarks/frontier.md: every labelling method at 10, 20 and 40 labeler pairs per

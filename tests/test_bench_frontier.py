@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from es_tour.bench.frontier import BUDGETS, METHODS, fused_spec, markdown, plain_spec, verdicts
@@ -58,3 +60,15 @@ def test_the_page_has_a_table_and_verdicts_per_engine(engines):
                      "engines": {e: {"version": "1", "methods": methods} for e in engines}})
     assert page.count("**Verdicts**") == len(engines)
     assert page.count("| 20 | `rerank-hybrid:k=20` | 0.7000 | 0.7200 |") == len(engines)
+
+
+def test_results_md_gets_the_verdicts_of_the_frontier_json_beside_it(tmp_path):
+    from es_tour.bench.results import frontier_section
+
+    assert frontier_section(tmp_path / "frontier.json") == []
+    collected = {"date": "d", "test_queries": 300, "weights": _weights("rerank-hybrid"),
+                 "engines": {"opensearch": {"version": "1", "methods": _methods(0.02, 0.95)}}}
+    (tmp_path / "frontier.json").write_text(json.dumps(collected))
+    section = frontier_section(tmp_path / "frontier.json")
+    assert section[0] == "## The budget frontier"
+    assert sum("target is met" in line for line in section) == len(BUDGETS)

@@ -6,6 +6,7 @@ computed here from the run's own measurements.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
+
+from es_tour.bench import frontier
 
 P1_TOUR, P1_RERANK = "tour-hard:k=10:max_rounds=3", "rerank:k=40"
 BM25_RERANK = "rerank:k=100:first_stage=bm25"
@@ -189,6 +192,7 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
                   *_table(METHOD_HEADER, _method_rows(methods)), ""]
     methods = engines[first]["methods"]
     lines += ["## Against the papers", "", *paper_claims(methods), ""]
+    lines += frontier_section(out / "benchmarks" / "frontier.json")
     plots = {"frontier": plot_frontier, "latency": plot_latency, "rounds": plot_rounds}
     for kind, draw in plots.items():
         draw(methods, images / f"{kind}.png", f"SciFact test on {first}")
@@ -236,6 +240,21 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
     path = out / "RESULTS.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def frontier_section(path: Path) -> list[str]:
+    """The budget frontier's verdicts, from the json `make bench` wrote just before."""
+    if not path.is_file():
+        return []
+    collected = json.loads(path.read_text())
+    name, engine = next(iter(collected["engines"].items()))
+    return ["## The budget frontier", "",
+            f"Every labelling method at {', '.join(map(str, frontier.BUDGETS))} labeler pairs "
+            f"per query, plain and fused, on {name} ({collected['test_queries']} test "
+            f"queries, {collected['date']}); the full tables, both engines, per round and "
+            "Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
+            *frontier.verdicts(engine["methods"], collected["weights"]), "",
+            "![nDCG@10 against the budget](img/frontier-budgets.png)", ""]
 
 
 def _demote(markdown: str) -> str:

@@ -28,7 +28,7 @@ RERANK = ("rerank:k=10", "rerank:k=40", "rerank:k=100", "rerank:k=100:first_stag
           "rerank-hybrid:k=10", "rerank-hybrid:k=40", "rerank-hybrid:k=100")
 TOUR = ("rocchio", *(f"tour-{variant}:k={k}:max_rounds={rounds}"
                      for variant in ("hard", "soft") for k in (10, 20) for rounds in (1, 3)))
-AGENTS = ("hre", "rm3-agent", "learned-agent", "oracle-agent")
+AGENTS = ("hybrid-tour", "hre", "rm3-agent", "learned-agent", "oracle-agent")
 ALL_METHODS = (*FIRST_STAGE, *RERANK, *TOUR, *AGENTS)
 USES_JUDGEMENTS = frozenset({"oracle-agent"})
 # The papers' comparisons: TOUR-hard at k=10 against rerank at k=40; HARE against HRE.
