@@ -29,10 +29,8 @@ from es_tour.tour import (
     QueryOptimizer,
     TourConfig,
     final_scores,
-    pseudo_positives,
     rocchio,
 )
-from es_tour.tour import should_stop as tour_should_stop
 
 
 class SearchMethod(Protocol):
@@ -333,33 +331,61 @@ class _Rounds:
     max_rounds: int
     lam: float
     explore: bool = False
-    memory: str = "round"
     stop: str = "top1"
     budget: int | None = None
 
 
+class UpdateRule(Protocol):
+    """How TourMethod moves q between rounds; one rule keeps one query's state."""
+
+    name: str
+    options: Any
+    rounds: _Rounds
+
+    def loss_ids(self, round_ids: list[str], labelled_ids: list[str]) -> list[str]:
+        """The docs whose labels the update learns from."""
+        ...
+
+    def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray: ...
+
+    def converged(self, phi: np.ndarray) -> bool:
+        """The paper's early stop on the round's top-k labels, in rank order."""
+        ...
+
+    def positives(self, ids: Sequence[str], phi: np.ndarray) -> list[str]: ...
+
+
 class GradientUpdate:
-    """TOUR's update (hard or soft loss, by the config's variant): one optimiser step."""
+    """One optimiser step on TOUR's loss (the config's variant: `HardLoss` or `SoftLoss`)
+    over the docs the round labelled, as in the paper."""
 
     def __init__(self, config: TourConfig):
         self.options = config
         self.name = f"tour-{config.variant}"
         self.rounds = _Rounds(config.k, config.max_rounds, config.lam, config.explore,
-                              config.memory, config.stop, config.budget)
+                              config.stop, config.budget)
         self._optimizer = QueryOptimizer(config)
+
+    def loss_ids(self, round_ids: list[str], labelled_ids: list[str]) -> list[str]:
+        return round_ids
 
     def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         return self._optimizer.step(q, C, phi)
 
     def converged(self, phi: np.ndarray) -> bool:
-        """The paper's early stop on the round's top-k labels, in rank order."""
-        config = self.options
-        return tour_should_stop(config.variant, self._optimizer.loss_labels(phi), config.tau,
-                                config.p)
+        return self._optimizer.loss.converged(self._optimizer.loss_labels(phi))
 
     def positives(self, ids: Sequence[str], phi: np.ndarray) -> list[str]:
         labels = self._optimizer.loss_labels(phi)
-        return [ids[i] for i in pseudo_positives(labels, self.options.tau, self.options.p)]
+        return [ids[i] for i in self._optimizer.loss.positives(labels)]
+
+
+class DistillationUpdate(GradientUpdate):
+    """The same step over every doc labelled so far (`memory="all"`): with the soft loss,
+    ReFIT's (Reddy et al. 2023) distillation of the labeler's distribution into q."""
+
+    def loss_ids(self, round_ids: list[str], labelled_ids: list[str]) -> list[str]:
+        return labelled_ids
 
 
 class RocchioUpdate:
@@ -370,6 +396,9 @@ class RocchioUpdate:
     def __init__(self, options: RocchioOptions):
         self.options = options
         self.rounds = _Rounds(options.k, max_rounds=1, lam=options.lam, budget=options.budget)
+
+    def loss_ids(self, round_ids: list[str], labelled_ids: list[str]) -> list[str]:
+        return round_ids
 
     def update(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         options = self.options
@@ -384,7 +413,11 @@ class RocchioUpdate:
         return [ids[i] for i in np.argsort(-phi, kind="stable")[: self.options.k_prime]]
 
 
-UpdateRule = GradientUpdate | RocchioUpdate
+def gradient_update(config: TourConfig) -> GradientUpdate:
+    """The gradient rule the config's memory names: the round's docs, or all labelled."""
+    return DistillationUpdate(config) if config.memory == "all" else GradientUpdate(config)
+
+
 TOP = 10  # the `top10` stop rule watches this many docs by φ
 
 
@@ -431,7 +464,7 @@ class TourMethod:
                 vectors[hit.id] = hit.vector
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]
-            loss_ids = list(vectors) if plan.memory == "all" else [h.id for h in to_label]
+            loss_ids = rule.loss_ids([h.id for h in to_label], list(vectors))
             phi_loss = labels.get(loss_ids)
             ranking = self._rank_seen(vectors, labels, q, sources, size, plan.lam)
             ids = [h.id for h in ranking]
@@ -533,9 +566,9 @@ METHODS: dict[str, MethodFactory] = {
     "rerank-hybrid": lambda ctx, o: RerankHybridMethod(ctx, DepthOptions.from_mapping(o)),
     "vector-rerank": lambda ctx, o: VectorRerankMethod(ctx, VectorRerankOptions.from_mapping(o)),
     "rocchio": lambda ctx, o: _tour(ctx, RocchioUpdate, RocchioOptions.from_mapping(o)),
-    "tour-hard": lambda ctx, o: _tour(ctx, GradientUpdate,
+    "tour-hard": lambda ctx, o: _tour(ctx, gradient_update,
                                       TourConfig.from_mapping({**o, "variant": "hard"})),
-    "tour-soft": lambda ctx, o: _tour(ctx, GradientUpdate,
+    "tour-soft": lambda ctx, o: _tour(ctx, gradient_update,
                                       TourConfig.from_mapping({**o, "variant": "soft"})),
 }
 

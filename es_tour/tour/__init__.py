@@ -5,25 +5,31 @@ from __future__ import annotations
 from ._cache import LabelCache
 from ._config import DEFAULT_VARIANT, MAX_K, MAX_ROUNDS, MEMORIES, STOP_RULES, VARIANTS, TourConfig
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
+from ._losses import LOSSES, HardLoss, Loss, SoftLoss, loss_for, should_stop
 from ._numerics import standardized
 from ._optimizer import QueryOptimizer
-from ._pseudo_labels import pseudo_label_distribution, pseudo_positives, should_stop
+from ._pseudo_labels import pseudo_label_distribution, pseudo_positives
 from ._ranking import final_scores, fused_scores
 
 __all__ = [
     "DEFAULT_VARIANT",
+    "LOSSES",
     "MAX_K",
     "MAX_ROUNDS",
     "MEMORIES",
     "STOP_RULES",
     "VARIANTS",
+    "HardLoss",
     "LabelCache",
+    "Loss",
     "QueryOptimizer",
+    "SoftLoss",
     "TourConfig",
     "final_scores",
     "fused_scores",
     "hard_gradient",
     "hard_step",
+    "loss_for",
     "pseudo_label_distribution",
     "pseudo_positives",
     "rocchio",

@@ -7,7 +7,7 @@ import numpy as np
 from es_tour.errors import EsTourError
 
 from ._config import TourConfig
-from ._gradients import hard_gradient, soft_gradient
+from ._losses import loss_for
 from ._numerics import as_query_and_candidates, standardized
 
 
@@ -21,6 +21,7 @@ class QueryOptimizer:
 
     def __init__(self, config: TourConfig) -> None:
         self.config = config
+        self.loss = loss_for(config)
         self.rounds_taken = 0
         self._momentum_buffer: np.ndarray | None = None
 
@@ -30,11 +31,7 @@ class QueryOptimizer:
 
     def gradient(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         """dL/dq of the configured variant's loss: (d,) float64."""
-        config = self.config
-        labels = self.loss_labels(phi)
-        if config.variant == "hard":
-            return hard_gradient(q, C, labels, config.tau, config.p, config.scale)
-        return soft_gradient(q, C, labels, config.tau, config.scale)
+        return self.loss.gradient(q, C, self.loss_labels(phi))
 
     def step(self, q: np.ndarray, C: np.ndarray, phi: np.ndarray) -> np.ndarray:
         """The next query vector. q: (d,), C: (k, d), phi: (k,) -> (d,) float32."""

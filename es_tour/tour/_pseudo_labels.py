@@ -1,10 +1,9 @@
-"""Pseudo-labels from labeler scores phi: distribution, hard positives, early stop."""
+"""Pseudo-labels from labeler scores phi: their distribution and the hard positives."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._config import check_variant
 from ._numerics import as_scores, softmax
 
 # Lets a flat phi with p*k integral give exactly p*k positives despite summation rounding.
@@ -30,16 +29,3 @@ def pseudo_positives(phi: np.ndarray, tau: float = 0.5, p: float = 0.5) -> np.nd
     # rounding short of it) every result is a positive.
     size = min(int(np.searchsorted(mass, p - _MASS_TOLERANCE, side="left")) + 1, len(by_phi))
     return by_phi[:size].astype(np.int64)
-
-
-def should_stop(variant: str, phi: np.ndarray, tau: float = 0.5, p: float = 0.5) -> bool:
-    """Whether TOUR stops refining: phi: (k,) labeler scores in the current rank order.
-
-    hard: stop when the top-1 result is in the pseudo-positive set H.
-    soft: stop when the top-1 result has the highest phi (ties count as highest).
-    """
-    check_variant(variant)
-    phi = as_scores(phi)
-    if variant == "hard":
-        return bool(np.any(pseudo_positives(phi, tau, p) == 0))
-    return bool(phi[0] >= phi.max())
