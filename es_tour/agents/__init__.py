@@ -2,13 +2,13 @@
 
 The query grammar (parse, compile to `bool`, render as Lucene text), the hybrid retrieval
 environment, and policies behind one interface: `hre`, `rm3-agent`, `oracle-agent`,
-`learned-agent`, each with a pipeline-shaped factory in `AGENTS`; and `hybrid-tour`,
-TOUR's vector step and the RM3 agent's Δq in one session.
+`learned-agent`, each with a pipeline-shaped factory in `AGENTS`; TOUR's step as an action
+(`TourStep`); and `hybrid-tour`, TOUR's vector step and the RM3 agent's Δq in one session.
 """
 
 from __future__ import annotations
 
-from es_tour.agents._environment import Budget, Environment, State
+from es_tour.agents._environment import Action, Budget, Environment, State, TourStep
 from es_tour.agents._features import FEATURES, rm3_weights
 from es_tour.agents._grammar import (
     KINDS,
@@ -54,6 +54,7 @@ __all__ = [
     "FEATURES",
     "KINDS",
     "WEIGHTS",
+    "Action",
     "AgentMethod",
     "AgentOptions",
     "AgentRound",
@@ -77,6 +78,7 @@ __all__ = [
     "Scored",
     "Session",
     "State",
+    "TourStep",
     "TreePolicy",
     "check_policy_name",
     "compile_bool",

@@ -5,6 +5,8 @@ call, which fixes the sub-collection Top-K. The union of the BM25 top-k and the 
 Top-K is labelled against q0. Round t > 0: the refined query's `bool` over the whole index
 and restricted to Top-K (an ids filter), top-k each; new docs are labelled and joined.
 A_t is the best k of every doc seen by φ(q0, d), each doc labelled once per session.
+Besides a Δq, a policy may take TOUR's action (`TourStep`): one optimiser step moves the
+dense query over every doc labelled so far, and its kNN top-k past them joins what was seen.
 With a budget, labelling stops when it is spent (round 0 takes kNN and BM25 docs in
 turn) and the docs past it stay unseen.
 """
@@ -16,12 +18,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from es_tour.agents._grammar import Query, Refinement, compile_bool, render
 from es_tour.engines import Hit, TermStats
 from es_tour.pipeline import interleave
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
-from es_tour.tour import LabelCache
+from es_tour.tour import LabelCache, QueryOptimizer, TourConfig
+
+
+@dataclass(frozen=True)
+class TourStep:
+    """TOUR as a policy action: q_{t+1}'s vector is q_t's after one optimiser step on the
+    labels of every doc seen (the step's own settings: TourConfig's variant, lr, scale,
+    tau, p, standardize, weight_decay); the Lucene query stays."""
+
+    step: TourConfig = field(default_factory=TourConfig)
+    kind: str = "tour"
+
+    def render(self) -> str:
+        return "tour-step"
+
+
+Action = Refinement | TourStep
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,7 @@ class State:
     retrieved: int = 0  # hits the round's engine calls returned
     # the docs this round's retrievals returned for labelling, per retriever (bm25, knn)
     returned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    vector: np.ndarray | None = field(default=None, compare=False)  # q_t's dense vector
 
     def answer_phi(self) -> list[float]:
         return [self.phi[doc] for doc in self.answer]
@@ -74,6 +95,7 @@ class Environment:
         self._q0_tokens: list[str] | None = None
         self._sub_collection: list[str] = []
         self._dense_scores: dict[str, float] = {}
+        self._vectors: dict[str, np.ndarray] = {}  # stored vectors of labelled docs, as read
         self._retrieved: dict[str, tuple[list[Hit], list[Hit]]] = {}
         self._stats = TermStats({}, {}, 0)
         self._lock = asyncio.Lock()
@@ -102,20 +124,56 @@ class Environment:
         # in turn, so a budget below 2k labels an equal share of each
         phi = await self._join({}, interleave(top, lexical), timings)
         returned = {"bm25": _ids(lexical), "knn": _ids(top)}
-        return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned)
+        return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned,
+                     vector)
 
     def unlabelled_rest(self, state: State) -> list[tuple[str, float]]:
         """Top-K docs the session never labelled, in kNN order with the engine's scores."""
         return [(doc, self._dense_scores[doc]) for doc in self._sub_collection
                 if doc not in state.phi]
 
-    async def step(self, state: State, delta: Refinement, timings: Timings) -> State:
-        """q_{t+1} = q_t Δq: its top-k over the index and over Top-K, joined to what was seen."""
-        query = state.query.refine(delta)
+    async def step(self, state: State, action: Action, timings: Timings) -> State:
+        """q_{t+1} = q_t Δq: its top-k over the index and over Top-K, joined to what was
+        seen; or, for a TourStep, the moved vector's kNN top-k past every doc seen."""
+        if isinstance(action, TourStep):
+            return await self._tour_step(state, action, timings)
+        query = state.query.refine(action)
         whole, within = await self._search(query, timings)
         phi = await self._join(state.phi, [*whole, *within], timings)
         return State(state.round + 1, query, phi, self._best(phi), len(whole) + len(within),
-                     {"bm25": _ids([*whole, *within])})
+                     {"bm25": _ids([*whole, *within])}, state.vector)
+
+    async def _tour_step(self, state: State, action: TourStep, timings: Timings) -> State:
+        if state.vector is None:
+            raise ValueError("a TourStep needs the state's query vector (Environment.start)")
+        ids = list(state.phi)
+        missing = [doc for doc in ids if doc not in self._vectors]
+        if missing:  # labelled from BM25 or an ids-only kNN: read their stored vectors
+            (docs,) = await self._engine(timings, self.context.engine.mget(
+                self.context.index, missing))
+            self._remember_vectors(docs)
+        # a fresh optimiser: a trial step leaves no momentum behind for the next one
+        vector = QueryOptimizer(action.step).step(
+            state.vector, np.stack([self._vectors[doc] for doc in ids]),
+            np.array([state.phi[doc] for doc in ids]))
+        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        context = self.context
+        depth = self.k + len(ids)  # k past every doc seen
+        (hits,) = await self._engine(timings, context.engine.knn(
+            context.index, unit, depth, num_candidates=max(100, 2 * depth),
+            field=context.vector_field))
+        self._remember_vectors(hits)
+        fresh = [hit for hit in hits if hit.id not in state.phi][: self.k]
+        phi = await self._join(state.phi, fresh, timings)
+        return State(state.round + 1, state.query, phi, self._best(phi), len(hits),
+                     {"knn": _ids(fresh)}, vector)
+
+    def _remember_vectors(self, hits: Sequence[Hit]) -> None:
+        for hit in hits:
+            stored = hit.vector if hit.vector is not None else hit.source.get(
+                self.context.vector_field)
+            if stored is not None:
+                self._vectors.setdefault(hit.id, np.asarray(stored, dtype=np.float32))
 
     async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
         """Term vectors of `ids` with index statistics; each doc is fetched once a session."""

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from es_tour.agents._environment import Environment, State
+from es_tour.agents._environment import Environment, State, TourStep
 from es_tour.agents._model import DEFAULT_POLICY, TreePolicy, check_policy_name
 from es_tour.agents._policies import (
     Decision,
@@ -79,13 +79,17 @@ class AgentOptions(HreOptions):
 
 @dataclass(frozen=True)
 class OracleOptions(AgentOptions):
-    """qrels: query id -> {doc id: relevance}; queries: query id -> text (to find a query's)."""
+    """qrels: query id -> {doc id: relevance}; queries: query id -> text (to find a query's).
+    tour_action: also try TOUR's step (`TourStep`, TourConfig's defaults) each round."""
 
     qrels: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     queries: Mapping[str, str] = field(default_factory=dict)
+    tour_action: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not isinstance(self.tour_action, bool):
+            raise ConfigError(f"tour_action must be true or false, got {self.tour_action!r}")
         if not (_mapping_of(self.qrels, lambda judged: _mapping_of(judged, _is_int))
                 and _mapping_of(self.queries, lambda text: isinstance(text, str))):
             raise ConfigError("oracle-agent needs `qrels` {query id: {doc id: relevance}} and "
@@ -227,11 +231,13 @@ def rm3_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMetho
 
 
 def oracle_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """The nDCG oracle. Options: k, top_k, budget, max_rounds, m, qrels, queries (both
-    required)."""
+    """The nDCG oracle. Options: k, top_k, budget, max_rounds, m, tour_action, qrels, queries
+    (both required)."""
     checked = OracleOptions.from_mapping(options)
+    step = TourStep() if checked.tour_action else None
     return AgentMethod("oracle-agent", context, checked,
-                       lambda query: OraclePolicy(checked.judgements(query), checked.m, checked.k))
+                       lambda query: OraclePolicy(checked.judgements(query), checked.m, checked.k,
+                                                  step))
 
 
 def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:

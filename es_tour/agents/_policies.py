@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from es_tour.agents._environment import Environment, State
+from es_tour.agents._environment import Action, Environment, State, TourStep
 from es_tour.agents._features import (
     by_idf,
     candidate_features,
@@ -38,9 +38,10 @@ _TRIALS_AT_ONCE = 4
 
 @dataclass(frozen=True)
 class Scored:
-    """A candidate Δq and the policy's score for it (RM3 weight, nDCG gain, probability)."""
+    """A candidate Δq (or TOUR's step) and the policy's score for it (RM3 weight, nDCG
+    gain, probability)."""
 
-    delta: Refinement
+    delta: Action
     score: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +53,7 @@ class Decision:
     """The candidates a policy weighed and the Δq it chose; `chosen` None means stop."""
 
     considered: tuple[Scored, ...] = ()
-    chosen: Refinement | None = None
+    chosen: Action | None = None
 
 
 class Policy(Protocol):
@@ -100,16 +101,19 @@ class OraclePolicy:
     Only a relevant doc not yet seen can raise nDCG (A_t ranks every seen doc by φ), so
     the pools use the judgements this way: `term`, `+` and `^w` draw on terms of A_t that
     an unseen relevant doc also holds; `-` on terms of A_t that no relevant doc holds.
-    The oracle stops at once when every relevant doc has been seen.
+    The oracle stops at once when every relevant doc has been seen. Given `tour_step`, it
+    also tries TOUR's action (`TourStep`) each round, beside the Δq candidates.
     """
 
     name = "oracle-agent"
 
-    def __init__(self, judgements: Mapping[str, int], m: int = 5, k: int = 10):
+    def __init__(self, judgements: Mapping[str, int], m: int = 5, k: int = 10,
+                 tour_step: TourStep | None = None):
         self.judgements = dict(judgements)
         self.relevant = [doc for doc, rel in self.judgements.items() if rel > 0]
         self.m = m
         self.k = k
+        self.tour_step = tour_step
 
     def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Refinement]:
         unseen = [doc for doc in self.relevant if doc not in state.phi]
@@ -129,10 +133,12 @@ class OraclePolicy:
         current = ndcg_at_k(state.answer, self.judgements, self.k)
         stats = await env.term_stats([*state.answer, *self.relevant], timings)
         used = query_terms(state.query, await env.q0_tokens(timings))
-        candidates = self.candidates(state, stats, used)
+        candidates: list[Action] = [*self.candidates(state, stats, used)]
+        if self.tour_step is not None:
+            candidates.append(self.tour_step)
         gate = asyncio.Semaphore(_TRIALS_AT_ONCE)
 
-        async def gain(delta: Refinement) -> float:
+        async def gain(delta: Action) -> float:
             async with gate:
                 trial = await env.step(state, delta, timings)
             return ndcg_at_k(trial.answer, self.judgements, self.k) - current

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.agents import AgentRound
+from es_tour.agents import AgentRound, TourStep
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate, progress_bar
 from es_tour.ingest import ingest
@@ -126,13 +126,15 @@ def ndcg_per_round(report: MethodReport, qrels: dict[str, dict[str, int]]) -> li
 
 
 def operator_counts(report: MethodReport) -> dict[str, int]:
-    """How often each Δq operator was chosen: term, +, -, ^w (agents only)."""
+    """How often each Δq operator was chosen: term, +, -, ^w, or TOUR's step (agents only)."""
     chosen = [r.chosen for result in report.results.values() for r in result.rounds
               if isinstance(r, AgentRound) and r.chosen]
     return dict(Counter(_operator(text) for text in chosen))
 
 
 def _operator(rendered: str) -> str:
+    if rendered == TourStep().render():
+        return "tour"
     if rendered.startswith(("+", "-")):
         return rendered[0]
     if "^" in rendered:

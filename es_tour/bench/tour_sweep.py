@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 import numpy as np
 
 from es_tour.agents import CorpusLabeler
+from es_tour.bench.retrieval import operator_counts
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import MethodReport, evaluate, parse_methods
@@ -64,13 +65,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     reports = asyncio.run(sweep(BeirDataset(args.dataset), args.url, args.methods, args.split,
                                 args.queries))
-    print("| method | nDCG@10 | R@100 | pairs/query | explored |")
-    print("|---|---|---|---|---|")
+    print("| method | nDCG@10 | R@100 | pairs/query | explored | operators chosen |")
+    print("|---|---|---|---|---|---|")
     for report in reports:
         summary = report.summary()
         print(f"| `{report.spec.label}` | {summary['ndcg@10']:.4f} | "
               f"{summary['recall@100']:.4f} | "
-              f"{summary['pairs_scored_mean']:.1f} | {explored(report):.2f} |")
+              f"{summary['pairs_scored_mean']:.1f} | {explored(report):.2f} | "
+              f"{operator_counts(report)} |")
 
 
 if __name__ == "__main__":
