@@ -1,9 +1,10 @@
 """Hybrid search agents (HARE / Learning-to-Search) over BM25 and one kNN call.
 
 The query grammar (parse, compile to `bool`, render as Lucene text), the hybrid retrieval
-environment, and policies behind one interface: `hre`, `rm3-agent`, `oracle-agent`,
-`learned-agent`, each with a pipeline-shaped factory in `AGENTS`; TOUR's step as an action
-(`TourStep`); and `hybrid-tour`, TOUR's vector step and the RM3 agent's Δq in one session.
+environment, and policies behind one interface: `hre`, `rm3-agent`, `tour-agent`,
+`oracle-agent`, `learned-agent`, each with a pipeline-shaped factory in `AGENTS`; TOUR's
+step as an action (`TourStep`); and `hybrid-tour`, TOUR's vector step and the RM3 agent's
+Δq in one session.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from es_tour.agents._methods import (
     LearnedOptions,
     OracleOptions,
     Session,
+    TourAgentOptions,
     hre,
     learned_agent,
     oracle_agent,
     rm3_agent,
     run_session,
+    tour_agent,
 )
 from es_tour.agents._model import TreePolicy, check_policy_name, fit_trees, policy_dir
 from es_tour.agents._policies import (
@@ -47,6 +50,7 @@ from es_tour.agents._policies import (
     Policy,
     Rm3Policy,
     Scored,
+    TourPolicy,
 )
 
 __all__ = [
@@ -78,6 +82,8 @@ __all__ = [
     "Scored",
     "Session",
     "State",
+    "TourAgentOptions",
+    "TourPolicy",
     "TourStep",
     "TreePolicy",
     "check_policy_name",
@@ -94,4 +100,5 @@ __all__ = [
     "rm3_agent",
     "rm3_weights",
     "run_session",
+    "tour_agent",
 ]

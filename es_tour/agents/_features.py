@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from es_tour.agents._environment import Action, TourStep
 from es_tour.agents._grammar import KINDS, WEIGHTS, Query, Refinement
 from es_tour.engines import TermStats
 
@@ -23,6 +24,9 @@ FEATURES: tuple[str, ...] = (
     "phi_range",
 )
 TOP_DOCS = 3  # the best docs of A_t by φ, for `top_fraction`
+ACTION_KINDS = (*KINDS, TourStep.kind)  # the `kind` feature indexes this
+# what TOUR's step has of a candidate's features: no term, so its kind and the state's
+_STEP_COLUMNS = [FEATURES.index(name) for name in ("kind", "round", "phi_spread", "phi_range")]
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -91,12 +95,13 @@ def rm3_weights(stats: TermStats, docs: Sequence[str], phi: Sequence[float],
 
 
 def candidate_features(
-    candidates: Sequence[Refinement], stats: TermStats, answer: Sequence[str],
+    candidates: Sequence[Action], stats: TermStats, answer: Sequence[str],
     phi: Sequence[float], q0_terms: Iterable[str], round_fraction: float,
 ) -> np.ndarray:
     """(n, len(FEATURES)) float64 features of n candidates in the state (A_t, φ).
 
-    answer: (k,) the ids of A_t best first; phi: (k,) their φ.
+    answer: (k,) the ids of A_t best first; phi: (k,) their φ. TOUR's step has no term:
+    its row holds its kind and the state's features only.
     """
     raw = np.asarray(phi, dtype=np.float64).reshape(-1)
     phi_n = _normalised_phi(phi)
@@ -104,7 +109,8 @@ def candidate_features(
     rm3_max = max(rm3.values(), default=0.0) or 1.0
     idf_max = math.log(1.0 + (stats.doc_count + 0.5) / 0.5) if stats.doc_count else 1.0
     q0 = set(q0_terms)
-    wanted = {candidate.term for candidate in candidates}
+    terms = [c for c in candidates if isinstance(c, Refinement)]
+    wanted = {candidate.term for candidate in terms}
     holders: dict[str, list[int]] = {term: [] for term in wanted}
     for rank, doc in enumerate(answer):
         for term in wanted.intersection(stats.tf.get(doc, {})):
@@ -114,6 +120,10 @@ def candidate_features(
     top = min(TOP_DOCS, len(answer)) or 1
     out = np.zeros((len(candidates), len(FEATURES)), dtype=np.float64)
     for row, candidate in enumerate(candidates):
+        if isinstance(candidate, TourStep):
+            out[row, _STEP_COLUMNS] = (ACTION_KINDS.index(candidate.kind), round_fraction,
+                                         spread, span)
+            continue
         term = candidate.term
         ranks = holders.get(term, [])
         tf = sum(stats.tf.get(answer[r], {}).get(term, 0) for r in ranks)
@@ -122,7 +132,7 @@ def candidate_features(
         gap = (float(held.mean()) - float(others.mean())
                if ranks and others.size else 0.0)
         out[row] = (
-            KINDS.index(candidate.kind),
+            ACTION_KINDS.index(candidate.kind),
             stats.idf(term) / idf_max,
             len(ranks) / max(len(answer), 1),
             math.log1p(tf),

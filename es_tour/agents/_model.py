@@ -69,6 +69,11 @@ class TreePolicy:
             return np.zeros(len(features))
         return np.asarray(self.model.predict_proba(features)[:, 1])
 
+    @property
+    def takes_tour_step(self) -> bool:
+        """Whether it was trained with TOUR's step among the candidates."""
+        return bool(self.info.get("training", {}).get("tour_action", False))
+
     def with_threshold(self, threshold: float) -> TreePolicy:
         return replace(self, threshold=threshold)
 

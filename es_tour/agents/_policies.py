@@ -95,6 +95,18 @@ class Rm3Policy:
         return Decision(considered, considered[0].delta if considered else None)
 
 
+class TourPolicy:
+    """TOUR's step (`TourStep`) every round: the dense refinement as an agent in the HRE."""
+
+    name = "tour-agent"
+
+    def __init__(self, step: TourStep):
+        self.step = step
+
+    async def decide(self, env: Environment, state: State, timings: Timings) -> Decision:
+        return Decision((Scored(self.step, 1.0),), self.step)
+
+
 class OraclePolicy:
     """Try every candidate in the environment; keep the best nDCG@k gain, stop if none.
 
@@ -161,19 +173,22 @@ class LearnedPolicy:
     """Behaviour cloning of the oracle: a model scores (operator, term) candidates.
 
     Without judgements, the `pseudo_relevant` best docs of A_t by φ stand in for the
-    relevant docs when the pools are drawn. Stops when no candidate reaches the model's
-    threshold.
+    relevant docs when the pools are drawn. Given `tour_step` (a policy trained with it),
+    TOUR's step is a candidate too. Stops when no candidate reaches the model's threshold.
     """
 
     name = "learned-agent"
 
-    def __init__(self, model: PolicyModel, m: int = 5, pseudo_relevant: int = 3):
+    def __init__(self, model: PolicyModel, m: int = 5, pseudo_relevant: int = 3,
+                 tour_step: TourStep | None = None):
         self.model = model
         self.m = m
         self.pseudo_relevant = pseudo_relevant
+        self.tour_step = tour_step
 
-    def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Refinement]:
-        return pseudo_relevance_candidates(state, stats, used, self.m, self.pseudo_relevant)
+    def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Action]:
+        terms = pseudo_relevance_candidates(state, stats, used, self.m, self.pseudo_relevant)
+        return [*terms, self.tour_step] if self.tour_step is not None else [*terms]
 
     async def decide(self, env: Environment, state: State, timings: Timings) -> Decision:
         stats = await env.term_stats(state.answer, timings)
@@ -199,7 +214,7 @@ def pseudo_relevance_candidates(state: State, stats: TermStats, used: set[str], 
             *negative_refinements(by_idf(rest, stats, used, m), m)]
 
 
-def features_of(candidates: Sequence[Refinement], stats: TermStats, state: State,
+def features_of(candidates: Sequence[Action], stats: TermStats, state: State,
                 q0_tokens: Sequence[str]) -> np.ndarray:
     """The features a learned policy sees for `candidates` in `state`."""
     return candidate_features(candidates, stats, state.answer, state.answer_phi(), q0_tokens,

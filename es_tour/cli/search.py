@@ -237,10 +237,13 @@ def train_agent_command(
     corpus_vectors: Annotated[bool, typer.Option(
         help="a dual-encoder labeler encodes the corpus once (cached) and labels by dot "
              "products: the oracle's trials label thousands of pairs")] = True,
+    tour_action: Annotated[bool, typer.Option(
+        help="TOUR's step is an action too: the oracle tries it, and the policy learns "
+             "when to take it")] = False,
 ) -> None:
     """Run the oracle agent on a split's queries and fit the learned agent's policy on its
     trials (gradient-boosted trees); writes it to the policy registry under NAME."""
-    from es_tour.agents import check_policy_name, policy_dir
+    from es_tour.agents import TourStep, check_policy_name, policy_dir
     from es_tour.training import train_policy
     from es_tour.training._reranker import check_training_split
 
@@ -256,7 +259,8 @@ def train_agent_command(
             await _ingest(context, data, replace=False)
             report = await train_policy(context.engine, context.index, data, split,
                                         max_queries, policy_dir(name), encoder=context.encoder,
-                                        labeler=context.labeler)
+                                        labeler=context.labeler,
+                                        tour_step=TourStep() if tour_action else None)
         training = report.info["training"]
         console.print(
             f"wrote policy '{name}' ({report.manifest}): {report.queries} {split} queries, "

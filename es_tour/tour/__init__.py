@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from ._cache import LabelCache
-from ._config import DEFAULT_VARIANT, MAX_K, MAX_ROUNDS, MEMORIES, STOP_RULES, VARIANTS, TourConfig
+from ._config import (
+    DEFAULT_VARIANT,
+    MAX_K,
+    MAX_ROUNDS,
+    MEMORIES,
+    STOP_RULES,
+    VARIANTS,
+    TourConfig,
+    check_variant,
+)
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
 from ._losses import LOSSES, HardLoss, Loss, SoftLoss, loss_for, should_stop
 from ._numerics import standardized
@@ -25,6 +34,7 @@ __all__ = [
     "QueryOptimizer",
     "SoftLoss",
     "TourConfig",
+    "check_variant",
     "final_scores",
     "fused_scores",
     "hard_gradient",

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
 
-from es_tour.agents._environment import Environment, State
+from es_tour.agents._environment import Action, Environment, State, TourStep
 from es_tour.agents._features import FEATURES, query_terms
-from es_tour.agents._grammar import Refinement
 from es_tour.agents._methods import run_session
 from es_tour.agents._model import TreePolicy, fit_trees, policy_dir, tree_classifier
 from es_tour.agents._policies import (
@@ -72,12 +71,14 @@ async def train_policy(
     encoder: DualEncoder | None = None, labeler: Labeler | None = None, k: int = 10,
     top_k: int = 1000, m: int = 5, max_rounds: int = 5, pseudo_relevant: int = 3,
     act_precision: float = ACT_PRECISION, concurrency: int = 2, seed: int = 13,
+    tour_step: TourStep | None = None,
 ) -> TrainReport:
     """Oracle sessions on `split`'s queries, then a tree policy saved under `out`.
 
     Examples: every oracle trial, labelled by whether it raised nDCG@k; and, in each state
     where no Δq can raise it (every relevant doc seen, or nDCG@k already 1), the learned
-    agent's own candidates, labelled 0 — so the policy also learns when to stop.
+    agent's own candidates, labelled 0 — so the policy also learns when to stop. Given
+    `tour_step`, the oracle tries TOUR's step too and the policy learns when to take it.
 
     `out` defaults to models_dir()/agent-policy; `encoder` (the index's query encoder)
     to minilm-l6 and `labeler` to the default labeler. Only `split`'s qrels are read.
@@ -92,7 +93,7 @@ async def train_policy(
     async def one(qid: str) -> tuple[list[np.ndarray], list[np.ndarray], list[str], float, float]:
         async with gate:
             env = Environment(context, k, top_k)
-            oracle = OraclePolicy(qrels[qid], m, k)
+            oracle = OraclePolicy(qrels[qid], m, k, tour_step)
             session = await run_session(env, oracle, queries[qid], max_rounds, Timings())
             xs, ys = [], []
             for state, decision in zip(session.states, session.decisions, strict=True):
@@ -144,6 +145,7 @@ async def train_policy(
             "seconds": round(seconds, 1), "held_out_accuracy": round(accuracy, 4),
             "act_precision": act_precision, "held_out_precision_at": precision_at,
             "threshold": model.threshold, "improved_queries": improved_queries,
+            "tour_action": tour_step is not None,
         },
         "oracle_operators": dict(sorted(operators.items())),
     }
@@ -156,7 +158,7 @@ async def train_policy(
 
 
 async def _examples(env: Environment, state: State, decision: Decision, oracle: OraclePolicy,
-                    pseudo_relevant: int) -> tuple[list[Refinement], TermStats, list[str]]:
+                    pseudo_relevant: int) -> tuple[list[Action], TermStats, list[str]]:
     """The candidates of one state to learn from: the oracle's trials, or — where no Δq
     could raise nDCG (every relevant doc seen, or nDCG already 1) — the learned agent's
     own candidates, each a 0."""
@@ -167,8 +169,11 @@ async def _examples(env: Environment, state: State, decision: Decision, oracle: 
     stats = await env.term_stats(state.answer, Timings())
     if oracle.hopeless(state):
         used = query_terms(state.query, tokens)
-        return (pseudo_relevance_candidates(state, stats, used, oracle.m, pseudo_relevant),
-                stats, tokens)
+        own: list[Action] = [*pseudo_relevance_candidates(state, stats, used, oracle.m,
+                                                          pseudo_relevant)]
+        if oracle.tour_step is not None:
+            own.append(oracle.tour_step)
+        return own, stats, tokens
     return [], stats, tokens
 
 

@@ -114,3 +114,63 @@ def test_oracle_agent_checks_its_tour_action_option(context) -> None:
     AGENTS["oracle-agent"](context, {**options, "tour_action": True})
     with pytest.raises(ConfigError, match="tour_action must be true or false"):
         AGENTS["oracle-agent"](context, {**options, "tour_action": "yes"})
+
+
+def test_tours_step_has_its_own_kind_and_only_the_states_features() -> None:
+    from es_tour.agents import FEATURES, Refinement
+    from es_tour.agents._features import ACTION_KINDS, candidate_features
+
+    stats = TermStats({"d1": {"alpha": 2}, "d2": {"beta": 1}}, {"alpha": 3, "beta": 5}, 100)
+    rows = candidate_features([Refinement("alpha", "must"), TourStep()], stats, ["d1", "d2"],
+                              [0.9, 0.4], ["q"], 0.2)
+    kind, idf = FEATURES.index("kind"), FEATURES.index("idf")
+    assert rows[1, kind] == ACTION_KINDS.index("tour") != rows[0, kind]
+    assert rows[1, idf] == 0 < rows[0, idf]
+    for state_feature in ("round", "phi_spread", "phi_range"):
+        column = FEATURES.index(state_feature)
+        assert rows[1, column] == rows[0, column] > 0
+
+
+class AlwaysSure:
+    threshold = 0.5
+
+    def predict(self, features):
+        # sure of TOUR's step only, so the policy takes it whenever it is offered
+        from es_tour.agents._features import ACTION_KINDS
+
+        return (features[:, 0] == ACTION_KINDS.index("tour")).astype(float)
+
+
+async def test_the_learned_policy_offers_tours_step_only_when_trained_with_it(context) -> None:
+    from es_tour.agents import LearnedPolicy
+
+    env = Environment(context, k=5, top_k=20)
+    start = await env.start("q", Timings())
+    assert (await LearnedPolicy(AlwaysSure()).decide(env, start, Timings())).chosen is None
+    taken = await LearnedPolicy(AlwaysSure(), tour_step=TourStep()).decide(env, start,
+                                                                          Timings())
+    assert isinstance(taken.chosen, TourStep)
+
+
+def test_a_policy_trained_with_tours_step_says_so() -> None:
+    from es_tour.agents import TreePolicy
+
+    assert TreePolicy(None, info={"training": {"tour_action": True}}).takes_tour_step
+    assert not TreePolicy(None, info={"training": {}}).takes_tour_step
+
+
+async def test_tour_agent_takes_one_step_after_round_zero_by_default(context) -> None:
+    result = await AGENTS["tour-agent"](context, {"k": 5, "top_k": 20}).search("q", 10)
+    first, second = result.rounds
+    assert first.chosen == "tour-step" and second.chosen is None
+    assert second.newly_scored > 0  # the moved vector brought docs round 0 had not seen
+    assert result.parameters["variant"] == "soft"
+    hre = await AGENTS["hre"](context, {"k": 5, "top_k": 20}).search("q", 10)
+    assert result.pairs_scored > hre.pairs_scored
+
+
+def test_tour_agent_checks_its_options(context) -> None:
+    with pytest.raises(ConfigError, match="variant"):
+        AGENTS["tour-agent"](context, {"variant": "medium"})
+    with pytest.raises(ConfigError, match="max_rounds"):
+        AGENTS["tour-agent"](context, {"max_rounds": -1})
