@@ -39,14 +39,21 @@ def policy_name(tmp_path: Path) -> Iterator[str]:
     shutil.rmtree(policy_dir(name), ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def models(scifact: BeirDataset) -> tuple[DualEncoder, CorpusLabeler]:
+    """The query encoder, and the default labeler over its cached corpus vectors (computed
+    on first use)."""
+    default = spec("default")
+    return (DualEncoder(model_path("minilm-l6")),
+            CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
+                          scifact))
+
+
 async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
     nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, policy_name: str,
+    models: tuple[DualEncoder, CorpusLabeler],
 ) -> None:
-    # the default labeler over its cached corpus vectors (computed here on first use)
-    default = spec("default")
-    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
-                            scifact)
-    encoder = DualEncoder(model_path("minilm-l6"))
+    encoder, labeler = models
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
     async with connect("opensearch", nodes["opensearch"].url) as engine:
         # a policy of the test's own, cloned from oracle sessions on train queries only
@@ -75,11 +82,9 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
 @pytest.mark.parametrize("engine_name", ["opensearch", "elasticsearch"])
 async def test_tour_agent_moves_the_dense_query_and_labels_what_it_finds(
     nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, engine_name: str,
+    models: tuple[DualEncoder, CorpusLabeler],
 ) -> None:
-    default = spec("default")
-    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
-                            scifact)
-    encoder = DualEncoder(model_path("minilm-l6"))
+    encoder, labeler = models
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
     async with connect(engine_name, nodes[engine_name].url) as engine:
         context = SearchContext(engine, scifact_index, encoder, labeler)

@@ -60,22 +60,9 @@ def _within(order: np.ndarray, ids) -> np.ndarray:
     return order if ids is None else np.array([i for i in order if f"d{i}" in set(ids)])
 
 
-class TargetLabeler:
-    name = "target"
-    pairs_scored = 0
-
-    def score(self, query, docs, index=""):
-        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
-
-
-class QueryEncoder:
-    def encode_queries(self, texts):
-        return QUERY[None, :]
-
-
 @pytest.fixture
-def context() -> SearchContext:
-    return SearchContext(ExactStore(), "idx", QueryEncoder(), TargetLabeler())
+def context(fake_context) -> SearchContext:
+    return fake_context(ExactStore(), QUERY, PHI)
 
 
 async def test_rerank_orders_its_window_by_phi_and_keeps_the_tail_in_knn_order(context):

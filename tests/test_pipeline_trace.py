@@ -31,22 +31,9 @@ class Store:
         return [Hit(f"d{i}", float(100 - i), {"title": f"d{i}"}) for i in range(40, 40 + k)]
 
 
-class Labeler:
-    name = "phi"
-    pairs_scored = 0
-
-    def score(self, query, docs, index=""):
-        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
-
-
-class Encoder:
-    def encode_queries(self, texts):
-        return DOCS[40:41].copy()  # q is d40 itself, so kNN and BM25 both rank d40 first
-
-
 @pytest.fixture
-def context() -> SearchContext:
-    return SearchContext(Store(), "idx", Encoder(), Labeler())
+def context(fake_context) -> SearchContext:
+    return fake_context(Store(), DOCS[40], PHI)  # q is d40: kNN and BM25 both rank it first
 
 
 async def test_knn_and_bm25_hits_come_from_round_zero_by_their_retriever(context) -> None:

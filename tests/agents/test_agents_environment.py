@@ -52,29 +52,13 @@ class FakeEngine:
         return text.lower().split()
 
 
-class FakeLabeler:
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.pairs_scored = 0
-
-    def score(self, query, docs, index=""):
-        self.pairs_scored += len(docs)
-        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
-
-
-class FakeEncoder:
-    def encode_queries(self, texts):
-        return np.ones((len(texts), 4), dtype=np.float32)
-
-
 def _hit(doc: str) -> Hit:
     return Hit(doc, 1.0, {"title": doc, "text": "", "embedding": [0.0]})
 
 
 @pytest.fixture
-def context() -> SearchContext:
-    return SearchContext(FakeEngine(), "idx", FakeEncoder(), FakeLabeler())
+def context(fake_context) -> SearchContext:
+    return fake_context(FakeEngine(), np.ones(4), PHI)
 
 
 async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> None:

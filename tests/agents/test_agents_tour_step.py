@@ -59,22 +59,9 @@ def _stored(doc: str, exclude) -> Hit:
     return Hit(doc, 1.0, source)
 
 
-class Labeler:
-    name = "phi"
-    pairs_scored = 0
-
-    def score(self, query, docs, index=""):
-        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
-
-
-class Encoder:
-    def encode_queries(self, texts):
-        return QUERY[None, :]
-
-
 @pytest.fixture
-def context() -> SearchContext:
-    return SearchContext(FakeEngine(), "idx", Encoder(), Labeler())
+def context(fake_context) -> SearchContext:
+    return fake_context(FakeEngine(), QUERY, PHI)
 
 
 async def test_a_tour_step_moves_the_vector_and_labels_its_new_knn_docs(context) -> None:

@@ -51,22 +51,9 @@ class FakeEngine:
         return text.lower().split()
 
 
-class Labeler:
-    name = "phi"
-    pairs_scored = 0
-
-    def score(self, query, docs, index=""):
-        return np.array([PHI[doc_id] for doc_id, _ in docs], dtype=np.float32)
-
-
-class Encoder:
-    def encode_queries(self, texts):
-        return QUERY[None, :]
-
-
 @pytest.fixture
-def context() -> SearchContext:
-    return SearchContext(FakeEngine(), "idx", Encoder(), Labeler())
+def context(fake_context) -> SearchContext:
+    return fake_context(FakeEngine(), QUERY, PHI)
 
 
 async def test_each_round_labels_new_docs_from_knn_and_bm25_in_turn_up_to_the_budget(context):
