@@ -28,6 +28,13 @@ def check_int(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """value when it is true or false (not 0, 1 or a string)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def check_number(name: str, value: Any, low: float, high: float) -> float:
     """value when it is a finite number in [low, high]; NaN and infinities never are."""
     if (not isinstance(value, (int, float)) or isinstance(value, bool)

@@ -157,12 +157,8 @@ class Environment:
         vector = QueryOptimizer(action.step).step(
             state.vector, np.stack([self._vectors[doc] for doc in ids]),
             np.array([state.phi[doc] for doc in ids]))
-        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        context = self.context
-        depth = self.k + len(ids)  # k past every doc seen
-        (hits,) = await self._engine(timings, context.engine.knn(
-            context.index, unit, depth, num_candidates=max(100, 2 * depth),
-            field=context.vector_field))
+        self.budget.engine_calls += 1
+        hits = await self.context.knn(vector, self.k + len(ids), timings)  # k past those seen
         self._remember_vectors(hits)
         fresh = [hit for hit in hits if hit.id not in state.phi][: self.k]
         phi = await self._join(state.phi, fresh, timings)
@@ -171,10 +167,7 @@ class Environment:
 
     def _remember_vectors(self, hits: Sequence[Hit]) -> None:
         for hit in hits:
-            stored = hit.vector if hit.vector is not None else hit.source.get(
-                self.context.vector_field)
-            if stored is not None:
-                self._vectors.setdefault(hit.id, np.asarray(stored, dtype=np.float32))
+            self._vectors.setdefault(hit.id, self.context.stored_vector(hit))
 
     async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
         """Term vectors of `ids` with index statistics; each doc is fetched once a session."""

@@ -119,7 +119,7 @@ class HybridTourMethod:
             _, newly = await context.label(query, to_label, timings, seen.labels)
             pairs += newly
             for hit in to_label:
-                seen.vectors[hit.id] = self._vector(hit)
+                seen.vectors[hit.id] = context.stored_vector(hit)
                 seen.sources[hit.id] = self._source(hit)
             phi = seen.phi()
             answer = tuple(sorted(phi, key=lambda doc: -phi[doc])[: options.k])
@@ -171,10 +171,6 @@ class HybridTourMethod:
         compiled = compile_bool(query, self.context.text_fields)
         with timings.engine():
             return await self.context.engine.bool_search(self.context.index, compiled, k)
-
-    def _vector(self, hit: Hit) -> np.ndarray:
-        stored = hit.vector if hit.vector is not None else hit.source[self.context.vector_field]
-        return np.asarray(stored, dtype=np.float32)
 
     def _source(self, hit: Hit) -> dict[str, Any]:
         return {key: value for key, value in hit.source.items()

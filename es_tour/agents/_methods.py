@@ -23,7 +23,7 @@ from es_tour.agents._policies import (
     TourPolicy,
 )
 from es_tour.errors import ConfigError
-from es_tour.options import check_int, check_number
+from es_tour.options import check_bool, check_int, check_number
 from es_tour.pipeline import (
     MethodFactory,
     MethodOptions,
@@ -102,8 +102,7 @@ class OracleOptions(AgentOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not isinstance(self.tour_action, bool):
-            raise ConfigError(f"tour_action must be true or false, got {self.tour_action!r}")
+        check_bool("tour_action", self.tour_action)
         if not (_mapping_of(self.qrels, lambda judged: _mapping_of(judged, _is_int))
                 and _mapping_of(self.queries, lambda text: isinstance(text, str))):
             raise ConfigError("oracle-agent needs `qrels` {query id: {doc id: relevance}} and "

@@ -187,8 +187,8 @@ class LearnedPolicy:
         self.tour_step = tour_step
 
     def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Action]:
-        terms = pseudo_relevance_candidates(state, stats, used, self.m, self.pseudo_relevant)
-        return [*terms, self.tour_step] if self.tour_step is not None else [*terms]
+        return pseudo_relevance_candidates(state, stats, used, self.m, self.pseudo_relevant,
+                                           self.tour_step)
 
     async def decide(self, env: Environment, state: State, timings: Timings) -> Decision:
         stats = await env.term_stats(state.answer, timings)
@@ -205,13 +205,16 @@ class LearnedPolicy:
 
 
 def pseudo_relevance_candidates(state: State, stats: TermStats, used: set[str], m: int,
-                                pseudo_relevant: int) -> list[Refinement]:
-    """Candidates without judgements: the best docs of A_t by φ stand in for relevant ones."""
+                                pseudo_relevant: int, tour_step: TourStep | None = None
+                                ) -> list[Action]:
+    """Candidates without judgements: the best docs of A_t by φ stand in for relevant ones;
+    TOUR's step too, when given."""
     top = state.answer[:pseudo_relevant]
     in_top = vocabulary(stats, top)
     rest = vocabulary(stats, state.answer[pseudo_relevant:]) - in_top
     return [*positive_refinements(by_idf(in_top, stats, used, m), m),
-            *negative_refinements(by_idf(rest, stats, used, m), m)]
+            *negative_refinements(by_idf(rest, stats, used, m), m),
+            *([tour_step] if tour_step is not None else [])]
 
 
 def features_of(candidates: Sequence[Action], stats: TermStats, state: State,

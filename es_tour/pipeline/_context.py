@@ -92,6 +92,13 @@ class SearchContext:
             return self.labeler.score(query, docs, self.index)
         return await self.pool.label(lambda: self.labeler.score(query, docs, self.index))
 
+    def stored_vector(self, hit: Hit) -> np.ndarray:
+        """The doc's stored vector: a kNN hit's own, else read from its source (BM25 and
+        mget hits carry it there unless the call excluded it)."""
+        if hit.vector is not None:
+            return hit.vector
+        return np.asarray(hit.source[self.vector_field], dtype=np.float32)
+
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
         returns: KnnReturns = "vectors",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_tour.errors import ConfigError
-from es_tour.options import check_int, check_number, from_options
+from es_tour.options import check_bool, check_int, check_number, from_options
 
 VARIANTS = ("hard", "soft")
 DEFAULT_VARIANT = "hard"
@@ -83,9 +83,7 @@ class TourConfig:
             if value not in allowed:
                 raise ConfigError(f"tour.{name} must be one of {list(allowed)}, got {value!r}")
         for name in ("standardize", "explore"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"tour.{name} must be true or false, got "
-                                  f"{getattr(self, name)!r}")
+            check_bool(f"tour.{name}", getattr(self, name))
         if self.budget is not None:
             check_int("tour.budget", self.budget, 1, MAX_K * MAX_ROUNDS)
         check_int("tour.k", self.k, 1, MAX_K)

@@ -169,11 +169,8 @@ async def _examples(env: Environment, state: State, decision: Decision, oracle: 
     stats = await env.term_stats(state.answer, Timings())
     if oracle.hopeless(state):
         used = query_terms(state.query, tokens)
-        own: list[Action] = [*pseudo_relevance_candidates(state, stats, used, oracle.m,
-                                                          pseudo_relevant)]
-        if oracle.tour_step is not None:
-            own.append(oracle.tour_step)
-        return own, stats, tokens
+        return (pseudo_relevance_candidates(state, stats, used, oracle.m, pseudo_relevant,
+                                            oracle.tour_step), stats, tokens)
     return [], stats, tokens
 
 
