@@ -204,6 +204,21 @@ def test_enabled_index_is_served_with_its_settings_and_request_options_win(toure
     assert tour["parameters"]["k"] == 4 and tour["parameters"]["max_rounds"] == 1
 
 
+def test_an_index_switched_to_tour_agent_takes_tours_step_as_its_action(toured: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "size": 2}
+    assert _tour(_search(toured.url, TOURED, body))["method"] == "tour-soft"  # now cached
+    # switched through the sidecar, the change shows on the very next search
+    switch = {"index": {"tour": {"method": "tour-agent"}}}
+    assert httpx.put(f"{toured.url}/{TOURED}/_settings", json=switch).status_code == 200
+    try:
+        tour = _tour(_search(toured.url, TOURED, body))
+    finally:
+        switch["index"]["tour"]["method"] = "tour-soft"
+        assert httpx.put(f"{toured.url}/{TOURED}/_settings", json=switch).status_code == 200
+    assert tour["method"] == "tour-agent" and tour["origins"]["method"] == "index"
+    assert tour["parameters"]["k"] == 5 and tour["rounds"][0]["chosen"] == "tour-step"
+
+
 def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Sidecar) -> None:
     body = {"query": {"match": {"text": QUERY}}, "size": 0,
             "aggs": {"all": {"filter": {"match_all": {}}}}}

@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from es_tour.agents import AgentOptions, HreOptions, HybridTourOptions, LearnedOptions
+from es_tour.agents import (
+    AgentOptions,
+    HreOptions,
+    HybridTourOptions,
+    LearnedOptions,
+    TourAgentOptions,
+)
 from es_tour.errors import ConfigError
 from es_tour.pipeline._methods import DepthOptions, RocchioOptions, VectorRerankOptions
 from es_tour.server import ServerConfig
@@ -30,7 +36,7 @@ OPTION_CLASSES: dict[str, Any] = {
     "tour-hard": TourConfig, "tour-soft": TourConfig, "rocchio": RocchioOptions,
     "hre": HreOptions, "rm3-agent": AgentOptions, "learned-agent": LearnedOptions,
     "rerank-hybrid": DepthOptions, "vector-rerank": VectorRerankOptions,
-    "hybrid-tour": HybridTourOptions,
+    "hybrid-tour": HybridTourOptions, "tour-agent": TourAgentOptions,
 }
 
 

@@ -30,6 +30,7 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"},
     "rerank-hybrid": {"k": "k"},  # k: the labeler's budget, pairs per query
     "hybrid-tour": {"k": "k", "max_rounds": "max_rounds"},  # the rest from the request
+    "tour-agent": {"k": "k", "max_rounds": "max_rounds"},  # its loss (`variant`) from the request
     "vector-rerank": {"k": "k"},  # its μ comes only from the request (`mu`)
 }
 _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf, rerank

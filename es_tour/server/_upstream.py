@@ -42,6 +42,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 # run-as (Elasticsearch), tenant and proxy-authentication headers (OpenSearch Security).
 IDENTITY_HEADERS = ("authorization", "cookie", "es-security-runas-user", "securitytenant",
                     "x-proxy-user", "x-proxy-roles", "x-forwarded-for")
+# Path segments of requests that may change which `index.tour.*` settings a name has.
+SETTINGS_WRITES = frozenset({"_settings", "_alias", "_aliases", "_open", "_close"})
 # Settings answers that hold for this caller until they expire: the index's settings, or
 # (400, 403, 404) no single index this caller may read, which passes the search through.
 _SETTLED = frozenset({200, 400, 403, 404})
@@ -50,6 +52,15 @@ _SETTLED = frozenset({200, 400, 403, 404})
 def identity(headers: Mapping[str, str]) -> dict[str, str]:
     """The caller's identity headers, to send on every engine call made on its behalf."""
     return {name: headers[name] for name in IDENTITY_HEADERS if name in headers}
+
+
+def changes_settings(path: str) -> bool:
+    """Whether a successful write to `path` may change an index's settings: an index
+    created or deleted, its settings written, an alias moved, an index opened or closed."""
+    segments = [segment for segment in path.split("/") if segment]
+    if len(segments) == 1:
+        return not segments[0].startswith("_") or segments[0] == "_aliases"
+    return any(segment in SETTINGS_WRITES for segment in segments)
 
 
 class Hosts:
@@ -124,6 +135,9 @@ class Upstream:
                                            request.url.path.endswith(READ_ONLY_ENDPOINTS))
         response = await self._send(request.method, raw_path, headers, content, idempotent)
         self._detect(response.status, response.headers)
+        if request.method not in SAFE_METHODS and response.status < 300 and \
+                changes_settings(request.url.path):
+            self._settings.clear()  # a change made through us shows on the next search
         out_headers = [(k, v) for k, v in response.raw_headers
                        if k.decode("latin-1").lower() not in HOP_BY_HOP]
         if reason is not None:

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from es_tour.errors import ConfigError, EngineError
 from es_tour.server import ServerConfig, create_app
-from es_tour.server._upstream import Upstream, identity
+from es_tour.server._upstream import Upstream, changes_settings, identity
 
 ENABLED = {"index.tour.enabled": "true"}
 
@@ -104,6 +104,16 @@ async def test_settings_credentials_replace_the_callers_for_the_lookup_only() ->
         assert engine.requests[0]["authorization"] == _basic("sidecar", "s3cret")[
             "authorization"]
         assert "s3cret" not in repr(upstream.config)
+
+
+@pytest.mark.parametrize(("path", "changes"), [
+    ("/docs", True), ("/docs/_settings", True), ("/_all/_settings", True),
+    ("/_aliases", True), ("/docs/_alias/current", True), ("/docs/_close", True),
+    ("/docs/_doc/1", False), ("/docs/_bulk", False), ("/_bulk", False),
+    ("/docs/_search", False), ("/_cluster/settings", False),
+])
+def test_writes_that_may_change_index_settings_are_recognised(path: str, changes: bool) -> None:
+    assert changes_settings(path) is changes
 
 
 def test_identity_headers_are_the_callers_credentials_only() -> None:

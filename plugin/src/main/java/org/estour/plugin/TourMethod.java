@@ -33,7 +33,9 @@ public enum TourMethod {
     /** BM25's top-k reranked by the stored retriever vectors; no labeler pairs. */
     VECTOR_RERANK("vector-rerank"),
     /** TOUR's vector step and the RM3 agent's rewrite in one BM25 and kNN session. */
-    HYBRID_TOUR("hybrid-tour");
+    HYBRID_TOUR("hybrid-tour"),
+    /** The hybrid relevance estimation followed by TOUR's step as the agent's action. */
+    TOUR_AGENT("tour-agent");
 
     private final String settingValue;
 

@@ -61,7 +61,7 @@ public final class TourSettings {
     /**
      * The refinement method: one of {@code tour-hard}, {@code tour-soft}, {@code rocchio},
      * {@code hre}, {@code rm3-agent}, {@code learned-agent}, {@code rerank-hybrid},
-     * {@code vector-rerank}, {@code hybrid-tour} (see {@link TourMethod}).
+     * {@code vector-rerank}, {@code hybrid-tour}, {@code tour-agent} (see {@link TourMethod}).
      * Default {@code tour-hard}. An unknown name is rejected with the list of valid options.
      */
     public static final Setting<TourMethod> METHOD = new Setting<>(
