@@ -72,6 +72,16 @@ def labeler():
     return load_labeler("default")
 
 
+@pytest.fixture(scope="module")
+def sidecar_models():
+    """A sidecar's models with the default labeler loaded, shared by one module's servers."""
+    from es_tour.server import Models
+
+    shared = Models("retriever")
+    shared.preload("default")
+    return shared
+
+
 @pytest.fixture(scope="session")
 async def scifact_index(nodes, scifact, retriever) -> str:
     """SciFact with MiniLM vectors in both test engines (skipped when already complete)."""

@@ -33,13 +33,6 @@ DEADLINE_MS = 5_000
 
 
 @pytest.fixture(scope="module")
-def models() -> Models:
-    shared = Models("retriever")
-    shared.preload("default")
-    return shared
-
-
-@pytest.fixture(scope="module")
 async def main_node(retriever) -> AsyncIterator[LocalNode]:
     """The OpenSearch test node with SciFact (stopped after the module if started here)."""
     node = LocalNode("opensearch", BASE, heap="768m")
@@ -71,13 +64,13 @@ async def cluster(main_node: LocalNode) -> AsyncIterator[LocalCluster]:
     nodes.stop()
 
 
-def _sidecar(upstreams: list[str], models: Models, **options) -> BackgroundServer:
+def _sidecar(upstreams: list[str], sidecar_models: Models, **options) -> BackgroundServer:
     config = ServerConfig(upstream=",".join(upstreams), engine="opensearch", **options)
-    return BackgroundServer(config, models)
+    return BackgroundServer(config, sidecar_models)
 
 
-async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node, models):
-    with _sidecar([main_node.url], models) as sidecar:
+async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node, sidecar_models):
+    with _sidecar([main_node.url], sidecar_models) as sidecar:
         run = await load_with_probe(sidecar.url, SCIFACT_INDEX, clients=8, seconds=15,
                                     max_requests=2_000, idle_requests=20,
                                     direct=main_node.url)
@@ -88,10 +81,10 @@ async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node,
     assert run.idle_ms["health direct"] and run.loaded_ms["search direct"]
 
 
-def test_an_unreachable_engine_is_a_clean_502_in_the_engine_error_shape(models):
+def test_an_unreachable_engine_is_a_clean_502_in_the_engine_error_shape(sidecar_models):
     nothing_there = f"http://127.0.0.1:{BASE + 9}"
     body = {"query": {"match": {"text": "vitamin D"}}, "ext": {"tour": {"method": "knn"}}}
-    with _sidecar([nothing_there], models) as sidecar:
+    with _sidecar([nothing_there], sidecar_models) as sidecar:
         answers = [httpx.get(f"{sidecar.url}/_cluster/health", timeout=30),
                    httpx.post(f"{sidecar.url}/{COPY}/_search", json=body, timeout=30)]
     for answer in answers:
@@ -100,12 +93,13 @@ def test_an_unreachable_engine_is_a_clean_502_in_the_engine_error_shape(models):
         assert error["status"] == 502 and error["error"]["type"] and error["error"]["reason"]
 
 
-async def test_an_engine_killed_mid_load_gives_502s_then_answers_again(victim, models):
-    with _sidecar([victim.url], models, deadline_ms=DEADLINE_MS) as sidecar:
+async def test_an_engine_killed_mid_load_gives_502s_then_answers_again(victim, sidecar_models):
+    with _sidecar([victim.url], sidecar_models, deadline_ms=DEADLINE_MS) as sidecar:
         result = await engine_kill(victim, sidecar.url, COPY, clients=4, down_after_s=3,
                                    after_back_s=8, deadline_ms=DEADLINE_MS)
     down = result["down_answers"]
-    assert down and set(down) <= {502, 503}, down
+    failed = {status: count for status, count in down.items() if status != 200}
+    assert failed and set(failed) <= {502, 503}, down
     assert result["down_max_ms"] <= DEADLINE_MS
     assert result["answered_after"] > 0
     assert result["recovery_s"] <= 5.0, result["recovery_s"]
@@ -119,11 +113,11 @@ def test_an_interrupted_index_run_then_a_rerun_loses_and_duplicates_nothing(main
     httpx.delete(f"{main_node.url}/it-reliability-ingest")
 
 
-async def test_a_two_node_cluster_loses_a_node_with_zero_failed_searches(cluster, models):
+async def test_a_two_node_cluster_loses_a_node_with_zero_failed_searches(cluster, sidecar_models):
     replicas = httpx.get(f"{cluster.urls[0]}/{COPY}/_settings/index.number_of_replicas",
                          params={"flat_settings": "true"}).json()
     assert replicas[COPY]["settings"]["index.number_of_replicas"] == "1"
-    with _sidecar(cluster.urls, models) as sidecar:
+    with _sidecar(cluster.urls, sidecar_models) as sidecar:
         result = await node_kill(cluster, sidecar.url, COPY, clients=6, seconds=20,
                                  kill_after_s=6, max_requests=5_000)
     run = result["run"]

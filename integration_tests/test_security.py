@@ -47,20 +47,13 @@ def secured() -> Iterator[LocalNode]:
 
 
 @pytest.fixture(scope="module")
-def models() -> Models:
-    shared = Models("retriever")
-    shared.preload("default")
-    return shared
-
-
-@pytest.fixture(scope="module")
-async def indices(secured: LocalNode, scifact, models: Models) -> None:
+async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
     """The first SciFact docs in A (TOUR on by its settings) and in B, made by the admin."""
     user, password = secured.credentials("admin")  # type: ignore[misc]
     admin_url = f"http://{user}:{password}@127.0.0.1:{secured.port}"
     async with connect("opensearch", admin_url) as admin:
         for name in (INDEX_A, INDEX_B):
-            await ingest(admin, scifact, name, models.encoder, max_docs=DOCS, replace=True,
+            await ingest(admin, scifact, name, sidecar_models.encoder, max_docs=DOCS, replace=True,
                          reuse_embeddings=False, show_progress=False)
     response = httpx.put(f"{secured.url}/{INDEX_A}/_settings", auth=(user, password),
                          json={"index": {"tour": {"enabled": True, "method": "tour-hard",
@@ -69,8 +62,8 @@ async def indices(secured: LocalNode, scifact, models: Models) -> None:
 
 
 @pytest.fixture(scope="module")
-def sidecar(secured: LocalNode, indices: None, models: Models) -> Iterator[str]:
-    with BackgroundServer(ServerConfig(upstream=secured.url, max_k=50), models) as server:
+def sidecar(secured: LocalNode, indices: None, sidecar_models: Models) -> Iterator[str]:
+    with BackgroundServer(ServerConfig(upstream=secured.url, max_k=50), sidecar_models) as server:
         yield server.url
 
 

@@ -44,13 +44,6 @@ class Sidecar:
         return OpenSearch(url, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def models() -> Models:
-    shared = Models("retriever")
-    shared.preload("default")
-    return shared
-
-
 async def _copy_docs(engine: str, url: str) -> tuple[list[dict], bool]:
     """PLAIN and TOURED hold the same DOCS SciFact docs with their vectors."""
     async with connect(engine, url) as adapter:
@@ -67,12 +60,12 @@ async def _copy_docs(engine: str, url: str) -> tuple[list[dict], bool]:
 
 @pytest.fixture(scope="module", params=ENGINES)
 async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
-                  scifact_index: str, models: Models) -> AsyncIterator[Sidecar]:
+                  scifact_index: str, sidecar_models: Models) -> AsyncIterator[Sidecar]:
     engine, url = request.param, nodes[request.param].url
     _, plugin = await _copy_docs(engine, url)
     # a generous deadline: these tests check answers, and the labeler shares a busy CPU
     config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
-    with BackgroundServer(config, models) as server:
+    with BackgroundServer(config, sidecar_models) as server:
         yield Sidecar(engine, server.url, url, plugin)
 
 
@@ -180,8 +173,8 @@ def test_ext_tour_on_a_match_query_runs_tour_with_a_trace(sidecar: Sidecar) -> N
 
 
 def test_query_vector_in_the_engines_own_knn_syntax_is_accepted(sidecar: Sidecar,
-                                                               models: Models) -> None:
-    vector = models.encoder.encode_queries([QUERY])[0].tolist()
+                                                               sidecar_models: Models) -> None:
+    vector = sidecar_models.encoder.encode_queries([QUERY])[0].tolist()
     ext = {"tour": {"query_text": QUERY, **TOUR}}
     if sidecar.engine == "elasticsearch":
         body = {"knn": {"field": "embedding", "query_vector": vector, "k": 5,
@@ -278,9 +271,9 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_upstream_down_is_a_quick_502(models: Models) -> None:
+def test_upstream_down_is_a_quick_502(sidecar_models: Models) -> None:
     config = ServerConfig(upstream=f"http://127.0.0.1:{_closed_port()}", connect_timeout_s=1.0)
-    with BackgroundServer(config, models) as server:
+    with BackgroundServer(config, sidecar_models) as server:
         for request in (httpx.Request("GET", f"{server.url}/"),
                         httpx.Request("POST", f"{server.url}/any/_search",
                                       json={"query": {"match": {"t": "x"}}, "ext": {"tour": {}}})):

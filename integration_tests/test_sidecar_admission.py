@@ -26,13 +26,6 @@ HOLD_MS = 10_000  # ... until their own deadline, when they answer round 0 and l
 SETTLE_S = 1.0  # lets the holders reach the pool before the probe is sent
 
 
-@pytest.fixture(scope="module")
-def models() -> Models:
-    shared = Models("retriever")
-    shared.preload("default")
-    return shared
-
-
 _FRESH = itertools.count()
 
 
@@ -54,13 +47,13 @@ def _post(url: str, body: dict) -> httpx.Response:
 
 
 @contextmanager
-def _saturated(url: str, models: Models, holding: int = HOLDERS,
+def _saturated(url: str, sidecar_models: Models, holding: int = HOLDERS,
                **options: object) -> Iterator[tuple[str, list[Future]]]:
     """A sidecar with one worker and one refinement slot, `holding` long TOUR requests in
     flight."""
     config = ServerConfig(upstream=url, model_workers=1, max_refinements=1, label_batch=8,
                           max_k=200, **options)  # type: ignore[arg-type]
-    with BackgroundServer(config, models) as server, \
+    with BackgroundServer(config, sidecar_models) as server, \
             ThreadPoolExecutor(HOLDERS) as clients:
         holders = [clients.submit(_post, server.url, _long(n)) for n in range(holding)]
         time.sleep(SETTLE_S)
@@ -75,8 +68,8 @@ def upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
 
 
 def test_pass_through_answers_while_the_model_pool_is_saturated(upstream: str,
-        models: Models) -> None:
-    with _saturated(upstream, models) as (sidecar, holders):
+        sidecar_models: Models) -> None:
+    with _saturated(upstream, sidecar_models) as (sidecar, holders):
         started = time.monotonic()
         health = httpx.get(f"{sidecar}/_cluster/health", timeout=60)
         took = time.monotonic() - started
@@ -87,8 +80,8 @@ def test_pass_through_answers_while_the_model_pool_is_saturated(upstream: str,
 
 
 def test_a_tour_request_queued_past_its_deadline_answers_round_0_degraded(upstream: str,
-        models: Models) -> None:
-    with _saturated(upstream, models, when_full="queue") as (sidecar, holders):
+        sidecar_models: Models) -> None:
+    with _saturated(upstream, sidecar_models, when_full="queue") as (sidecar, holders):
         started = time.monotonic()
         response = _post(sidecar, _short(300))
         took = time.monotonic() - started
@@ -101,9 +94,10 @@ def test_a_tour_request_queued_past_its_deadline_answers_round_0_degraded(upstre
 
 
 def test_with_when_full_reject_a_tour_request_gets_429_with_retry_after(upstream: str,
-        models: Models) -> None:
+        sidecar_models: Models) -> None:
     # one holder: a second would itself be refused
-    with _saturated(upstream, models, 1, when_full="reject", retry_after_s=2) as (sidecar, _):
+    with _saturated(upstream, sidecar_models, 1, when_full="reject",
+                    retry_after_s=2) as (sidecar, _):
         response = _post(sidecar, _short(60_000))
     assert response.status_code == 429 and response.headers["retry-after"] == "2"
     payload = response.json()
@@ -112,11 +106,11 @@ def test_with_when_full_reject_a_tour_request_gets_429_with_retry_after(upstream
 
 
 def test_the_deadline_covers_model_time(upstream: str,
-        models: Models) -> None:
+        sidecar_models: Models) -> None:
     """Alone on the server, a refinement with far more model work than its deadline stops
     after the labeler batch that is running (2 docs here) and answers round 0."""
     config = ServerConfig(upstream=upstream, model_workers=1, label_batch=2, max_k=200)
-    with BackgroundServer(config, models) as server:
+    with BackgroundServer(config, sidecar_models) as server:
         started = time.monotonic()
         response = _post(server.url, _long(99, timeout_ms=200))
         took = time.monotonic() - started

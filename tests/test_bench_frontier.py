@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from es_tour.bench.frontier import BUDGETS, METHODS, fused_spec, markdown, plain_spec, verdicts
+from es_tour.bench.frontier import (
+    BUDGETS,
+    METHODS,
+    fused_spec,
+    markdown,
+    plain_spec,
+    plot,
+    verdicts,
+)
 
 
 def _methods(best_gain: float, best_recall: float) -> dict[str, dict]:
@@ -16,8 +24,9 @@ def _methods(best_gain: float, best_recall: float) -> dict[str, dict]:
             spec = plain_spec(name, budget)
             fused = fused_spec(spec, 0.3, 0.1)
             base = 0.70 if name == "rerank-hybrid" else 0.69
-            out[spec.label] = {"name": name, "budget": budget, "fused": False, "ndcg@10": base,
-                               "recall@100": 0.95, "pairs_scored_mean": budget,
+            out[spec.label] = {"method": name, "name": spec.name, "budget": budget,
+                               "fused": False, "ndcg@10": base, "recall@100": 0.95,
+                               "pairs_scored_mean": budget,
                                "ndcg@10_per_round": [base, base + 0.001], "operators": {}}
             gain = best_gain if name == "rerank-hybrid" else 0.0
             out[fused.label] = {**out[spec.label], "fused": True, "ndcg@10": base + gain,
@@ -30,6 +39,8 @@ def test_every_spec_is_capped_at_its_budget_and_refiners_get_two_rounds():
     assert plain_spec("tour-hard", 10).options == {"budget": 10, "k": 5}
     assert plain_spec("hybrid-tour", 40).options == {"budget": 40, "k": 10}
     assert plain_spec("hre", 40).options == {"budget": 40}
+    linear = plain_spec("rerank:first_stage=hybrid-linear", 10)
+    assert linear.label == "rerank:k=10:first_stage=hybrid-linear" and linear.name == "rerank"
 
 
 def _weights(chosen: str) -> dict[str, tuple[float, float, float]]:
@@ -52,7 +63,7 @@ def test_the_verdict_names_the_method_train_chose_not_tests_best():
 
 
 @pytest.mark.parametrize("engines", [("opensearch",), ("opensearch", "elasticsearch")])
-def test_the_page_has_a_table_and_verdicts_per_engine(engines):
+def test_the_page_has_a_table_and_verdicts_per_engine(engines, tmp_path):
     methods = _methods(0.02, 0.95)
     weights = _weights("rerank-hybrid")
     page = markdown({"command": "c", "date": "d", "machine": "m", "test_queries": 300,
@@ -60,6 +71,8 @@ def test_the_page_has_a_table_and_verdicts_per_engine(engines):
                      "engines": {e: {"version": "1", "methods": methods} for e in engines}})
     assert page.count("**Verdicts**") == len(engines)
     assert page.count("| 20 | `rerank-hybrid:k=20` | 0.7000 | 0.7200 |") == len(engines)
+    plot(methods, tmp_path / "frontier.png", "t")  # one line per method, plain and fused
+    assert (tmp_path / "frontier.png").stat().st_size > 0
 
 
 def test_results_md_gets_the_verdicts_of_the_frontier_json_beside_it(tmp_path):

@@ -15,6 +15,7 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, build_method
 from es_tour.pipeline._methods import interleave
+from es_tour.tour import hybrid_scores
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -139,6 +140,27 @@ async def test_rerank_hybrid_labels_half_its_budget_from_each_list_and_ranks_by_
     rest = [h.id for h in interleave(*([Hit(d, 0.0) for d in r] for r in (knn, bm25)))
             if h.id not in pool]
     assert [h.id for h in result.hits[20:]] == rest[:40]
+
+
+@pytest.mark.parametrize("lexical_weight", [0.0, 1 / 3, 1.0])
+async def test_hybrid_linear_ranks_both_lists_union_by_z_scored_bm25_and_similarity(
+        context, lexical_weight):
+    options = {"k": 30, "depth": 40, "lexical_weight": lexical_weight}
+    result = await build_method("hybrid-linear", context, options).search("q", 30)
+    unit = QUERY / np.linalg.norm(QUERY)
+    union = sorted({*np.argsort(-(DOCS @ unit))[:40], *np.argsort(-BM25)[:40]})
+    scores = hybrid_scores(BM25[union], DOCS[union] @ unit, lexical_weight)
+    assert [h.id for h in result.hits] == [f"d{union[i]}" for i in np.argsort(-scores)[:30]]
+    assert result.pairs_scored == 0 and result.engine_calls == 3  # kNN-only docs' BM25
+
+
+async def test_rerank_over_hybrid_linear_labels_its_top_k_and_keeps_the_rest(context):
+    first = [h.id for h in (await build_method("hybrid-linear", context).search("q", 60)).hits]
+    options = {"k": 10, "first_stage": "hybrid-linear"}
+    result = await build_method("rerank", context, options).search("q", 60)
+    assert result.pairs_scored == 10
+    assert [h.id for h in result.hits[:10]] == sorted(first[:10], key=lambda d: -PHI[d])
+    assert [h.id for h in result.hits[10:]] == first[10:]
 
 
 EXPLORE = {"k": 10, "budget": 30, "max_rounds": 5, "explore": True, "stop": "top10"}

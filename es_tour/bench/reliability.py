@@ -206,15 +206,15 @@ async def engine_kill(node: LocalNode, url: str, index: str, *, clients: int,
     os.kill(pid, signal.SIGKILL)
     while node.pid() is not None and time.monotonic() < killed_at + 30:
         await asyncio.sleep(0.1)  # SIGKILL is not instant: start() would find it running
-    # down: from the kill until the restart begins (a starting node answers before start()
-    # returns, so later requests may rightly succeed); back: once start() says healthy
-    restart_at = time.monotonic()
+    # down: from the kill until start() says healthy, restart included (a starting node
+    # may rightly answer 200 before that); a dead JVM's pid can vanish within 0.5 s, so the
+    # time before the restart alone may hold no request at all
     await asyncio.to_thread(node.start, 600.0)
     back_at = time.monotonic()
     await asyncio.sleep(after_back_s)
     stop.set()
     run = await running
-    down = [o for o in run.outcomes if killed_at + 0.5 < o.sent_at < restart_at]
+    down = [o for o in run.outcomes if killed_at + 0.5 < o.sent_at < back_at]
     after = [o for o in run.outcomes if o.sent_at >= back_at]
     last_failure = max((o.sent_at + o.ms / 1000 for o in after if o.status != 200),
                        default=back_at)

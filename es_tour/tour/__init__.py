@@ -18,7 +18,7 @@ from ._losses import LOSSES, HardLoss, Loss, SoftLoss, loss_for, should_stop
 from ._numerics import standardized
 from ._optimizer import QueryOptimizer
 from ._pseudo_labels import pseudo_label_distribution, pseudo_positives
-from ._ranking import final_scores, fused_scores
+from ._ranking import final_scores, fused_scores, hybrid_scores
 
 __all__ = [
     "DEFAULT_VARIANT",
@@ -39,6 +39,7 @@ __all__ = [
     "fused_scores",
     "hard_gradient",
     "hard_step",
+    "hybrid_scores",
     "loss_for",
     "pseudo_label_distribution",
     "pseudo_positives",

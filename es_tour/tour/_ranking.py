@@ -52,3 +52,19 @@ def fused_scores(phi: np.ndarray, bm25: np.ndarray, dense: np.ndarray, w_bm25: f
         raise ConfigError("phi, bm25 and dense must all be (n,), got "
                           f"{[a.shape for a in arrays]}")
     return _z(arrays[0]) + w_bm25 * _z(arrays[1]) + w_dense * _z(arrays[2])
+
+
+def hybrid_scores(bm25: np.ndarray, dense: np.ndarray, lexical_weight: float) -> np.ndarray:
+    """lexical_weight·z(BM25) + (1 − lexical_weight)·z(q·c) over one query's union of BM25
+    and kNN hits: the convex combination of normalised scores that Bruch et al. (2023)
+    found to beat RRF, and it needs no labels.
+
+    bm25, dense: (n,) -> (n,) float64; BM25 is 0 for a doc no query term matches.
+    """
+    arrays = [np.asarray(a, dtype=np.float64) for a in (bm25, dense)]
+    if any(a.ndim != 1 for a in arrays) or arrays[0].shape != arrays[1].shape:
+        raise ConfigError(f"bm25 and dense must both be (n,), got "
+                          f"{[a.shape for a in arrays]}")
+    if not 0 <= lexical_weight <= 1:
+        raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight!r}")
+    return lexical_weight * _z(arrays[0]) + (1 - lexical_weight) * _z(arrays[1])

@@ -1,4 +1,5 @@
-"""final_scores (min-max blend of labeler and retrieval scores) and fused_scores (z-scored)."""
+"""final_scores (min-max blend of labeler and retrieval scores), fused_scores (z-scored) and
+hybrid_scores (z-scored BM25 and q·c, no labels)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from es_tour.errors import ConfigError
-from es_tour.tour import final_scores, fused_scores
+from es_tour.tour import final_scores, fused_scores, hybrid_scores
 
 PHI = np.array([2.0, 4.0, 0.0, 3.0])
 SIM = np.array([10.0, 0.0, 20.0, 5.0])
@@ -58,3 +59,20 @@ def test_fused_scores_let_bm25_overturn_a_small_phi_gap() -> None:
 def test_fused_scores_reject_mismatched_shapes() -> None:
     with pytest.raises(ConfigError, match="must all be"):
         fused_scores(np.zeros(3), np.zeros(2), np.zeros(3), 0.1, 0.1)
+
+
+def test_hybrid_scores_are_a_convex_combination_of_z_scores() -> None:
+    bm25, dense = np.array([0.0, 2.0, 4.0]), np.array([0.9, 0.1, 0.5])
+    z_bm25, z_dense = np.array([-1.0, 0.0, 1.0]) * np.sqrt(1.5), (dense - 0.5) / dense.std()
+    np.testing.assert_allclose(hybrid_scores(bm25, dense, 0.25), 0.25 * z_bm25 + 0.75 * z_dense)
+    assert np.argmax(hybrid_scores(bm25, dense, 0.0)) == 0  # the dense ranking alone
+    assert np.argmax(hybrid_scores(bm25, dense, 1.0)) == 2  # BM25's alone
+
+
+@pytest.mark.parametrize(("bm25", "dense", "weight", "message"), [
+    (np.zeros(3), np.zeros(2), 0.5, "must both be"),
+    (np.zeros(3), np.zeros(3), 1.5, "lexical_weight"),
+])
+def test_hybrid_scores_reject_bad_input(bm25, dense, weight, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        hybrid_scores(bm25, dense, weight)
