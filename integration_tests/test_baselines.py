@@ -8,6 +8,8 @@
   lift `rerank-hybrid` at 20 pairs, labelling nothing more.
 - `hybrid-tour` at 20 pairs must label new docs after round 0 and keep up with
   `rerank-hybrid`.
+- `hybrid-linear` (z-scored BM25 and kNN scores combined) must beat `hybrid-rrf`,
+  labelling nothing; 10 pairs on its top 10 must keep up with `rerank-hybrid:k=10`.
 
 The labeler is the default one (bge-small) reading its corpus vectors from the model
 cache, so each pair is a row lookup: the same φ as at query time, in seconds.
@@ -35,6 +37,9 @@ HYBRID_GAIN = 0.0  # measured +0.016 over rerank of kNN
 FUSED = f"rerank-hybrid:k={BUDGET}:w_bm25=0.3:w_dense=0.0"  # the weights train chose
 FUSION_GAIN = 0.02  # measured +0.037 over rerank-hybrid
 HYBRID_TOUR = f"hybrid-tour:budget={BUDGET}"
+LINEAR_GAIN = 0.008  # measured +0.0155 over hybrid-rrf on both engines (0.7894, 0.7740)
+SMALL = 10
+LINEAR_POOL = f"rerank:k={SMALL}:first_stage=hybrid-linear"  # measured −0.0053 (0.7619, 0.7672)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +57,8 @@ async def reports(nodes, scifact, scifact_index, retriever, corpus_labeler):
     """engine -> method label -> report."""
     methods = [MethodSpec.parse(m) for m in
                ("bm25", "vector-rerank", f"rerank:k={BUDGET}", f"rerank-hybrid:k={BUDGET}",
-                FUSED, HYBRID_TOUR)]
+                FUSED, HYBRID_TOUR, "hybrid-rrf", "hybrid-linear", f"rerank-hybrid:k={SMALL}",
+                LINEAR_POOL)]
     by_engine = {}
     for name, status in nodes.items():
         async with connect(name, status.url) as engine:
@@ -101,3 +107,22 @@ def test_hybrid_tour_refines_both_halves_within_its_budget(reports, engine):
     assert len(moved) >= 0.9 * QUERIES and len(rewritten) >= 0.5 * QUERIES
     hybrid = reports[engine][f"rerank-hybrid:k={BUDGET}"].metrics["ndcg@10"]
     assert tour.metrics["ndcg@10"] >= hybrid - 0.01, (tour.metrics["ndcg@10"], hybrid)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_linear_hybrid_beats_rrf_labelling_nothing(reports, engine):
+    linear, rrf = reports[engine]["hybrid-linear"], reports[engine]["hybrid-rrf"]
+    assert set(linear.pairs_scored) == {0}
+    assert linear.metrics["ndcg@10"] >= rrf.metrics["ndcg@10"] + LINEAR_GAIN, (
+        linear.metrics["ndcg@10"], rrf.metrics["ndcg@10"])
+    assert linear.metrics["recall@100"] >= rrf.metrics["recall@100"] - 0.01
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ten_pairs_on_the_linear_hybrids_top_keep_up_with_five_from_each_list(reports, engine):
+    linear = reports[engine][LINEAR_POOL]
+    hybrid = reports[engine][f"rerank-hybrid:k={SMALL}"]
+    assert set(linear.pairs_scored) == {SMALL}
+    assert linear.metrics["ndcg@10"] >= hybrid.metrics["ndcg@10"] - 0.01, (
+        linear.metrics["ndcg@10"], hybrid.metrics["ndcg@10"])
+    assert linear.metrics["recall@100"] >= hybrid.metrics["recall@100"] - 0.01

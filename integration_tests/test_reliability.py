@@ -30,6 +30,9 @@ from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, SCIFACT_INDEX, TEST
 BASE = TEST_PORTS["opensearch"]
 COPY = "it-reliability"
 DEADLINE_MS = 5_000
+# the client's clock also counts the accept and the response's way back, on 2 cores busy
+# starting a JVM: a hang would show as the client's 35 s timeout, far past this
+CLIENT_SLACK_MS = 1_000
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +103,7 @@ async def test_an_engine_killed_mid_load_gives_502s_then_answers_again(victim, s
     down = result["down_answers"]
     failed = {status: count for status, count in down.items() if status != 200}
     assert failed and set(failed) <= {502, 503}, down
-    assert result["down_max_ms"] <= DEADLINE_MS
+    assert result["down_max_ms"] <= DEADLINE_MS + CLIENT_SLACK_MS, result["down_max_ms"]
     assert result["answered_after"] > 0
     assert result["recovery_s"] <= 5.0, result["recovery_s"]
 

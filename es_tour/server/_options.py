@@ -33,7 +33,7 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     "tour-agent": {"k": "k", "max_rounds": "max_rounds"},  # its loss (`variant`) from the request
     "vector-rerank": {"k": "k"},  # its μ comes only from the request (`mu`)
 }
-_FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf, rerank
+_FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf, hybrid-linear, rerank
 
 # ext.tour keys that choose the context, not the method's options
 CONTEXT_KEYS = ("method", "labeler", "vector_field", "text_fields")
