@@ -59,8 +59,8 @@ class DepthOptions(MethodOptions):
 
 
 FIRST_STAGES = ("knn", "bm25", "hybrid-linear")  # what `rerank` may rerank
-# hybrid-linear's z(BM25) at half the weight of z(q·c): on SciFact train, the pool of 10 it
-# fills reranks to 0.7419-0.7420 nDCG@10 for BM25:dense 0.3 to 0.5, 0.7415 at 1.0
+# hybrid-linear's z(BM25) at half the weight of z(q·c), from an offline replay; the engines
+# favour 0.4-0.5 on SciFact train (docs/retrieval.md), to adopt with a new frontier run
 LEXICAL_WEIGHT = 1 / 3
 
 
