@@ -70,7 +70,9 @@ def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
     for method in ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=10",
                    "hybrid-tour:budget=10:k=5:w_bm25=0.3:w_dense=0.0",
                    "rerank:k=20", "rerank-hybrid:k=20",
-                   "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0"):
+                   "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0",
+                   "rerank:k=10:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1",
+                   "rerank:k=20:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1"):
         assert f" {method} " in out, method
     # the first 5 queries hold no later-round find (query 133 is the first), and the scan
     # past them was turned off

@@ -50,13 +50,15 @@ Qrels = Annotated[bool, typer.Option(
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
 # the demo's frontier: at each labeler budget (pairs per query), reranking kNN's top,
-# reranking BM25 ∪ kNN, TOUR, and the method with the best train nDCG@10 at that budget in
-# docs/benchmarks/frontier.md (hybrid-tour with final-score fusion, its weights from
-# train); bm25 and knn label nothing
+# reranking BM25 ∪ kNN, TOUR, TOUR in the hybrid session, and the method with the best train
+# nDCG@10 at that budget in docs/benchmarks/frontier.md (both with final-score fusion, the
+# weights from train); bm25 and knn label nothing
 DEMO_BUDGETS = {10: ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=10",
-                     "hybrid-tour:budget=10:k=5:w_bm25=0.3:w_dense=0.0"),
+                     "hybrid-tour:budget=10:k=5:w_bm25=0.3:w_dense=0.0",
+                     "rerank:k=10:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1"),
                 20: ("rerank:k=20", "rerank-hybrid:k=20", "tour-hard",
-                     "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0")}
+                     "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0",
+                     "rerank:k=20:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1")}
 DEMO_FIRST_STAGE = ("bm25", "knn")
 LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
 
