@@ -41,6 +41,10 @@ def test_valid_tour_settings_are_stored(engine_url):
         ("tour.k", 1001, "must be <= 1000"),
         ("tour.lambda", 1.5, "tour.lambda"),
         ("tour.labeler", "Bad Name", "tour.labeler"),
+        ("tour.first_stage", "rerank", "valid options are [knn, bm25, hybrid-linear]"),
+        ("tour.lexical_weight", 1.5, "tour.lexical_weight"),
+        ("tour.bm25_weight", -1, "must be >= 0.0"),
+        ("tour.dense_weight", 11, "must be <= 10.0"),
         ("tour.no_such_setting", 1, "unknown setting"),
     ],
 )

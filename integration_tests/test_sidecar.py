@@ -212,6 +212,30 @@ def test_an_index_switched_to_tour_agent_takes_tours_step_as_its_action(toured: 
     assert tour["parameters"]["k"] == 5 and tour["rounds"][0]["chosen"] == "tour-step"
 
 
+def test_an_index_switched_to_rerank_over_hybrid_linear_fuses_its_final_scores(
+        toured: Sidecar) -> None:
+    """The frontier's choice at every budget, selected per index."""
+    body = {"query": {"match": {"text": QUERY}}, "size": TOUR["k"]}
+    chosen = {"method": "rerank", "first_stage": "hybrid-linear", "bm25_weight": 0.5,
+              "dense_weight": 0.1}
+    url = f"{toured.url}/{TOURED}/_settings"
+    assert httpx.put(url, json={"index": {"tour": chosen}}).status_code == 200
+    try:
+        response = _search(toured.url, TOURED, body)
+    finally:
+        reset = {key: None for key in chosen} | {"method": "tour-soft"}
+        assert httpx.put(url, json={"index": {"tour": reset}}).status_code == 200
+    tour = _tour(response)
+    assert tour["method"] == "rerank" and tour["origins"]["first_stage"] == "index"
+    assert tour["parameters"]["first_stage"] == "hybrid-linear"
+    assert tour["parameters"]["w_bm25"] == 0.5 and tour["origins"]["w_bm25"] == "index"
+    labels = [hit["label"] for hit in tour["hits"]]
+    scores = [hit["_score"] for hit in response.json()["hits"]["hits"]]
+    assert len(scores) == TOUR["k"] and None not in labels
+    # fused scores are sums of z-scores over the labelled docs, so they add up to 0; φ's do not
+    assert sum(scores) == pytest.approx(0, abs=1e-6) and sum(labels) > 1
+
+
 def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Sidecar) -> None:
     body = {"query": {"match": {"text": QUERY}}, "size": 0,
             "aggs": {"all": {"filter": {"match_all": {}}}}}

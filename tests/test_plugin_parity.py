@@ -23,7 +23,15 @@ from es_tour.agents import (
     TourAgentOptions,
 )
 from es_tour.errors import ConfigError
-from es_tour.pipeline._methods import DepthOptions, RocchioOptions, VectorRerankOptions
+from es_tour.pipeline._fusion import FusionWeights
+from es_tour.pipeline._methods import (
+    FIRST_STAGES,
+    LEXICAL_WEIGHT,
+    DepthOptions,
+    FirstStageOptions,
+    RocchioOptions,
+    VectorRerankOptions,
+)
 from es_tour.server import ServerConfig
 from es_tour.server._options import _SETTING_NAMES
 from es_tour.tour import TourConfig
@@ -37,7 +45,9 @@ OPTION_CLASSES: dict[str, Any] = {
     "hre": HreOptions, "rm3-agent": AgentOptions, "learned-agent": LearnedOptions,
     "rerank-hybrid": DepthOptions, "vector-rerank": VectorRerankOptions,
     "hybrid-tour": HybridTourOptions, "tour-agent": TourAgentOptions,
+    "rerank": FirstStageOptions, "hybrid-linear": FirstStageOptions,
 }
+FUSION_SETTINGS = ("bm25_weight", "dense_weight")  # checked by FusionWeights, for any method
 
 
 def java_constant(name: str) -> float:
@@ -53,6 +63,10 @@ def java_bounds(setting: str) -> tuple[float, float]:
         return 0.0, 1.0
     if setting == "threshold":
         return java_constant("THRESHOLD_MIN"), 1.0
+    if setting == "lexical_weight":
+        return 0.0, 1.0
+    if setting in FUSION_SETTINGS:
+        return 0.0, java_constant("FUSION_WEIGHT_MAX")
     return java_constant(f"{upper}_MIN"), java_constant(f"{upper}_MAX")
 
 
@@ -69,7 +83,14 @@ def test_the_plugin_offers_exactly_the_methods_python_maps_settings_for():
     assert enum == set(_SETTING_NAMES) == set(OPTION_CLASSES)
 
 
-NUMERIC = ("k", "max_rounds", "lr", "lambda", "temperature", "threshold")
+NUMERIC = ("k", "max_rounds", "lr", "lambda", "temperature", "threshold", "lexical_weight",
+           *FUSION_SETTINGS)
+
+
+def build_options(method: str, option: str, value: Any) -> Any:
+    if option in ("w_bm25", "w_dense"):
+        return FusionWeights(**{option: value})
+    return OPTION_CLASSES[method].from_mapping({option: value})
 
 
 @pytest.mark.parametrize("setting", NUMERIC)
@@ -81,7 +102,7 @@ def test_every_value_the_plugin_accepts_every_method_taking_it_accepts(setting):
         for value in (low, high):
             typed = int(value) if setting in ("k", "max_rounds") else value
             try:
-                OPTION_CLASSES[method].from_mapping({names[setting]: typed})
+                build_options(method, names[setting], typed)
             except ConfigError as error:
                 pytest.fail(f"index.tour.{setting}={typed} passes the plugin, but "
                             f"{method} rejects it: {error}")
@@ -98,3 +119,20 @@ def test_the_sidecar_caps_match_the_plugin_maxima():
     caps = ServerConfig(upstream="http://127.0.0.1:9200")
     assert caps.max_k == java_constant("K_MAX")
     assert caps.max_rounds == java_constant("MAX_ROUNDS_MAX")
+
+
+def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():
+    assert re.search(r"LEXICAL_WEIGHT_DEFAULT = 1\.0 / 3;", SETTINGS) and LEXICAL_WEIGHT == 1 / 3
+    for setting in FUSION_SETTINGS:
+        assert java_default(setting) == FusionWeights().w_bm25 == FusionWeights().w_dense == 0
+    stages = re.search(r"FIRST_STAGES = List\.of\(([^)]*)\)", SETTINGS)
+    assert stages and tuple(re.findall(r'"([a-z0-9-]+)"', stages.group(1))) == FIRST_STAGES
+    assert re.search(r'PREFIX \+ "first_stage", "knn"', SETTINGS)
+    assert FirstStageOptions().first_stage == "knn"
+
+
+def test_fusion_settings_reach_every_labelling_method_and_nothing_else():
+    from es_tour.pipeline._methods import BUDGET_OPTIONS
+
+    for method, names in _SETTING_NAMES.items():
+        assert ("bm25_weight" in names) == (method in BUDGET_OPTIONS), method

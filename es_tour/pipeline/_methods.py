@@ -201,6 +201,12 @@ class KnnMethod(_FirstStage):
         hits = await self.context.knn(vector, k, timings, returns="text")
         return _recorded(hits, "knn", provenance), 1
 
+    def _parameters(self) -> dict[str, Any]:
+        stage = self.options.first_stage
+        return {"k": self.options.k, "first_stage": stage,
+                **({"lexical_weight": self.options.lexical_weight}
+                   if stage == "hybrid-linear" else {})}
+
 
 class HybridRrfMethod(_FirstStage):
     """Reciprocal-rank fusion of BM25 and kNN, computed here so both engines agree."""
@@ -232,6 +238,9 @@ class HybridLinearMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         return await linear_hybrid(self.context, query, k, self.options, timings, provenance)
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"k": self.options.k, "lexical_weight": self.options.lexical_weight}
 
 
 async def linear_hybrid(context: SearchContext, query: str, k: int, options: FirstStageOptions,
@@ -288,6 +297,12 @@ class RerankMethod(_Rerank):
         vector = await self.context.embed_query(query, timings)
         hits = await self.context.knn(vector, k, timings, returns="text")
         return _recorded(hits, "knn", provenance), 1
+
+    def _parameters(self) -> dict[str, Any]:
+        stage = self.options.first_stage
+        return {"k": self.options.k, "first_stage": stage,
+                **({"lexical_weight": self.options.lexical_weight}
+                   if stage == "hybrid-linear" else {})}
 
 
 class RerankHybridMethod(_Rerank):

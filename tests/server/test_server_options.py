@@ -35,6 +35,20 @@ def test_index_settings_a_method_does_not_take_are_ignored() -> None:
     assert learned.options == {"k": 10, "threshold": 0.2}
 
 
+def test_an_index_can_select_rerank_over_hybrid_linear_with_final_score_fusion() -> None:
+    flat = {"index.tour.method": "rerank", "index.tour.first_stage": "hybrid-linear",
+            "index.tour.lexical_weight": "0.4", "index.tour.bm25_weight": "0.5",
+            "index.tour.dense_weight": "0.1", "index.tour.k": "20", "index.tour.lr": "0.3"}
+    chosen = resolve({}, index_settings(flat), DEFAULTS)
+    assert chosen.method == "rerank"
+    assert chosen.options == {"k": 20, "first_stage": "hybrid-linear", "lexical_weight": 0.4,
+                              "w_bm25": 0.5, "w_dense": 0.1}
+    assert chosen.origins["w_bm25"] == "index" and chosen.origins["first_stage"] == "index"
+    # a method that labels nothing ignores the fusion weights the index sets
+    linear = resolve({"method": "hybrid-linear"}, index_settings(flat), DEFAULTS)
+    assert linear.options == {"k": 20, "lexical_weight": 0.4}
+
+
 def test_unknown_methods_list_every_choice() -> None:
     with pytest.raises(ConfigError, match=r"choose one of: .*tour-soft.*rm3-agent"):
         check_method("nope")

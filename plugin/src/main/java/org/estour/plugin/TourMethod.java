@@ -22,7 +22,7 @@ public enum TourMethod {
     TOUR_SOFT("tour-soft"),
     /** Classic Rocchio vector feedback. */
     ROCCHIO("rocchio"),
-    /** Hybrid relevance estimation. */
+    /** The hybrid retrieval environment alone: BM25 and kNN labelled, no refinement. */
     HRE("hre"),
     /** An agent that rewrites the query with RM3-style expansion terms. */
     RM3_AGENT("rm3-agent"),
@@ -34,8 +34,12 @@ public enum TourMethod {
     VECTOR_RERANK("vector-rerank"),
     /** TOUR's vector step and the RM3 agent's rewrite in one BM25 and kNN session. */
     HYBRID_TOUR("hybrid-tour"),
-    /** The hybrid relevance estimation followed by TOUR's step as the agent's action. */
-    TOUR_AGENT("tour-agent");
+    /** The hybrid retrieval environment with TOUR's step as the agent's action. */
+    TOUR_AGENT("tour-agent"),
+    /** The labeler over the top {@code k} of the first stage that {@code index.tour.first_stage} names. */
+    RERANK("rerank"),
+    /** BM25 and kNN fused by a convex combination of z-scored scores; no labeler pairs. */
+    HYBRID_LINEAR("hybrid-linear");
 
     private final String settingValue;
 

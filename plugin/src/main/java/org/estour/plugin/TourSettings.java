@@ -51,6 +51,12 @@ public final class TourSettings {
     public static final double TEMPERATURE_MAX = 100.0;
     /** Lower bound of {@link #THRESHOLD}, inclusive. */
     public static final double THRESHOLD_MIN = 1e-6;
+    /** Default of {@link #LEXICAL_WEIGHT}: z(BM25) at half the weight of z(q·c). */
+    public static final double LEXICAL_WEIGHT_DEFAULT = 1.0 / 3;
+    /** Upper bound of {@link #BM25_WEIGHT} and {@link #DENSE_WEIGHT}, inclusive. */
+    public static final double FUSION_WEIGHT_MAX = 10.0;
+    /** The first stages that {@link #FIRST_STAGE} may name. */
+    public static final List<String> FIRST_STAGES = List.of("knn", "bm25", "hybrid-linear");
     /** What a {@link #LABELER} model name must match. */
     public static final Pattern LABELER_PATTERN = Pattern.compile("[a-z0-9._-]+");
 
@@ -61,7 +67,8 @@ public final class TourSettings {
     /**
      * The refinement method: one of {@code tour-hard}, {@code tour-soft}, {@code rocchio},
      * {@code hre}, {@code rm3-agent}, {@code learned-agent}, {@code rerank-hybrid},
-     * {@code vector-rerank}, {@code hybrid-tour}, {@code tour-agent} (see {@link TourMethod}).
+     * {@code vector-rerank}, {@code hybrid-tour}, {@code tour-agent}, {@code rerank},
+     * {@code hybrid-linear} (see {@link TourMethod}).
      * Default {@code tour-hard}. An unknown name is rejected with the list of valid options.
      */
     public static final Setting<TourMethod> METHOD = new Setting<>(
@@ -94,6 +101,28 @@ public final class TourSettings {
      */
     public static final Setting<Double> THRESHOLD = boundedDouble("threshold", 0.5, THRESHOLD_MIN, true, 1.0);
 
+    /**
+     * What {@code rerank} labels the top {@code k} of: one of {@link #FIRST_STAGES}.
+     * Default {@code knn}.
+     */
+    public static final Setting<String> FIRST_STAGE = Setting.simpleString(
+        PREFIX + "first_stage", "knn", TourSettings::requireFirstStage, Property.IndexScope, Property.Dynamic);
+
+    /**
+     * Weight of z(BM25) beside z(q·c) in {@code hybrid-linear}, alone or as {@code rerank}'s
+     * first stage. Double in [0, 1]; default 1/3.
+     */
+    public static final Setting<Double> LEXICAL_WEIGHT = boundedDouble("lexical_weight", LEXICAL_WEIGHT_DEFAULT, 0.0, true, 1.0);
+
+    /**
+     * Final-score fusion of a labelling method: the weight of z(BM25) beside z(φ) over the
+     * docs it labelled. Double in [0, 10]; default 0 (φ alone).
+     */
+    public static final Setting<Double> BM25_WEIGHT = boundedDouble("bm25_weight", 0.0, 0.0, true, FUSION_WEIGHT_MAX);
+
+    /** Final-score fusion: the weight of z(q·c) beside z(φ). Double in [0, 10]; default 0. */
+    public static final Setting<Double> DENSE_WEIGHT = boundedDouble("dense_weight", 0.0, 0.0, true, FUSION_WEIGHT_MAX);
+
     /** Name of the dense-vector field used for kNN rounds. Non-blank string; default {@code embedding}. */
     public static final Setting<String> VECTOR_FIELD = Setting.simpleString(
         PREFIX + "vector_field", "embedding", TourSettings::requireVectorField, Property.IndexScope, Property.Dynamic);
@@ -108,7 +137,8 @@ public final class TourSettings {
         PREFIX + "labeler", "default", TourSettings::requireModelName, Property.IndexScope, Property.Dynamic);
 
     private static final List<Setting<?>> ALL = List.of(
-        ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, VECTOR_FIELD, TEXT_FIELDS, LABELER);
+        ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, LEXICAL_WEIGHT,
+        BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER);
 
     private TourSettings() {}
 
@@ -142,6 +172,13 @@ public final class TourSettings {
             return value;
         };
         return new Setting<>(key, Double.toString(defaultValue), parser, Property.IndexScope, Property.Dynamic);
+    }
+
+    private static void requireFirstStage(String value) {
+        if (!FIRST_STAGES.contains(value)) {
+            throw new IllegalArgumentException(
+                "Failed to parse value [" + value + "] for setting [" + PREFIX + "first_stage]: valid options are " + FIRST_STAGES);
+        }
     }
 
     private static void requireVectorField(String value) {

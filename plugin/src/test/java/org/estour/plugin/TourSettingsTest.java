@@ -43,6 +43,10 @@ public class TourSettingsTest {
         assertEquals(1.0, TourSettings.LAMBDA.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.TEMPERATURE.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.THRESHOLD.get(Settings.EMPTY), 0.0);
+        assertEquals("knn", TourSettings.FIRST_STAGE.get(Settings.EMPTY));
+        assertEquals(1.0 / 3, TourSettings.LEXICAL_WEIGHT.get(Settings.EMPTY), 0.0);
+        assertEquals(0.0, TourSettings.BM25_WEIGHT.get(Settings.EMPTY), 0.0);
+        assertEquals(0.0, TourSettings.DENSE_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals("embedding", TourSettings.VECTOR_FIELD.get(Settings.EMPTY));
         assertEquals(List.of("title", "text"), TourSettings.TEXT_FIELDS.get(Settings.EMPTY));
         assertEquals("default", TourSettings.LABELER.get(Settings.EMPTY));
@@ -51,7 +55,7 @@ public class TourSettingsTest {
     @Test
     public void test_all_when_listed_then_every_setting_is_index_scoped_dynamic_and_prefixed_once() {
         List<Setting<?>> all = TourSettings.all();
-        assertEquals(11, all.size());
+        assertEquals(15, all.size());
         Set<String> keys = new HashSet<>();
         for (Setting<?> setting : all) {
             assertTrue(setting.getKey(), setting.getKey().startsWith(TourSettings.PREFIX));
@@ -81,7 +85,7 @@ public class TourSettingsTest {
         String message = rejected(TourSettings.METHOD, "bogus").getMessage();
         assertTrue(message, message.contains("[bogus]"));
         assertTrue(message, message.contains("[index.tour.method]"));
-        assertTrue(message, message.contains("[tour-hard, tour-soft, rocchio, hre, rm3-agent, learned-agent, rerank-hybrid, vector-rerank, hybrid-tour, tour-agent]"));
+        assertTrue(message, message.contains("[tour-hard, tour-soft, rocchio, hre, rm3-agent, learned-agent, rerank-hybrid, vector-rerank, hybrid-tour, tour-agent, rerank, hybrid-linear]"));
     }
 
     @Test
@@ -145,6 +149,38 @@ public class TourSettingsTest {
         assertEquals(1.0, read(TourSettings.THRESHOLD, "1.0"), 0.0);
         assertRejectedEchoingValue(TourSettings.THRESHOLD, "-1");
         assertRejectedEchoingValue(TourSettings.THRESHOLD, "1.5");
+    }
+
+    @Test
+    public void test_first_stage_when_not_a_first_stage_then_message_lists_every_option() {
+        for (String stage : TourSettings.FIRST_STAGES) {
+            assertEquals(stage, read(TourSettings.FIRST_STAGE, stage));
+        }
+        String message = rejected(TourSettings.FIRST_STAGE, "rerank").getMessage();
+        assertTrue(message, message.contains("[rerank]"));
+        assertTrue(message, message.contains("[index.tour.first_stage]"));
+        assertTrue(message, message.contains("[knn, bm25, hybrid-linear]"));
+        rejected(TourSettings.FIRST_STAGE, "KNN");
+    }
+
+    @Test
+    public void test_lexical_weight_when_outside_0_to_1_then_rejected() {
+        assertEquals(0.0, read(TourSettings.LEXICAL_WEIGHT, "0"), 0.0);
+        assertEquals(1.0, read(TourSettings.LEXICAL_WEIGHT, "1"), 0.0);
+        assertRejectedEchoingValue(TourSettings.LEXICAL_WEIGHT, "-0.1");
+        assertRejectedEchoingValue(TourSettings.LEXICAL_WEIGHT, "1.5");
+        assertRejectedEchoingValue(TourSettings.LEXICAL_WEIGHT, "NaN");
+    }
+
+    @Test
+    public void test_fusion_weights_when_outside_0_to_10_then_rejected() {
+        for (Setting<Double> weight : List.of(TourSettings.BM25_WEIGHT, TourSettings.DENSE_WEIGHT)) {
+            assertEquals(0.0, read(weight, "0"), 0.0);
+            assertEquals(10.0, read(weight, "10"), 0.0);
+            assertRejectedEchoingValue(weight, "-1");
+            assertRejectedEchoingValue(weight, "10.5");
+            assertRejectedEchoingValue(weight, "Infinity");
+        }
     }
 
     @Test
