@@ -201,12 +201,6 @@ class KnnMethod(_FirstStage):
         hits = await self.context.knn(vector, k, timings, returns="text")
         return _recorded(hits, "knn", provenance), 1
 
-    def _parameters(self) -> dict[str, Any]:
-        stage = self.options.first_stage
-        return {"k": self.options.k, "first_stage": stage,
-                **({"lexical_weight": self.options.lexical_weight}
-                   if stage == "hybrid-linear" else {})}
-
 
 class HybridRrfMethod(_FirstStage):
     """Reciprocal-rank fusion of BM25 and kNN, computed here so both engines agree."""
