@@ -122,7 +122,7 @@ def test_the_sidecar_caps_match_the_plugin_maxima():
 
 
 def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():
-    assert re.search(r"LEXICAL_WEIGHT_DEFAULT = 1\.0 / 3;", SETTINGS) and LEXICAL_WEIGHT == 1 / 3
+    assert java_default("lexical_weight") == LEXICAL_WEIGHT
     for setting in FUSION_SETTINGS:
         assert java_default(setting) == FusionWeights().w_bm25 == FusionWeights().w_dense == 0
     stages = re.search(r"FIRST_STAGES = List\.of\(([^)]*)\)", SETTINGS)

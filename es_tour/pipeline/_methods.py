@@ -59,9 +59,9 @@ class DepthOptions(MethodOptions):
 
 
 FIRST_STAGES = ("knn", "bm25", "hybrid-linear")  # what `rerank` may rerank
-# hybrid-linear's z(BM25) at half the weight of z(q·c), from an offline replay; the engines
-# favour 0.4-0.5 on SciFact train (docs/retrieval.md), to adopt with a new frontier run
-LEXICAL_WEIGHT = 1 / 3
+# hybrid-linear's weight of z(BM25) beside z(q·c): the best on SciFact train with no
+# labels, within 0.002 of 0.5 under a labelled pool (docs/retrieval.md)
+LEXICAL_WEIGHT = 0.4
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ public class TourSettingsTest {
         assertEquals(0.5, TourSettings.TEMPERATURE.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.THRESHOLD.get(Settings.EMPTY), 0.0);
         assertEquals("knn", TourSettings.FIRST_STAGE.get(Settings.EMPTY));
-        assertEquals(1.0 / 3, TourSettings.LEXICAL_WEIGHT.get(Settings.EMPTY), 0.0);
+        assertEquals(0.4, TourSettings.LEXICAL_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals(0.0, TourSettings.BM25_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals(0.0, TourSettings.DENSE_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals("embedding", TourSettings.VECTOR_FIELD.get(Settings.EMPTY));
