@@ -78,6 +78,13 @@ class UpstreamError(EsTourError):
     error_type = "upstream_exception"
 
 
+class UpstreamTimeoutError(UpstreamError):
+    """The engine did not answer within the time the sidecar allows it."""
+
+    status = 504
+    error_type = "timeout_exception"
+
+
 class EngineError(EsTourError):
     """The engine answered an error: it goes back to the caller with its own status and body."""
 

@@ -25,6 +25,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.ingest import ingest
 from es_tour.server import BackgroundServer, Models, ServerConfig
+from es_tour.server._service import FALLBACK_TIMEOUT_MS
 from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, SCIFACT_INDEX, TEST_PORTS
 
 BASE = TEST_PORTS["opensearch"]
@@ -102,8 +103,9 @@ async def test_an_engine_killed_mid_load_gives_502s_then_answers_again(victim, s
                                    after_back_s=8, deadline_ms=DEADLINE_MS)
     down = result["down_answers"]
     failed = {status: count for status, count in down.items() if status != 200}
-    assert failed and set(failed) <= {502, 503}, down
-    assert result["down_max_ms"] <= DEADLINE_MS + CLIENT_SLACK_MS, result["down_max_ms"]
+    assert failed and set(failed) <= {502, 503, 504}, down
+    limit = DEADLINE_MS + FALLBACK_TIMEOUT_MS + CLIENT_SLACK_MS
+    assert result["down_max_ms"] <= limit, result["down_max_ms"]
     assert result["answered_after"] > 0
     assert result["recovery_s"] <= 5.0, result["recovery_s"]
 

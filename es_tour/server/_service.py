@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.errors import ConfigError, OverloadedError
+from es_tour.errors import ConfigError, OverloadedError, UpstreamTimeoutError
 from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, SearchResult, Timings
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
@@ -26,6 +26,9 @@ from es_tour.server._render import render
 from es_tour.server._request import SearchRequest
 
 FALLBACK = "knn"  # round 0 of every method: the query's nearest neighbours
+# past the deadline, the round-0 call gets this long: an engine that is restarting can
+# accept a connection and not answer, and the caller was promised an answer by now
+FALLBACK_TIMEOUT_MS = 1_000
 
 
 @dataclass
@@ -131,7 +134,13 @@ class TourService:
 
         Its one model call, the query embedding, has a thread of its own in the pool."""
         k = max(depth, int(chosen.options.get("k", depth)), 1)
-        result = await build(FALLBACK, context, {"k": k}).search(text, depth)
+        try:
+            result = await asyncio.wait_for(build(FALLBACK, context, {"k": k}).search(text, depth),
+                                            FALLBACK_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            raise UpstreamTimeoutError(
+                f"the refinement passed its deadline and the engine did not answer the round-0 "
+                f"search within {FALLBACK_TIMEOUT_MS} ms more") from None
         return SearchResult(chosen.method, result.hits, result.rounds, result.pairs_scored,
                             result.engine_calls, result.timings, dict(chosen.options),
                             degraded=True)
