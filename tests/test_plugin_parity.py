@@ -33,7 +33,7 @@ from es_tour.pipeline._methods import (
     VectorRerankOptions,
 )
 from es_tour.server import ServerConfig
-from es_tour.server._options import _SETTING_NAMES
+from es_tour.server._options import _SETTING_NAMES, setting_names
 from es_tour.tour import TourConfig
 
 JAVA = Path(__file__).parents[1] / "plugin/src/main/java/org/estour/plugin"
@@ -96,7 +96,8 @@ def build_options(method: str, option: str, value: Any) -> Any:
 @pytest.mark.parametrize("setting", NUMERIC)
 def test_every_value_the_plugin_accepts_every_method_taking_it_accepts(setting):
     low, high = java_bounds(setting)
-    for method, names in _SETTING_NAMES.items():
+    for method in _SETTING_NAMES:
+        names = setting_names(method)
         if setting not in names:
             continue
         for value in (low, high):
@@ -132,7 +133,7 @@ def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():
 
 
 def test_fusion_settings_reach_every_labelling_method_and_nothing_else():
-    from es_tour.pipeline._methods import BUDGET_OPTIONS
-
-    for method, names in _SETTING_NAMES.items():
-        assert ("bm25_weight" in names) == (method in BUDGET_OPTIONS), method
+    labelling = {"tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent", "learned-agent",
+                 "rerank-hybrid", "hybrid-tour", "tour-agent", "rerank"}
+    for method in _SETTING_NAMES:
+        assert ("bm25_weight" in setting_names(method)) == (method in labelling), method

@@ -12,7 +12,7 @@ from typing import Any
 
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.errors import ConfigError
-from es_tour.pipeline import METHODS, SearchContext, SearchMethod, build_method
+from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
 
 SETTINGS_PREFIX = "index.tour."
 
@@ -21,24 +21,23 @@ SETTINGS_PREFIX = "index.tour."
 # TOUR's scale, standardize, explore, memory, stop and budget come only from the request.
 _TOUR = {"k": "k", "max_rounds": "max_rounds", "lr": "lr", "lambda": "lam",
          "temperature": "tau", "threshold": "p"}
-# Every labelling method also takes final-score fusion's weights (`FusedMethod`).
-_FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
 _SETTING_NAMES: dict[str, dict[str, str]] = {
-    "tour-hard": _TOUR | _FUSION,
-    "tour-soft": _TOUR | _FUSION,
-    "rocchio": {"k": "k", "lambda": "lam"} | _FUSION,
-    "hre": {"k": "k"} | _FUSION,
-    "rm3-agent": {"k": "k", "max_rounds": "max_rounds"} | _FUSION,
-    "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"} | _FUSION,
-    "rerank-hybrid": {"k": "k"} | _FUSION,  # k: the labeler's budget, pairs per query
-    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds"} | _FUSION,  # the rest from the request
-    "tour-agent": {"k": "k", "max_rounds": "max_rounds"} | _FUSION,  # `variant` from the request
+    "tour-hard": _TOUR,
+    "tour-soft": _TOUR,
+    "rocchio": {"k": "k", "lambda": "lam"},
+    "hre": {"k": "k"},
+    "rm3-agent": {"k": "k", "max_rounds": "max_rounds"},
+    "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"},
+    "rerank-hybrid": {"k": "k"},  # k: the labeler's budget, pairs per query
+    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds"},  # the rest from the request
+    "tour-agent": {"k": "k", "max_rounds": "max_rounds"},  # its loss (`variant`) from the request
     "vector-rerank": {"k": "k"},  # its μ comes only from the request (`mu`)
     # k: the window labelled, so the budget
-    "rerank": {"k": "k", "first_stage": "first_stage", "lexical_weight": "lexical_weight"}
-    | _FUSION,
+    "rerank": {"k": "k", "first_stage": "first_stage", "lexical_weight": "lexical_weight"},
     "hybrid-linear": {"k": "k", "lexical_weight": "lexical_weight"},
 }
+# final-score fusion's weights, which every labelling method takes (`build_method`)
+_FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
 _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf: selectable per request only
 
 # ext.tour keys that choose the context, not the method's options
@@ -47,6 +46,12 @@ CONTEXT_KEYS = ("method", "labeler", "vector_field", "text_fields")
 _INT_SETTINGS = ("k", "max_rounds")
 _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold", "lexical_weight", "bm25_weight",
                    "dense_weight")
+
+
+def setting_names(method: str) -> dict[str, str]:
+    """setting name -> option name for `method`: its own, and fusion's if it labels."""
+    names = _SETTING_NAMES.get(method, _FIRST_STAGE)
+    return names | _FUSION if method in BUDGET_OPTIONS else names
 
 
 def method_names() -> list[str]:
@@ -120,7 +125,7 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
         return None
 
     method = check_method(str(pick("method")))
-    names = _SETTING_NAMES.get(method, _FIRST_STAGE)
+    names = setting_names(method)
     options: dict[str, Any] = {}
     for key, value in defaults.get("options", {}).items():
         option = names.get(key, key)
