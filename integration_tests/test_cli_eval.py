@@ -72,7 +72,8 @@ def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
                    "rerank:k=20", "rerank-hybrid:k=20",
                    "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0",
                    "rerank:k=10:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1",
-                   "rerank:k=20:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1"):
+                   "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
+                   ":w_dense=0.0"):
         assert f" {method} " in out, method
     # the first 5 queries hold no later-round find (query 133 is the first), and the scan
     # past them was turned off

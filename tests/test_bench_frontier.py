@@ -10,7 +10,9 @@ from es_tour.bench.frontier import (
     BUDGETS,
     METHODS,
     fused_spec,
+    main,
     markdown,
+    merge,
     plain_spec,
     plot,
     verdicts,
@@ -85,3 +87,31 @@ def test_results_md_gets_the_verdicts_of_the_frontier_json_beside_it(tmp_path):
     section = frontier_section(tmp_path / "frontier.json")
     assert section[0] == "## The budget frontier"
     assert sum("target is met" in line for line in section) == len(BUDGETS)
+
+
+def test_an_added_method_joins_the_run_without_changing_its_other_measurements(tmp_path):
+    from es_tour.bench.results import frontier_section
+
+    previous = {"command": "c", "date": "d", "machine": "m", "test_queries": 300,
+                "train_queries": 809, "weights": _weights("rerank-hybrid"),
+                "engines": {"opensearch": {"version": "1", "methods": _methods(0.02, 0.95)}}}
+    label = plain_spec("hre", 20).label
+    new_weights = {**previous["weights"], label: (0.3, 0.1, 0.9)}
+    measured = {label: {**previous["engines"]["opensearch"]["methods"][label], "ndcg@10": 0.8}}
+    new = {"date": "later", "weights": new_weights,
+           "engines": {"opensearch": {"version": "1", "methods": measured}}}
+    merged = merge(previous, new, ["hre"], "python -m es_tour.bench.frontier --add hre")
+    methods = merged["engines"]["opensearch"]["methods"]
+    assert methods[label]["ndcg@10"] == 0.8 and merged["weights"][label] == (0.3, 0.1, 0.9)
+    kept = plain_spec("rerank-hybrid", 20).label
+    assert methods[kept] == previous["engines"]["opensearch"]["methods"][kept]
+    assert merged["date"] == "d" and merged["added"][0]["date"] == "later"
+    assert "`hre` added on later" in markdown(merged)
+    (tmp_path / "frontier.json").write_text(json.dumps(merged))
+    assert "`hre` added later)" in frontier_section(tmp_path / "frontier.json")[2]
+
+
+@pytest.mark.parametrize("argv", [["--add", "hre"], ["--reuse-weights", "--add", "bm25"]])
+def test_add_takes_only_known_methods_over_a_kept_run(argv, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--dataset", str(tmp_path), "--out", str(tmp_path), *argv])

@@ -1,8 +1,10 @@
 """hybrid-tour: TOUR and an agent in one BM25 ∪ kNN session, both learning from one set of
 labels.
 
-Each round labels up to k docs no earlier round labelled, taken from two rankings in
-turn: kNN with the query vector q_t and BM25 with the Lucene query q_t. Then the labels
+Each round labels up to k docs no earlier round labelled from the pool of two rankings,
+kNN with the query vector q_t and BM25 with the Lucene query q_t: taken in turn
+(`pool=interleave`), or their union ranked as hybrid-linear ranks it
+(`pool=hybrid-linear`: z-scored BM25 beside z-scored q_t·c). Then the labels
 move both: TOUR's optimiser step moves the vector over every doc labelled so far (their
 stored vectors), and the RM3 policy adds its Δq to the Lucene query. The answer is every
 labelled doc by φ. It joins TOUR (Sung et al. 2023) with the hybrid agents (HARE).
@@ -24,8 +26,10 @@ from es_tour.agents._methods import MAX_AGENT_K, AgentRound
 from es_tour.agents._policies import NoRefinement, Policy, Rm3Policy
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.options import check_int
+from es_tour.options import check_int, check_number
 from es_tour.pipeline import (
+    LEXICAL_WEIGHT,
+    LINEAR_DEPTH,
     MethodOptions,
     Provenance,
     RankedHit,
@@ -35,12 +39,14 @@ from es_tour.pipeline import (
     Timings,
     interleave,
     label_mass,
+    rank_linear,
     register_method,
 )
 from es_tour.tour import MAX_ROUNDS, LabelCache, QueryOptimizer, TourConfig
 
 # TourConfig's fields that shape the step; rounds, budget and stop are the session's own
 LEXICAL_POLICIES = ("rm3", "none")
+POOLS = ("interleave", "hybrid-linear")  # how a round orders BM25 ∪ kNN to pick docs to label
 STEP_OPTIONS = ("variant", "lr", "scale", "tau", "p", "standardize", "momentum",
                 "weight_decay")
 
@@ -52,11 +58,16 @@ class HybridTourOptions(MethodOptions):
     max_rounds: int = 3
     m: int = 5  # RM3 candidate terms per round
     lexical: str = "rm3"  # the Lucene query's Δq: the RM3 policy's, or "none" (q0 throughout)
+    pool: str = "interleave"  # one of POOLS
+    lexical_weight: float = LEXICAL_WEIGHT  # pool=hybrid-linear: the weight of z(BM25)
 
     def __post_init__(self) -> None:
         if self.lexical not in LEXICAL_POLICIES:
             raise ConfigError(f"lexical must be one of {list(LEXICAL_POLICIES)}, "
                               f"got {self.lexical!r}")
+        if self.pool not in POOLS:
+            raise ConfigError(f"pool must be one of {list(POOLS)}, got {self.pool!r}")
+        check_number("lexical_weight", self.lexical_weight, 0, 1)
         check_int("k", self.k, 1, MAX_AGENT_K)
         check_int("budget", self.budget, 1, MAX_AGENT_K * (MAX_ROUNDS + 1))
         check_int("max_rounds", self.max_rounds, 0, MAX_ROUNDS)
@@ -108,13 +119,17 @@ class HybridTourMethod:
             calls_before = env.budget.engine_calls
             # k docs past every one labelled; round 0 also reaches `size`, for the fill
             depth = options.k + len(seen.vectors) if rounds else max(options.k, size)
+            if options.pool == "hybrid-linear":
+                depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
             dense, sparse = await asyncio.gather(context.knn(q, depth, timings),
                                                  self._bm25(lexical, depth, timings))
             calls += 2
             new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
                         + provenance.add(round_no, [h.id for h in sparse], "bm25"))
-            first = first or interleave(dense, sparse)
-            to_label = [h for h in interleave(dense, sparse) if h.id not in seen.vectors][
+            pool, extra_calls = await self._pool(q, lexical, dense, sparse, timings)
+            calls += extra_calls
+            first = first or pool
+            to_label = [h for h in pool if h.id not in seen.vectors][
                 : min(options.k, options.budget - pairs)]
             _, newly = await context.label(query, to_label, timings, seen.labels)
             pairs += newly
@@ -155,22 +170,39 @@ class HybridTourMethod:
         phi = seen.phi()
         hits = [RankedHit(doc, phi[doc], seen.sources[doc])
                 for doc in sorted(phi, key=lambda doc: -phi[doc])]
-        # below the labelled docs, q0's kNN and BM25 in turn, as rerank-hybrid fills them:
-        # a moved vector and a `+term` find new docs to label but recall less (measured)
+        # below the labelled docs, round 0's pool, as rerank-hybrid or hybrid-linear fill
+        # them: a moved vector and a `+term` find new docs to label but recall less (measured)
         hits += [RankedHit(h.id, h.score, self._source(h)) for h in first if h.id not in phi]
         total.total_ms = (time.perf_counter() - started) * 1000
         parameters = {"k": options.k, "budget": options.budget,
-                      "max_rounds": options.max_rounds, "m": options.m,
+                      "max_rounds": options.max_rounds, "m": options.m, "pool": options.pool,
+                      **({"lexical_weight": options.lexical_weight}
+                         if options.pool == "hybrid-linear" else {}),
                       **{key: getattr(self.step, key) for key in STEP_OPTIONS}}
         return SearchResult(self.name, [provenance.stamp(hit, phi) for hit in hits[:size]],
                             list(rounds), pairs, calls + env.budget.engine_calls, total,
                             parameters)
 
-    async def _bm25(self, query: Query, k: int, timings: Timings) -> list[Hit]:
-        """The Lucene query q_t's top k, with the stored vectors TOUR's step needs."""
+    async def _pool(self, q: np.ndarray, lexical: Query, dense: list[Hit], sparse: list[Hit],
+                    timings: Timings) -> tuple[list[Hit], int]:
+        """This round's candidates best first, and the engine calls that ordering made."""
+        if self.options.pool == "interleave":
+            return interleave(dense, sparse), 0
+
+        async def bm25_of(ids: list[str]) -> list[Hit]:
+            return await self._bm25(lexical, len(ids), timings, ids=ids)
+
+        return await rank_linear(self.context, q, dense, sparse, bm25_of,
+                                 self.options.lexical_weight)
+
+    async def _bm25(self, query: Query, k: int, timings: Timings,
+                    ids: list[str] | None = None) -> list[Hit]:
+        """The Lucene query q_t's top k (among `ids`, if given), with the stored vectors
+        TOUR's step needs."""
         compiled = compile_bool(query, self.context.text_fields)
         with timings.engine():
-            return await self.context.engine.bool_search(self.context.index, compiled, k)
+            return await self.context.engine.bool_search(self.context.index, compiled, k,
+                                                         ids=ids)
 
     def _source(self, hit: Hit) -> dict[str, Any]:
         return {key: value for key, value in hit.source.items()
@@ -179,7 +211,8 @@ class HybridTourMethod:
 
 def hybrid_tour(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
     """TOUR's vector step and the RM3 agent's Δq in one BM25 ∪ kNN session. Options: k,
-    budget, max_rounds, m, and TOUR's step options (STEP_OPTIONS)."""
+    budget, max_rounds, m, lexical, pool, lexical_weight, and TOUR's step options
+    (STEP_OPTIONS)."""
     step = TourConfig.from_mapping({key: value for key, value in options.items()
                                     if key in STEP_OPTIONS})
     own = {key: value for key, value in options.items() if key not in STEP_OPTIONS}

@@ -38,8 +38,8 @@ console = Console(stderr=True)
 BUDGETS = (10, 20, 40)
 BASELINES = ("rerank", "rerank-hybrid")  # rerank-of-kNN and rerank-of-hybrid
 # `name` or `name:key=value`, as `es-tour eval` takes them; the budget option is added
-METHODS = (*BASELINES, "rerank:first_stage=hybrid-linear", "tour-hard", "hybrid-tour", "hre",
-           "rm3-agent")
+METHODS = (*BASELINES, "rerank:first_stage=hybrid-linear", "tour-hard", "hybrid-tour",
+           "hybrid-tour:pool=hybrid-linear:lexical=none", "hre", "rm3-agent")
 TARGET = 0.01  # the issue's bar: the best method ≥ rerank-hybrid + 1.0 nDCG@10 points
 ROUNDS_PER_BUDGET = 2  # the refining methods label budget/2 new docs a round, at most 10
 
@@ -83,12 +83,13 @@ async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None,
 
 
 async def measure(dataset: BeirDataset, engine: str, url: str,
-                  weights: Mapping[str, tuple[float, float, float]], test_queries: int | None
-                  ) -> dict[str, Any]:
-    """plain or fused label -> nDCG@10, R@100, pairs, per-round nDCG@10, operators."""
+                  weights: Mapping[str, tuple[float, float, float]], test_queries: int | None,
+                  methods: Sequence[str] = METHODS) -> dict[str, Any]:
+    """plain or fused label -> nDCG@10, R@100, pairs, per-round nDCG@10, operators, for
+    each of `methods` at each budget."""
     specs, method_of = [], {}
     for budget in BUDGETS:
-        for name in METHODS:
+        for name in methods:
             spec = plain_spec(name, budget)
             w_bm25, w_dense, _ = weights[spec.label]
             for each in (spec, fused_spec(spec, w_bm25, w_dense)):
@@ -149,6 +150,9 @@ def markdown(collected: Mapping[str, Any]) -> str:
              *([f"- fusion weights fitted by: `{collected['fit_command']}`"]
                if "fit_command" in collected else []),
              f"- date: {collected['date']}; machine: {collected['machine']}",
+             *[f"- then {', '.join(f'`{m}`' for m in added['methods'])} added on "
+               f"{added['date']} (weights fitted and test measured only for them): "
+               f"`{added['command']}`" for added in collected.get("added", [])],
              f"- SciFact test, {collected['test_queries']} queries; fusion weights fitted on "
              f"the first {collected['train_queries']} train queries",
              "- labeler: the default dual encoder over its cached corpus vectors; retriever "
@@ -214,15 +218,28 @@ def plot(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> No
 
 async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int | None,
               test_queries: int | None,
-              fitted: Mapping[str, tuple[float, float, float]] | None = None) -> dict[str, Any]:
-    """Fit on train the weights `fitted` lacks, then measure on test."""
+              fitted: Mapping[str, tuple[float, float, float]] | None = None,
+              methods: Sequence[str] = METHODS) -> dict[str, Any]:
+    """Fit on train the weights `fitted` lacks, then measure `methods` on test."""
     first_url = next(iter(urls.values()))
     weights = await fit_weights(dataset, first_url, train_queries, fitted or {})
-    engines = {engine: await measure(dataset, engine, url, weights, test_queries)
+    engines = {engine: await measure(dataset, engine, url, weights, test_queries, methods)
                for engine, url in urls.items()}
     return {"date": now(), "machine": machine(), "weights": weights, "engines": engines,
             "train_queries": len(list(dataset.queries("train"))[:train_queries]),
             "test_queries": len(list(dataset.queries("test"))[:test_queries])}
+
+
+def merge(previous: Mapping[str, Any], new: Mapping[str, Any], methods: Sequence[str],
+          command: str) -> dict[str, Any]:
+    """`previous` with `new`'s weights and its measurements of `methods` on each engine,
+    the addition recorded beside the run it joins."""
+    engines = {engine: {**result, "methods": {**result["methods"],
+                                              **new["engines"][engine]["methods"]}}
+               for engine, result in previous["engines"].items()}
+    record = {"methods": list(methods), "date": new["date"], "command": command}
+    return {**previous, "weights": new["weights"], "engines": engines,
+            "added": [*previous.get("added", []), record]}
 
 
 def write(collected: dict[str, Any], out: Path, images: Path) -> Path:
@@ -250,9 +267,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reuse-weights", action="store_true",
                         help="measure test again with the weights <out>/frontier.json fitted "
                              "(and its train query count), fitting only methods it lacks")
+    parser.add_argument("--add", default=None, metavar="METHOD[,METHOD]",
+                        help="with --reuse-weights: measure only these METHODS entries (new "
+                             "ones) and keep <out>/frontier.json's other measurements")
     args = parser.parse_args(argv)
+    added = tuple(args.add.split(",")) if args.add else ()
+    if added and not args.reuse_weights:
+        parser.error("--add needs --reuse-weights: it keeps the measurements already made")
+    if unknown := [name for name in added if name not in METHODS]:
+        parser.error(f"--add takes entries of METHODS, not {unknown}")
     previous = (json.loads((args.out / "frontier.json").read_text())
                 if args.rerender or args.reuse_weights else None)
+    command = " ".join(["python -m es_tour.bench.frontier",
+                        *(sys.argv[1:] if argv is None else argv)])
     if args.rerender and previous is not None:
         collected = previous
     else:
@@ -260,11 +287,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         fitted = previous["weights"] if previous else None
         train_queries = previous["train_queries"] if previous else args.train_queries
         collected = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
-                                    args.test_queries, fitted))
-        collected["command"] = " ".join(["python -m es_tour.bench.frontier",
-                                         *(sys.argv[1:] if argv is None else argv)])
+                                    args.test_queries, fitted, added or METHODS))
+        collected["command"] = command
         if previous:
             collected["fit_command"] = previous.get("fit_command", previous["command"])
+    if added and previous is not None:
+        collected = merge(previous, collected, added, command)
     print(f"wrote {write(collected, args.out, args.out.parent / 'img')}")
 
 

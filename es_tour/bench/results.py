@@ -248,11 +248,13 @@ def frontier_section(path: Path) -> list[str]:
         return []
     collected = json.loads(path.read_text())
     name, engine = next(iter(collected["engines"].items()))
+    added = "".join(f"; {', '.join(f'`{m}`' for m in each['methods'])} added {each['date']}"
+                    for each in collected.get("added", []))
     return ["## The budget frontier", "",
             f"Every labelling method at {', '.join(map(str, frontier.BUDGETS))} labeler pairs "
             f"per query, plain and fused, on {name} ({collected['test_queries']} test "
-            f"queries, {collected['date']}); the full tables, both engines, per round and "
-            "Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
+            f"queries, {collected['date']}{added}); the full tables, both engines, per round "
+            "and Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
             *frontier.verdicts(engine["methods"], collected["weights"]), "",
             "![nDCG@10 against the budget](img/frontier-budgets.png)", ""]
 

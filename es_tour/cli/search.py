@@ -58,7 +58,8 @@ DEMO_BUDGETS = {10: ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=
                      "rerank:k=10:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1"),
                 20: ("rerank:k=20", "rerank-hybrid:k=20", "tour-hard",
                      "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0",
-                     "rerank:k=20:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1")}
+                     "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
+                     ":w_dense=0.0")}
 DEMO_FIRST_STAGE = ("bm25", "knn")
 LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
 

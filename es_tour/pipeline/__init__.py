@@ -5,12 +5,15 @@ from __future__ import annotations
 from es_tour.pipeline._context import ModelPool, SearchContext, open_context
 from es_tour.pipeline._methods import (
     BUDGET_OPTIONS,
+    LEXICAL_WEIGHT,
+    LINEAR_DEPTH,
     METHODS,
     MethodFactory,
     MethodOptions,
     SearchMethod,
     build_method,
     interleave,
+    rank_linear,
     register_method,
 )
 from es_tour.pipeline._types import (
@@ -26,6 +29,8 @@ from es_tour.pipeline._types import (
 
 __all__ = [
     "BUDGET_OPTIONS",
+    "LEXICAL_WEIGHT",
+    "LINEAR_DEPTH",
     "METHODS",
     "MethodFactory",
     "MethodOptions",
@@ -42,6 +47,7 @@ __all__ = [
     "interleave",
     "label_mass",
     "open_context",
+    "rank_linear",
     "register_method",
     "trace_dict",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
@@ -62,16 +62,16 @@ FIRST_STAGES = ("knn", "bm25", "hybrid-linear")  # what `rerank` may rerank
 # hybrid-linear's weight of z(BM25) beside z(q·c): the best on SciFact train with no
 # labels, within 0.002 of 0.5 under a labelled pool (docs/retrieval.md)
 LEXICAL_WEIGHT = 0.4
+LINEAR_DEPTH = 100  # hybrid-linear: the hits each retriever adds to the union it ranks
 
 
 @dataclass(frozen=True)
 class FirstStageOptions(DepthOptions):
     first_stage: str = "knn"  # what rerank reranks: one of FIRST_STAGES
     rrf_k: int = 60  # the constant of reciprocal-rank fusion
-    # hybrid-linear: the weight of z(BM25) beside z(q·c), and the hits each retriever
-    # adds to the union it ranks
+    # hybrid-linear: the weight of z(BM25) beside z(q·c), and each retriever's depth
     lexical_weight: float = LEXICAL_WEIGHT
-    depth: int = 100
+    depth: int = LINEAR_DEPTH
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -246,20 +246,35 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
     dense = _recorded(await context.knn(vector, depth, timings), "knn", provenance)
     lexical = _recorded(await context.bm25(query, depth, timings, with_vectors=True), "bm25",
                         provenance)
+
+    async def bm25_of(ids: list[str]) -> list[Hit]:
+        return await context.bm25(query, len(ids), timings, ids=ids)
+
+    ranked, calls = await rank_linear(context, vector, dense, lexical, bm25_of,
+                                      options.lexical_weight)
+    return ranked, 2 + calls
+
+
+async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],
+                      lexical: Sequence[Hit],
+                      bm25_of: Callable[[list[str]], Awaitable[list[Hit]]],
+                      lexical_weight: float) -> tuple[list[Hit], int]:
+    """The union of `dense` and `lexical` (both with stored vectors), best first by
+    `hybrid_scores` against `vector`, and the engine calls made: `bm25_of` gives the
+    dense-only docs their BM25 in one call, 0 where no query term matches."""
     union = interleave(dense, lexical)
     bm25 = {hit.id: hit.score for hit in lexical}
     unmatched = [hit.id for hit in union if hit.id not in bm25]
-    calls = 2
-    if unmatched:  # 0 where no query term matches
-        bm25 |= {hit.id: hit.score for hit in
-                 await context.bm25(query, len(unmatched), timings, ids=unmatched)}
-        calls += 1
+    if unmatched:
+        bm25 |= {hit.id: hit.score for hit in await bm25_of(unmatched)}
     unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
     scores = hybrid_scores(np.array([bm25.get(hit.id, 0.0) for hit in union]),
                            np.array([context.stored_vector(hit) @ unit for hit in union]),
-                           options.lexical_weight)
+                           lexical_weight)
     order = np.argsort(-scores, kind="stable")
-    return [Hit(union[i].id, float(scores[i]), union[i].source) for i in order], calls
+    ranked = [Hit(union[i].id, float(scores[i]), union[i].source, union[i].vector)
+              for i in order]
+    return ranked, int(bool(unmatched))
 
 
 class _Rerank(_FirstStage):

@@ -1,5 +1,5 @@
 """hybrid-tour over a fake engine: exact kNN over random vectors, BM25 by a fixed order
-that a `+term` narrows to the docs holding the term."""
+(d119 scores highest) that a `+term` narrows to the docs holding the term."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import es_tour.agents  # noqa: F401  (registers hybrid-tour)
 from es_tour.engines import Hit, TermStats
 from es_tour.errors import ConfigError
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method, interleave
+from es_tour.tour import hybrid_scores
 
 rng = np.random.default_rng(11)
 DOCS = rng.normal(size=(120, 8)).astype(np.float32)
@@ -18,6 +19,10 @@ PHI = {f"d{i}": float(v) for i, v in enumerate(DOCS @ DOCS[:3].mean(axis=0))}
 QUERY = DOCS[60]
 BM25_ORDER = [f"d{i}" for i in range(119, -1, -1)]  # d119 first
 TERMS = {f"d{i}": {"even" if i % 2 == 0 else "odd": 3, f"w{i % 7}": 1} for i in range(120)}
+
+
+def bm25(doc: str) -> float:
+    return int(doc[1:]) / 10
 
 
 class FakeEngine:
@@ -37,8 +42,10 @@ class FakeEngine:
     async def bool_search(self, index, query, k, *, ids=None, exclude=()):
         self.queries.append(query)
         musts = [clause["multi_match"]["query"] for clause in query["bool"].get("must", [])]
-        docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)][:k]
-        return [Hit(d, 1.0, {"title": d, "embedding": DOCS[int(d[1:])].tolist()}) for d in docs]
+        docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)
+                and (ids is None or d in ids)][:k]
+        return [Hit(d, bm25(d), {"title": d, "embedding": DOCS[int(d[1:])].tolist()})
+                for d in docs]
 
     async def term_stats(self, index, ids, *, fields):
         df: dict[str, int] = {}
@@ -96,8 +103,28 @@ async def test_no_rounds_is_rerank_hybrid_of_the_budget(context):
     assert len(result.rounds) == 1 and result.pairs_scored == 8
 
 
+async def test_a_hybrid_linear_pool_labels_the_union_best_first_by_z_scored_bm25_and_knn(
+        context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 6, "budget": 6, "max_rounds": 0, "pool": "hybrid-linear",
+                                 "lexical_weight": 0.5}).search("q", 10)
+    # the union of kNN's and BM25's top 100; the docs only kNN found get their BM25 from
+    # one more call, restricted to their ids
+    unit = QUERY / np.linalg.norm(QUERY)
+    knn = [f"d{i}" for i in np.argsort(-(DOCS @ unit), kind="stable")[:100]]
+    ids = list(dict.fromkeys(knn + BM25_ORDER[:100]))
+    assert len(ids) < 120 and any(d not in BM25_ORDER[:100] for d in knn)
+    scores = hybrid_scores(np.array([bm25(d) for d in ids]),
+                           np.array([DOCS[int(d[1:])] @ unit for d in ids]), 0.5)
+    best = [ids[i] for i in np.argsort(-scores)[:6]]
+    assert result.rounds[0].labelled == best
+    assert best != [f"d{i}" for i in np.argsort(-(DOCS @ QUERY))[:6]]  # BM25 counted
+    assert result.engine_calls == 3 and result.parameters["pool"] == "hybrid-linear"
+    assert [h.id for h in result.hits[:6]] == sorted(best, key=lambda d: -PHI[d])
+
+
 @pytest.mark.parametrize("options", [{"lexical": "oracle"}, {"k": 0}, {"stop": "top1"},
-                                     {"lr": 0}])
+                                     {"lr": 0}, {"pool": "rrf"}, {"lexical_weight": 1.5}])
 def test_bad_options_are_config_errors(context, options):
     with pytest.raises(ConfigError):
         build_method("hybrid-tour", context, options)
