@@ -212,12 +212,25 @@ def test_an_index_switched_to_tour_agent_takes_tours_step_as_its_action(toured: 
     assert tour["parameters"]["k"] == 5 and tour["rounds"][0]["chosen"] == "tour-step"
 
 
-def test_an_index_switched_to_rerank_over_hybrid_linear_fuses_its_final_scores(
-        toured: Sidecar) -> None:
-    """The frontier's choice at every budget, selected per index."""
-    body = {"query": {"match": {"text": QUERY}}, "size": TOUR["k"]}
-    chosen = {"method": "rerank", "first_stage": "hybrid-linear", "bm25_weight": 0.5,
-              "dense_weight": 0.1}
+# The frontier's choices (docs/benchmarks/frontier.md), as index settings: rerank over
+# hybrid-linear at 10 pairs; TOUR over hybrid-linear's pool at 20 and 40, here at the
+# budget the index's k and max_rounds allow (2 rounds of 5)
+FRONTIER_CHOICES = {
+    "rerank": {"method": "rerank", "first_stage": "hybrid-linear", "bm25_weight": 0.5,
+               "dense_weight": 0.1},
+    "hybrid-tour": {"method": "hybrid-tour", "pool": "hybrid-linear", "lexical": "none",
+                    "budget": 10, "bm25_weight": 0.3, "dense_weight": 0.0},
+}
+OPTION_OF_SETTING = {"first_stage": "first_stage", "pool": "pool", "lexical": "lexical",
+                     "budget": "budget", "bm25_weight": "w_bm25", "dense_weight": "w_dense"}
+
+
+@pytest.mark.parametrize("method", FRONTIER_CHOICES)
+def test_an_index_switched_to_the_frontiers_choice_runs_it_and_fuses_its_final_scores(
+        toured: Sidecar, method: str) -> None:
+    chosen = FRONTIER_CHOICES[method]
+    labelled = chosen.get("budget", TOUR["k"])
+    body = {"query": {"match": {"text": QUERY}}, "size": labelled}
     url = f"{toured.url}/{TOURED}/_settings"
     assert httpx.put(url, json={"index": {"tour": chosen}}).status_code == 200
     try:
@@ -226,12 +239,14 @@ def test_an_index_switched_to_rerank_over_hybrid_linear_fuses_its_final_scores(
         reset = {key: None for key in chosen} | {"method": "tour-soft"}
         assert httpx.put(url, json={"index": {"tour": reset}}).status_code == 200
     tour = _tour(response)
-    assert tour["method"] == "rerank" and tour["origins"]["first_stage"] == "index"
-    assert tour["parameters"]["first_stage"] == "hybrid-linear"
-    assert tour["parameters"]["w_bm25"] == 0.5 and tour["origins"]["w_bm25"] == "index"
+    assert tour["method"] == method
+    for setting, value in chosen.items():
+        if setting != "method":
+            option = OPTION_OF_SETTING[setting]
+            assert tour["parameters"][option] == value and tour["origins"][option] == "index"
     labels = [hit["label"] for hit in tour["hits"]]
     scores = [hit["_score"] for hit in response.json()["hits"]["hits"]]
-    assert len(scores) == TOUR["k"] and None not in labels
+    assert len(scores) == labelled and None not in labels
     # fused scores are sums of z-scores over the labelled docs, so they add up to 0; φ's do not
     assert sum(scores) == pytest.approx(0, abs=1e-6) and sum(labels) > 1
 

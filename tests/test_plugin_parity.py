@@ -22,6 +22,7 @@ from es_tour.agents import (
     LearnedOptions,
     TourAgentOptions,
 )
+from es_tour.agents._hybrid_tour import LEXICAL_POLICIES, POOLS
 from es_tour.errors import ConfigError
 from es_tour.pipeline._fusion import FusionWeights
 from es_tour.pipeline._methods import (
@@ -83,8 +84,8 @@ def test_the_plugin_offers_exactly_the_methods_python_maps_settings_for():
     assert enum == set(_SETTING_NAMES) == set(OPTION_CLASSES)
 
 
-NUMERIC = ("k", "max_rounds", "lr", "lambda", "temperature", "threshold", "lexical_weight",
-           *FUSION_SETTINGS)
+NUMERIC = ("k", "max_rounds", "budget", "lr", "lambda", "temperature", "threshold",
+           "lexical_weight", *FUSION_SETTINGS)
 
 
 def build_options(method: str, option: str, value: Any) -> Any:
@@ -101,7 +102,7 @@ def test_every_value_the_plugin_accepts_every_method_taking_it_accepts(setting):
         if setting not in names:
             continue
         for value in (low, high):
-            typed = int(value) if setting in ("k", "max_rounds") else value
+            typed = int(value) if setting in ("k", "max_rounds", "budget") else value
             try:
                 build_options(method, names[setting], typed)
             except ConfigError as error:
@@ -126,10 +127,30 @@ def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():
     assert java_default("lexical_weight") == LEXICAL_WEIGHT
     for setting in FUSION_SETTINGS:
         assert java_default(setting) == FusionWeights().w_bm25 == FusionWeights().w_dense == 0
-    stages = re.search(r"FIRST_STAGES = List\.of\(([^)]*)\)", SETTINGS)
-    assert stages and tuple(re.findall(r'"([a-z0-9-]+)"', stages.group(1))) == FIRST_STAGES
-    assert re.search(r'PREFIX \+ "first_stage", "knn"', SETTINGS)
-    assert FirstStageOptions().first_stage == "knn"
+    assert java_choices("FIRST_STAGES") == FIRST_STAGES
+    assert java_choice_default("first_stage") == FirstStageOptions().first_stage == "knn"
+
+
+def java_choices(name: str) -> tuple[str, ...]:
+    declared = re.search(rf"{name} = List\.of\(([^)]*)\)", SETTINGS)
+    assert declared, name
+    return tuple(re.findall(r'"([a-z0-9-]+)"', declared.group(1)))
+
+
+def java_choice_default(setting: str) -> str:
+    match = re.search(rf'choice\("{setting}", "([a-z0-9-]+)"', SETTINGS)
+    assert match, setting
+    return match.group(1)
+
+
+def test_hybrid_tours_pool_and_lexical_settings_offer_pythons_choices_and_defaults():
+    assert java_choices("POOLS") == POOLS and java_choices("LEXICAL_POLICIES") == LEXICAL_POLICIES
+    defaults = HybridTourOptions()
+    assert java_choice_default("pool") == defaults.pool
+    assert java_choice_default("lexical") == defaults.lexical
+    assert java_default("budget") == defaults.budget
+    for pool, lexical in zip(POOLS, LEXICAL_POLICIES, strict=True):
+        HybridTourOptions.from_mapping({"pool": pool, "lexical": lexical})
 
 
 def test_fusion_settings_reach_every_labelling_method_and_nothing_else():

@@ -175,7 +175,8 @@ class HybridTourMethod:
         hits += [RankedHit(h.id, h.score, self._source(h)) for h in first if h.id not in phi]
         total.total_ms = (time.perf_counter() - started) * 1000
         parameters = {"k": options.k, "budget": options.budget,
-                      "max_rounds": options.max_rounds, "m": options.m, "pool": options.pool,
+                      "max_rounds": options.max_rounds, "m": options.m,
+                      "lexical": options.lexical, "pool": options.pool,
                       **({"lexical_weight": options.lexical_weight}
                          if options.pool == "hybrid-linear" else {}),
                       **{key: getattr(self.step, key) for key in STEP_OPTIONS}}

@@ -29,7 +29,9 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     "rm3-agent": {"k": "k", "max_rounds": "max_rounds"},
     "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"},
     "rerank-hybrid": {"k": "k"},  # k: the labeler's budget, pairs per query
-    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds"},  # the rest from the request
+    # k: new docs a round; TOUR's step options from the request
+    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds", "budget": "budget", "pool": "pool",
+                    "lexical": "lexical", "lexical_weight": "lexical_weight"},
     "tour-agent": {"k": "k", "max_rounds": "max_rounds"},  # its loss (`variant`) from the request
     "vector-rerank": {"k": "k"},  # its μ comes only from the request (`mu`)
     # k: the window labelled, so the budget
@@ -43,7 +45,7 @@ _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf: selectable per request only
 # ext.tour keys that choose the context, not the method's options
 CONTEXT_KEYS = ("method", "labeler", "vector_field", "text_fields")
 
-_INT_SETTINGS = ("k", "max_rounds")
+_INT_SETTINGS = ("k", "max_rounds", "budget")
 _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold", "lexical_weight", "bm25_weight",
                    "dense_weight")
 

@@ -49,6 +49,18 @@ def test_an_index_can_select_rerank_over_hybrid_linear_with_final_score_fusion()
     assert linear.options == {"k": 20, "lexical_weight": 0.4}
 
 
+def test_an_index_can_select_hybrid_tour_over_the_linear_pool_at_its_budget() -> None:
+    flat = {"index.tour.method": "hybrid-tour", "index.tour.pool": "hybrid-linear",
+            "index.tour.lexical": "none", "index.tour.budget": "40",
+            "index.tour.bm25_weight": "0.2", "index.tour.first_stage": "bm25"}
+    chosen = resolve({}, index_settings(flat), DEFAULTS)
+    assert chosen.options == {"k": 10, "pool": "hybrid-linear", "lexical": "none",
+                              "budget": 40, "w_bm25": 0.2}
+    assert chosen.origins["budget"] == chosen.origins["pool"] == "index"
+    # rerank's budget is its k: the budget setting is not rerank's
+    assert "budget" not in resolve({"method": "rerank"}, index_settings(flat), DEFAULTS).options
+
+
 def test_unknown_methods_list_every_choice() -> None:
     with pytest.raises(ConfigError, match=r"choose one of: .*tour-soft.*rm3-agent"):
         check_method("nope")

@@ -55,6 +55,14 @@ public final class TourSettings {
     public static final double FUSION_WEIGHT_MAX = 10.0;
     /** The first stages that {@link #FIRST_STAGE} may name. */
     public static final List<String> FIRST_STAGES = List.of("knn", "bm25", "hybrid-linear");
+    /** The pools that {@link #POOL} may name. */
+    public static final List<String> POOLS = List.of("interleave", "hybrid-linear");
+    /** The Lucene query's refinements that {@link #LEXICAL} may name. */
+    public static final List<String> LEXICAL_POLICIES = List.of("rm3", "none");
+    /** Lower bound of {@link #BUDGET}, inclusive. */
+    public static final int BUDGET_MIN = 1;
+    /** Upper bound of {@link #BUDGET}, inclusive. */
+    public static final int BUDGET_MAX = 1000;
     /** What a {@link #LABELER} model name must match. */
     public static final Pattern LABELER_PATTERN = Pattern.compile("[a-z0-9._-]+");
 
@@ -103,12 +111,30 @@ public final class TourSettings {
      * What {@code rerank} labels the top {@code k} of: one of {@link #FIRST_STAGES}.
      * Default {@code knn}.
      */
-    public static final Setting<String> FIRST_STAGE = Setting.simpleString(
-        PREFIX + "first_stage", "knn", TourSettings::requireFirstStage, Property.IndexScope, Property.Dynamic);
+    public static final Setting<String> FIRST_STAGE = choice("first_stage", "knn", FIRST_STAGES);
 
     /**
-     * Weight of z(BM25) beside z(q·c) in {@code hybrid-linear}, alone or as {@code rerank}'s
-     * first stage. Double in [0, 1]; default 0.4 (chosen on SciFact train).
+     * How {@code hybrid-tour} picks each round's docs to label from BM25 ∪ kNN: the two
+     * rankings in turn ({@code interleave}) or their union ranked as {@code hybrid-linear}
+     * ranks it. One of {@link #POOLS}; default {@code interleave}.
+     */
+    public static final Setting<String> POOL = choice("pool", "interleave", POOLS);
+
+    /**
+     * The Lucene query's refinement in {@code hybrid-tour}: the RM3 agent's Δq, or
+     * {@code none} (the query's own text throughout). One of {@link #LEXICAL_POLICIES};
+     * default {@code rm3}.
+     */
+    public static final Setting<String> LEXICAL = choice("lexical", "rm3", LEXICAL_POLICIES);
+
+    /** Labeler pairs per query of {@code hybrid-tour}. Integer in [1, 1000]; default 20. */
+    public static final Setting<Integer> BUDGET = Setting.intSetting(
+        PREFIX + "budget", 20, BUDGET_MIN, BUDGET_MAX, Property.IndexScope, Property.Dynamic);
+
+    /**
+     * Weight of z(BM25) beside z(q·c) in {@code hybrid-linear}, alone, as {@code rerank}'s
+     * first stage or as {@code hybrid-tour}'s pool. Double in [0, 1]; default 0.4 (chosen on
+     * SciFact train).
      */
     public static final Setting<Double> LEXICAL_WEIGHT = boundedDouble("lexical_weight", 0.4, 0.0, true, 1.0);
 
@@ -135,8 +161,8 @@ public final class TourSettings {
         PREFIX + "labeler", "default", TourSettings::requireModelName, Property.IndexScope, Property.Dynamic);
 
     private static final List<Setting<?>> ALL = List.of(
-        ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, LEXICAL_WEIGHT,
-        BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER);
+        ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, POOL, LEXICAL,
+        BUDGET, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER);
 
     private TourSettings() {}
 
@@ -172,10 +198,16 @@ public final class TourSettings {
         return new Setting<>(key, Double.toString(defaultValue), parser, Property.IndexScope, Property.Dynamic);
     }
 
-    private static void requireFirstStage(String value) {
-        if (!FIRST_STAGES.contains(value)) {
+    /** A string setting that must be one of {@code options}. */
+    private static Setting<String> choice(String name, String defaultValue, List<String> options) {
+        return Setting.simpleString(
+            PREFIX + name, defaultValue, value -> requireChoice(name, value, options), Property.IndexScope, Property.Dynamic);
+    }
+
+    private static void requireChoice(String name, String value, List<String> options) {
+        if (!options.contains(value)) {
             throw new IllegalArgumentException(
-                "Failed to parse value [" + value + "] for setting [" + PREFIX + "first_stage]: valid options are " + FIRST_STAGES);
+                "Failed to parse value [" + value + "] for setting [" + PREFIX + name + "]: valid options are " + options);
         }
     }
 

@@ -44,6 +44,9 @@ public class TourSettingsTest {
         assertEquals(0.5, TourSettings.TEMPERATURE.get(Settings.EMPTY), 0.0);
         assertEquals(0.5, TourSettings.THRESHOLD.get(Settings.EMPTY), 0.0);
         assertEquals("knn", TourSettings.FIRST_STAGE.get(Settings.EMPTY));
+        assertEquals("interleave", TourSettings.POOL.get(Settings.EMPTY));
+        assertEquals("rm3", TourSettings.LEXICAL.get(Settings.EMPTY));
+        assertEquals(20, (int) TourSettings.BUDGET.get(Settings.EMPTY));
         assertEquals(0.4, TourSettings.LEXICAL_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals(0.0, TourSettings.BM25_WEIGHT.get(Settings.EMPTY), 0.0);
         assertEquals(0.0, TourSettings.DENSE_WEIGHT.get(Settings.EMPTY), 0.0);
@@ -55,7 +58,7 @@ public class TourSettingsTest {
     @Test
     public void test_all_when_listed_then_every_setting_is_index_scoped_dynamic_and_prefixed_once() {
         List<Setting<?>> all = TourSettings.all();
-        assertEquals(15, all.size());
+        assertEquals(18, all.size());
         Set<String> keys = new HashSet<>();
         for (Setting<?> setting : all) {
             assertTrue(setting.getKey(), setting.getKey().startsWith(TourSettings.PREFIX));
@@ -161,6 +164,31 @@ public class TourSettingsTest {
         assertTrue(message, message.contains("[index.tour.first_stage]"));
         assertTrue(message, message.contains("[knn, bm25, hybrid-linear]"));
         rejected(TourSettings.FIRST_STAGE, "KNN");
+    }
+
+    @Test
+    public void test_pool_and_lexical_when_not_an_option_then_message_lists_every_option() {
+        for (String pool : TourSettings.POOLS) {
+            assertEquals(pool, read(TourSettings.POOL, pool));
+        }
+        for (String lexical : TourSettings.LEXICAL_POLICIES) {
+            assertEquals(lexical, read(TourSettings.LEXICAL, lexical));
+        }
+        String message = rejected(TourSettings.POOL, "rrf").getMessage();
+        assertTrue(message, message.contains("[rrf]"));
+        assertTrue(message, message.contains("[index.tour.pool]"));
+        assertTrue(message, message.contains("[interleave, hybrid-linear]"));
+        message = rejected(TourSettings.LEXICAL, "oracle").getMessage();
+        assertTrue(message, message.contains("[index.tour.lexical]"));
+        assertTrue(message, message.contains("[rm3, none]"));
+    }
+
+    @Test
+    public void test_budget_when_outside_1_to_1000_then_rejected() {
+        assertEquals(1, (int) read(TourSettings.BUDGET, "1"));
+        assertEquals(1000, (int) read(TourSettings.BUDGET, "1000"));
+        rejected(TourSettings.BUDGET, "0");
+        rejected(TourSettings.BUDGET, "1001");
     }
 
     @Test
