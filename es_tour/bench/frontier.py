@@ -291,8 +291,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         collected["command"] = command
         if previous:
             collected["fit_command"] = previous.get("fit_command", previous["command"])
-    if added and previous is not None:
-        collected = merge(previous, collected, added, command)
+        if added and previous:
+            collected = merge(previous, collected, added, command)
     print(f"wrote {write(collected, args.out, args.out.parent / 'img')}")
 
 

@@ -98,12 +98,14 @@ public class TourSettingsTest {
     }
 
     @Test
-    public void test_k_when_outside_1_to_1000_then_rejected() {
-        assertEquals(1, (int) read(TourSettings.K, "1"));
-        assertEquals(1000, (int) read(TourSettings.K, "1000"));
-        assertRejectedEchoingValue(TourSettings.K, "0");
-        assertRejectedEchoingValue(TourSettings.K, "1001");
-        rejected(TourSettings.K, "2.5");
+    public void test_k_and_budget_when_outside_1_to_1000_then_rejected() {
+        for (Setting<Integer> setting : List.of(TourSettings.K, TourSettings.BUDGET)) {
+            assertEquals(1, (int) read(setting, "1"));
+            assertEquals(1000, (int) read(setting, "1000"));
+            assertRejectedEchoingValue(setting, "0");
+            assertRejectedEchoingValue(setting, "1001");
+            rejected(setting, "2.5");
+        }
     }
 
     @Test
@@ -154,41 +156,27 @@ public class TourSettingsTest {
         assertRejectedEchoingValue(TourSettings.THRESHOLD, "1.5");
     }
 
+    /** Every option reads back; {@code bad} is rejected with a message echoing it, naming the setting and listing the options. */
+    private static void assertChoices(Setting<String> setting, List<String> options, String bad, String listed) {
+        for (String option : options) {
+            assertEquals(option, read(setting, option));
+        }
+        String message = rejected(setting, bad).getMessage();
+        assertTrue(message, message.contains("[" + bad + "]"));
+        assertTrue(message, message.contains("[" + setting.getKey() + "]"));
+        assertTrue(message, message.contains(listed));
+    }
+
     @Test
     public void test_first_stage_when_not_a_first_stage_then_message_lists_every_option() {
-        for (String stage : TourSettings.FIRST_STAGES) {
-            assertEquals(stage, read(TourSettings.FIRST_STAGE, stage));
-        }
-        String message = rejected(TourSettings.FIRST_STAGE, "rerank").getMessage();
-        assertTrue(message, message.contains("[rerank]"));
-        assertTrue(message, message.contains("[index.tour.first_stage]"));
-        assertTrue(message, message.contains("[knn, bm25, hybrid-linear]"));
+        assertChoices(TourSettings.FIRST_STAGE, TourSettings.FIRST_STAGES, "rerank", "[knn, bm25, hybrid-linear]");
         rejected(TourSettings.FIRST_STAGE, "KNN");
     }
 
     @Test
     public void test_pool_and_lexical_when_not_an_option_then_message_lists_every_option() {
-        for (String pool : TourSettings.POOLS) {
-            assertEquals(pool, read(TourSettings.POOL, pool));
-        }
-        for (String lexical : TourSettings.LEXICAL_POLICIES) {
-            assertEquals(lexical, read(TourSettings.LEXICAL, lexical));
-        }
-        String message = rejected(TourSettings.POOL, "rrf").getMessage();
-        assertTrue(message, message.contains("[rrf]"));
-        assertTrue(message, message.contains("[index.tour.pool]"));
-        assertTrue(message, message.contains("[interleave, hybrid-linear]"));
-        message = rejected(TourSettings.LEXICAL, "oracle").getMessage();
-        assertTrue(message, message.contains("[index.tour.lexical]"));
-        assertTrue(message, message.contains("[rm3, none]"));
-    }
-
-    @Test
-    public void test_budget_when_outside_1_to_1000_then_rejected() {
-        assertEquals(1, (int) read(TourSettings.BUDGET, "1"));
-        assertEquals(1000, (int) read(TourSettings.BUDGET, "1000"));
-        rejected(TourSettings.BUDGET, "0");
-        rejected(TourSettings.BUDGET, "1001");
+        assertChoices(TourSettings.POOL, TourSettings.POOLS, "rrf", "[interleave, hybrid-linear]");
+        assertChoices(TourSettings.LEXICAL, TourSettings.LEXICAL_POLICIES, "oracle", "[rm3, none]");
     }
 
     @Test
