@@ -212,6 +212,23 @@ def test_an_index_switched_to_tour_agent_takes_tours_step_as_its_action(toured: 
     assert tour["parameters"]["k"] == 5 and tour["rounds"][0]["chosen"] == "tour-step"
 
 
+@pytest.mark.parametrize("method", ["tour-soft", "hre"])
+def test_an_index_budget_caps_the_pairs_a_method_labels(toured: Sidecar, method: str) -> None:
+    # k=10: round 0 alone labels 10 docs (TOUR's top 10, or BM25's and kNN's), so 7 pairs
+    # can only come from the budget
+    chosen = {"method": method, "k": 10, "budget": 7}
+    url = f"{toured.url}/{TOURED}/_settings"
+    assert httpx.put(url, json={"index": {"tour": chosen}}).status_code == 200
+    try:
+        response = _search(toured.url, TOURED, {"query": {"match": {"text": QUERY}}, "size": 10})
+    finally:
+        reset = {"method": "tour-soft", "k": TOUR["k"], "budget": None}
+        assert httpx.put(url, json={"index": {"tour": reset}}).status_code == 200
+    tour = _tour(response)
+    assert tour["method"] == method and tour["origins"]["budget"] == "index"
+    assert tour["parameters"]["budget"] == 7 and tour["pairs_scored"] == 7
+
+
 # The frontier's choices (docs/benchmarks/frontier.md), as index settings: rerank over
 # hybrid-linear at 10 pairs; TOUR over hybrid-linear's pool at 20 and 40, here at the
 # budget the index's k and max_rounds allow (2 rounds of 5)

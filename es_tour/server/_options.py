@@ -18,7 +18,7 @@ SETTINGS_PREFIX = "index.tour."
 
 # setting name -> option name, per method; a setting a method does not take is ignored
 # when it comes from the index, and rejected when the request names it.
-# TOUR's scale, standardize, explore, memory, stop and budget come only from the request.
+# TOUR's scale, standardize, explore, memory and stop come only from the request.
 _TOUR = {"k": "k", "max_rounds": "max_rounds", "lr": "lr", "lambda": "lam",
          "temperature": "tau", "threshold": "p"}
 _SETTING_NAMES: dict[str, dict[str, str]] = {
@@ -30,8 +30,8 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     "learned-agent": {"k": "k", "max_rounds": "max_rounds", "threshold": "threshold"},
     "rerank-hybrid": {"k": "k"},  # k: the labeler's budget, pairs per query
     # k: new docs a round; TOUR's step options from the request
-    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds", "budget": "budget", "pool": "pool",
-                    "lexical": "lexical", "lexical_weight": "lexical_weight"},
+    "hybrid-tour": {"k": "k", "max_rounds": "max_rounds", "pool": "pool", "lexical": "lexical",
+                    "lexical_weight": "lexical_weight"},
     "tour-agent": {"k": "k", "max_rounds": "max_rounds"},  # its loss (`variant`) from the request
     "vector-rerank": {"k": "k"},  # its μ comes only from the request (`mu`)
     # k: the window labelled, so the budget
@@ -40,6 +40,9 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
 }
 # final-score fusion's weights, which every labelling method takes (`build_method`)
 _FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
+# the labeler's pairs per query, for every method with a `budget` option; the rerankers'
+# budget is their window, set by `k`
+_BUDGET = {"budget": "budget"}
 _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf: selectable per request only
 
 # ext.tour keys that choose the context, not the method's options
@@ -51,9 +54,12 @@ _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold", "lexical_weight",
 
 
 def setting_names(method: str) -> dict[str, str]:
-    """setting name -> option name for `method`: its own, and fusion's if it labels."""
+    """setting name -> option name for `method`: its own, and the budget's and fusion's if
+    it labels."""
     names = _SETTING_NAMES.get(method, _FIRST_STAGE)
-    return names | _FUSION if method in BUDGET_OPTIONS else names
+    if method not in BUDGET_OPTIONS:
+        return names
+    return names | (_BUDGET if BUDGET_OPTIONS[method] == "budget" else {}) | _FUSION
 
 
 def method_names() -> list[str]:

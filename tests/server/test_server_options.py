@@ -57,8 +57,21 @@ def test_an_index_can_select_hybrid_tour_over_the_linear_pool_at_its_budget() ->
     assert chosen.options == {"k": 10, "pool": "hybrid-linear", "lexical": "none",
                               "budget": 40, "w_bm25": 0.2}
     assert chosen.origins["budget"] == chosen.origins["pool"] == "index"
-    # rerank's budget is its k: the budget setting is not rerank's
-    assert "budget" not in resolve({"method": "rerank"}, index_settings(flat), DEFAULTS).options
+
+
+@pytest.mark.parametrize("method", ["tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent",
+                                    "learned-agent", "tour-agent", "hybrid-tour"])
+def test_the_index_budget_reaches_every_method_that_takes_one(method: str) -> None:
+    chosen = resolve({"method": method}, index_settings({"index.tour.budget": "7"}), DEFAULTS)
+    assert chosen.options["budget"] == 7 and chosen.origins["budget"] == "index"
+    # the request still wins
+    assert resolve({"method": method, "budget": 9}, {"budget": 7}, DEFAULTS).options["budget"] == 9
+
+
+@pytest.mark.parametrize("method", ["rerank", "rerank-hybrid", "hybrid-linear", "vector-rerank"])
+def test_the_index_budget_is_not_a_setting_of_the_rerankers_or_unlabelled_methods(
+        method: str) -> None:
+    assert "budget" not in resolve({"method": method}, {"budget": 7}, DEFAULTS).options
 
 
 def test_unknown_methods_list_every_choice() -> None:

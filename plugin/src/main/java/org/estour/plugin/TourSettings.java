@@ -127,7 +127,11 @@ public final class TourSettings {
      */
     public static final Setting<String> LEXICAL = choice("lexical", "rm3", LEXICAL_POLICIES);
 
-    /** Labeler pairs per query of {@code hybrid-tour}. Integer in [1, 1000]; default 20. */
+    /**
+     * Labeler pairs per query of every method with a budget: TOUR, Rocchio, the agents and
+     * {@code hybrid-tour} (the rerankers' budget is their {@code k}). Integer in [1, 1000];
+     * default 20. The sidecar reads only a set value; unset, each method keeps its own.
+     */
     public static final Setting<Integer> BUDGET = Setting.intSetting(
         PREFIX + "budget", 20, BUDGET_MIN, BUDGET_MAX, Property.IndexScope, Property.Dynamic);
 
