@@ -94,15 +94,20 @@ class TourAgentOptions(HreOptions):
 @dataclass(frozen=True)
 class OracleOptions(AgentOptions):
     """qrels: query id -> {doc id: relevance}; queries: query id -> text (to find a query's).
-    tour_action: also try TOUR's step (`TourStep`, TourConfig's defaults) each round."""
+    tour_action: also try TOUR's step (`TourStep`, TourConfig's defaults) each round.
+    pseudo_relevant: try the learned agent's candidates, from A_t's best that many docs by
+    φ, instead of the judged pools."""
 
     qrels: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     queries: Mapping[str, str] = field(default_factory=dict)
     tour_action: bool = False
+    pseudo_relevant: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool("tour_action", self.tour_action)
+        if self.pseudo_relevant is not None:
+            check_int("pseudo_relevant", self.pseudo_relevant, 1, MAX_AGENT_K)
         if not (_mapping_of(self.qrels, lambda judged: _mapping_of(judged, _is_int))
                 and _mapping_of(self.queries, lambda text: isinstance(text, str))):
             raise ConfigError("oracle-agent needs `qrels` {query id: {doc id: relevance}} and "
@@ -258,7 +263,7 @@ def oracle_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMe
     step = TourStep() if checked.tour_action else None
     return AgentMethod("oracle-agent", context, checked,
                        lambda query: OraclePolicy(checked.judgements(query), checked.m, checked.k,
-                                                  step))
+                                                  step, checked.pseudo_relevant))
 
 
 def learned_agent(context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:

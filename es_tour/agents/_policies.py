@@ -115,19 +115,28 @@ class OraclePolicy:
     an unseen relevant doc also holds; `-` on terms of A_t that no relevant doc holds.
     The oracle stops at once when every relevant doc has been seen. Given `tour_step`, it
     also tries TOUR's action (`TourStep`) each round, beside the Δq candidates.
+
+    Given `pseudo_relevant`, it tries the learned agent's own candidates instead (drawn
+    from A_t's best docs by φ, no judgements): the trials then come from the pool that
+    agent acts on, and the oracle's gain is the most such a policy could take.
     """
 
     name = "oracle-agent"
 
     def __init__(self, judgements: Mapping[str, int], m: int = 5, k: int = 10,
-                 tour_step: TourStep | None = None):
+                 tour_step: TourStep | None = None, pseudo_relevant: int | None = None):
         self.judgements = dict(judgements)
         self.relevant = [doc for doc, rel in self.judgements.items() if rel > 0]
         self.m = m
         self.k = k
         self.tour_step = tour_step
+        self.pseudo_relevant = pseudo_relevant
 
     def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Refinement]:
+        if self.pseudo_relevant is not None:
+            return [c for c in pseudo_relevance_candidates(state, stats, used, self.m,
+                                                           self.pseudo_relevant)
+                    if isinstance(c, Refinement)]
         unseen = [doc for doc in self.relevant if doc not in state.phi]
         in_answer = vocabulary(stats, state.answer)
         positive = by_idf(in_answer & vocabulary(stats, unseen), stats, used, self.m)

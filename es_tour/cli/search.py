@@ -243,6 +243,10 @@ def train_agent_command(
     tour_action: Annotated[bool, typer.Option(
         help="TOUR's step is an action too: the oracle tries it, and the policy learns "
              "when to take it")] = False,
+    on_policy: Annotated[bool, typer.Option(
+        help="the oracle tries the learned agent's own candidates (from A_t's best docs by "
+             "the labeler), not its judged pools: trials from the pool the policy acts on")
+    ] = False,
 ) -> None:
     """Run the oracle agent on a split's queries and fit the learned agent's policy on its
     trials (gradient-boosted trees); writes it to the policy registry under NAME."""
@@ -263,7 +267,8 @@ def train_agent_command(
             report = await train_policy(context.engine, context.index, data, split,
                                         max_queries, policy_dir(name), encoder=context.encoder,
                                         labeler=context.labeler,
-                                        tour_step=TourStep() if tour_action else None)
+                                        tour_step=TourStep() if tour_action else None,
+                                        on_policy=on_policy)
         training = report.info["training"]
         console.print(
             f"wrote policy '{name}' ({report.manifest}): {report.queries} {split} queries, "

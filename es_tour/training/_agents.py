@@ -71,7 +71,7 @@ async def train_policy(
     encoder: DualEncoder | None = None, labeler: Labeler | None = None, k: int = 10,
     top_k: int = 1000, m: int = 5, max_rounds: int = 5, pseudo_relevant: int = 3,
     act_precision: float = ACT_PRECISION, concurrency: int = 2, seed: int = 13,
-    tour_step: TourStep | None = None,
+    tour_step: TourStep | None = None, on_policy: bool = False,
 ) -> TrainReport:
     """Oracle sessions on `split`'s queries, then a tree policy saved under `out`.
 
@@ -79,6 +79,9 @@ async def train_policy(
     where no Δq can raise it (every relevant doc seen, or nDCG@k already 1), the learned
     agent's own candidates, labelled 0 — so the policy also learns when to stop. Given
     `tour_step`, the oracle tries TOUR's step too and the policy learns when to take it.
+    With `on_policy`, the oracle tries the learned agent's own candidates (from A_t's best
+    `pseudo_relevant` docs by φ) rather than its judged pools, so the trials come from the
+    pool the policy will act on.
 
     `out` defaults to models_dir()/agent-policy; `encoder` (the index's query encoder)
     to minilm-l6 and `labeler` to the default labeler. Only `split`'s qrels are read.
@@ -93,7 +96,8 @@ async def train_policy(
     async def one(qid: str) -> tuple[list[np.ndarray], list[np.ndarray], list[str], float, float]:
         async with gate:
             env = Environment(context, k, top_k)
-            oracle = OraclePolicy(qrels[qid], m, k, tour_step)
+            oracle = OraclePolicy(qrels[qid], m, k, tour_step,
+                                  pseudo_relevant if on_policy else None)
             session = await run_session(env, oracle, queries[qid], max_rounds, Timings())
             xs, ys = [], []
             for state, decision in zip(session.states, session.decisions, strict=True):
@@ -145,7 +149,7 @@ async def train_policy(
             "seconds": round(seconds, 1), "held_out_accuracy": round(accuracy, 4),
             "act_precision": act_precision, "held_out_precision_at": precision_at,
             "threshold": model.threshold, "improved_queries": improved_queries,
-            "tour_action": tour_step is not None,
+            "tour_action": tour_step is not None, "on_policy": on_policy,
         },
         "oracle_operators": dict(sorted(operators.items())),
     }

@@ -18,6 +18,8 @@ from es_tour.agents import (
     TreePolicy,
     fit_trees,
 )
+from es_tour.agents._features import query_terms
+from es_tour.agents._policies import pseudo_relevance_candidates
 from es_tour.engines import TermStats
 from es_tour.errors import ModelError
 from es_tour.pipeline import Timings
@@ -94,6 +96,21 @@ async def test_oracle_stops_when_no_candidate_improves() -> None:
     decision = await OraclePolicy({"d1": 1, "d2": 1}, m=2).decide(FakeEnv(), state, Timings())
     assert decision.chosen is None
     assert decision.considered and all(s.score == 0 for s in decision.considered)
+
+
+async def test_an_oracle_over_the_learned_agents_pool_tries_only_that_agents_candidates(
+) -> None:
+    state = _state({"d1": 0.9, "d3": 0.5, "d4": 0.1})
+    # "bone" is d1's alone: no unseen relevant doc holds it, so the judged pools never try it
+    env = FakeEnv(brings={"bone^8": {"d2": 0.8}})
+    oracle = OraclePolicy({"d1": 1, "d2": 1}, m=2, k=3, pseudo_relevant=1)
+    decision = await oracle.decide(env, state, Timings())
+    assert decision.chosen == Refinement("bone", "should", 8.0)
+    used = query_terms(state.query, await env.q0_tokens(Timings()))
+    assert [s.delta for s in decision.considered] == pseudo_relevance_candidates(
+        state, STATS, used, 2, 1)
+    judged = await OraclePolicy({"d1": 1, "d2": 1}, m=2, k=3).decide(env, state, Timings())
+    assert judged.chosen != decision.chosen
 
 
 @dataclass
