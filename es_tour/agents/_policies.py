@@ -132,11 +132,9 @@ class OraclePolicy:
         self.tour_step = tour_step
         self.pseudo_relevant = pseudo_relevant
 
-    def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Refinement]:
+    def candidates(self, state: State, stats: TermStats, used: set[str]) -> list[Action]:
         if self.pseudo_relevant is not None:
-            return [c for c in pseudo_relevance_candidates(state, stats, used, self.m,
-                                                           self.pseudo_relevant)
-                    if isinstance(c, Refinement)]
+            return pseudo_relevance_candidates(state, stats, used, self.m, self.pseudo_relevant)
         unseen = [doc for doc in self.relevant if doc not in state.phi]
         in_answer = vocabulary(stats, state.answer)
         positive = by_idf(in_answer & vocabulary(stats, unseen), stats, used, self.m)
@@ -154,7 +152,7 @@ class OraclePolicy:
         current = ndcg_at_k(state.answer, self.judgements, self.k)
         stats = await env.term_stats([*state.answer, *self.relevant], timings)
         used = query_terms(state.query, await env.q0_tokens(timings))
-        candidates: list[Action] = [*self.candidates(state, stats, used)]
+        candidates = self.candidates(state, stats, used)
         if self.tour_step is not None:
             candidates.append(self.tour_step)
         gate = asyncio.Semaphore(_TRIALS_AT_ONCE)
