@@ -41,7 +41,13 @@ from es_tour.agents._methods import (
     run_session,
     tour_agent,
 )
-from es_tour.agents._model import TreePolicy, check_policy_name, fit_trees, policy_dir
+from es_tour.agents._model import (
+    TreePolicy,
+    check_policy_name,
+    fit_trees,
+    policy_dir,
+    tree_classifier,
+)
 from es_tour.agents._policies import (
     Decision,
     LearnedPolicy,
@@ -101,4 +107,5 @@ __all__ = [
     "rm3_weights",
     "run_session",
     "tour_agent",
+    "tree_classifier",
 ]

@@ -155,7 +155,7 @@ class Environment:
             self._remember_vectors(docs)
         # a fresh optimiser: a trial step leaves no momentum behind for the next one
         vector = QueryOptimizer(action.step).step(
-            state.vector, np.stack([self._vectors[doc] for doc in ids]),
+            state.vector, self.stored_vectors(ids),
             np.array([state.phi[doc] for doc in ids]))
         self.budget.engine_calls += 1
         hits = await self.context.knn(vector, self.k + len(ids), timings)  # k past those seen
@@ -164,6 +164,11 @@ class Environment:
         phi = await self._join(state.phi, fresh, timings)
         return State(state.round + 1, state.query, phi, self._best(phi), len(hits),
                      {"knn": _ids(fresh)}, vector)
+
+    def stored_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        """(len(ids), d) stored retriever vectors of docs a TOUR step has read: every doc
+        seen before it, and the docs its kNN call brought."""
+        return np.stack([self._vectors[doc] for doc in ids]) if ids else np.zeros((0, 0))
 
     def _remember_vectors(self, hits: Sequence[Hit]) -> None:
         for hit in hits:
