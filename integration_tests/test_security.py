@@ -170,3 +170,26 @@ def test_no_password_in_any_error_or_log_line(secured: LocalNode, sidecar: str,
                       *(str(r.args) for r in caplog.records)])
     assert caplog.records  # the sidecar and its client did log these requests
     assert not [password for password in passwords if password in text]
+
+
+def test_the_sidecars_settings_identity_shapes_no_answer_for_a_caller_who_may_not_read(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """With --settings-credentials the sidecar reads B's settings as admin; reader-a, who
+    may not read B, must still get the engine's 403, not an error naming B's settings."""
+    admin = _as(secured, "admin")
+    settings_url = f"{secured.url}/{INDEX_B}/_settings"
+    # k past this sidecar's max_k: a caller the settings reach gets a 400 that quotes k
+    enabled = {"index": {"tour": {"enabled": True, "method": "tour-hard", "k": 60}}}
+    assert httpx.put(settings_url, auth=admin, json=enabled).status_code == 200
+    config = ServerConfig(upstream=secured.url, max_k=50,
+                          settings_credentials=":".join(admin))
+    try:
+        with BackgroundServer(config, sidecar_models) as server:
+            past_max = _search(server.url, INDEX_B, _as(secured, "reader-ab"))
+            assert past_max.status_code == 400 and "k [60]" in past_max.text
+            refused = _search(server.url, INDEX_B, _as(secured, "reader-a"))
+            _forbidden(refused)
+            assert "k [60]" not in refused.text
+    finally:
+        reset = {"index": {"tour": {"enabled": None, "method": None, "k": None}}}
+        assert httpx.put(settings_url, auth=admin, json=reset).status_code == 200

@@ -100,6 +100,8 @@ class Environment:
         self._retrieved: dict[str, tuple[list[Hit], list[Hit]]] = {}
         self._stats = TermStats({}, {}, 0)
         self._lock = asyncio.Lock()
+        # trials run at once (the oracle's) share the budget: each takes its share in turn
+        self._labelling = asyncio.Lock()
 
     async def start(self, query: str, timings: Timings) -> State:
         """Round 0 on q0."""
@@ -220,17 +222,18 @@ class Environment:
 
     async def _join(self, seen: dict[str, float], hits: Sequence[Hit],
                     timings: Timings) -> dict[str, float]:
-        fresh = list({hit.id: hit for hit in hits if hit.id not in seen}.values())
-        if self.budget.left is not None:  # past the budget a doc stays unseen
-            fresh = fresh[: self.budget.left]
-        for hit in fresh:
-            self.sources.setdefault(hit.id, {key: value for key, value in hit.source.items()
-                                             if key != self.context.vector_field})
         phi = dict(seen)
-        if fresh:
-            scores, newly = await self.context.label(self._q0, fresh, timings, self._labels)
-            self.budget.pairs_scored += newly
-            phi.update(zip([hit.id for hit in fresh], scores.tolist(), strict=True))
+        async with self._labelling:
+            fresh = list({hit.id: hit for hit in hits if hit.id not in seen}.values())
+            if self.budget.left is not None:  # past the budget a doc stays unseen
+                fresh = fresh[: self.budget.left]
+            for hit in fresh:
+                self.sources.setdefault(hit.id, {key: value for key, value in hit.source.items()
+                                                 if key != self.context.vector_field})
+            if fresh:
+                scores, newly = await self.context.label(self._q0, fresh, timings, self._labels)
+                self.budget.pairs_scored += newly
+                phi.update(zip([hit.id for hit in fresh], scores.tolist(), strict=True))
         return phi
 
     def _best(self, phi: dict[str, float]) -> tuple[str, ...]:

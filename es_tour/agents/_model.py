@@ -9,6 +9,7 @@ file that was truncated or swapped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import pickle
@@ -93,12 +94,14 @@ class TreePolicy:
 
     @classmethod
     def named(cls, name: str) -> TreePolicy:
-        """The policy registered as `name`; NotFoundError, naming no path, when none is."""
-        directory = policy_dir(name)
-        if not (directory / MANIFEST).is_file():
+        """The policy registered as `name`, read from disk once per version of its manifest
+        (retraining writes a new one); NotFoundError, naming no path, when none is."""
+        manifest = policy_dir(name) / MANIFEST
+        if not manifest.is_file():
             raise NotFoundError(f"no agent policy [{name}] is trained on this server; train one "
                                 "with es-tour train-agent --name " + name)
-        return cls.load(directory)
+        stamp = manifest.stat()
+        return _loaded(manifest.parent, stamp.st_mtime_ns, stamp.st_size)
 
     @classmethod
     def load(cls, directory: Path | None = None) -> TreePolicy:
@@ -119,6 +122,13 @@ class TreePolicy:
             raise ModelError(f"agent policy {path} was trained on other features; retrain it")
         stored = pickle.loads(path.read_bytes())  # the sha256 matched above
         return cls(stored["model"], float(stored["threshold"]), FEATURES, manifest)
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(directory: Path, mtime_ns: int, size: int) -> TreePolicy:
+    """TreePolicy.load, kept for the few policies a server serves; the manifest's stamp is
+    part of the key, so a retrained policy is read afresh."""
+    return TreePolicy.load(directory)
 
 
 def tree_classifier(seed: int = 13) -> HistGradientBoostingClassifier:

@@ -68,7 +68,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
     check_path(request.scope["raw_path"], request.scope["query_string"])
-    target = search_target(request.method, request.url.path)
+    target = search_target(request.method, request.scope["raw_path"].decode("latin-1"))
     if target is None:
         return await upstream.forward(request)
     raw = await read_body(request, service.config.max_body_bytes)

@@ -86,11 +86,14 @@ class SearchRequest:
     pretty: bool = False
 
 
-def search_target(method: str, path: str) -> str | None:
-    """The index part of a `_search` path ("" for `/_search`), or None for any other call."""
+def search_target(method: str, raw_path: str) -> str | None:
+    """The index part of a `_search` path ("" for `/_search`), or None for any other call.
+
+    raw_path is the path as the client encoded it: it is decoded here, once, as the engine
+    decodes it (a decoded path would be decoded twice: `my%2541` would name `myA`)."""
     if method not in ("GET", "POST"):
         return None
-    parts = [p for p in path.split("/") if p]
+    parts = [p for p in raw_path.split("/") if p]
     if parts == ["_search"]:
         return ""
     if len(parts) == 2 and parts[1] == "_search" and (parts[0] == "_all"

@@ -86,8 +86,9 @@ class TourService:
         context = _GivenVector(as_caller, request.index, encoder, labeler, chosen.text_fields,
                                chosen.vector_field, self.pool, self.config.label_batch,
                                request.vector)
-        method = build(chosen.method, context, chosen.options)  # every option checked here
-        self._check(request, chosen)
+        # every option checked here; a learned policy is read from disk: off the loop too
+        method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
+        self._check(request, chosen, encoder.dimension)
         if self._slots.locked() and self.config.when_full == "reject":
             raise OverloadedError(
                 f"all {self.config.max_refinements} refinement slots are busy; retry later",
@@ -112,7 +113,7 @@ class TourService:
         async with self._slots:
             return await method.search(text, depth)
 
-    def _check(self, request: SearchRequest, chosen: Resolved) -> None:
+    def _check(self, request: SearchRequest, chosen: Resolved, dimension: int) -> None:
         c = self.config
         caps = (("k", chosen.options.get("k"), c.max_k),
                 ("from + size", request.from_ + request.size, c.max_size),
@@ -123,7 +124,6 @@ class TourService:
             if isinstance(value, int) and value > limit:
                 raise ConfigError(f"{name} [{value}] is past this server's maximum [{limit}]")
         if request.vector is not None:
-            dimension = self.models.encoder.dimension
             if request.vector.shape != (dimension,):
                 raise ConfigError(f"query vector has {request.vector.shape[0]} dimensions; the "
                                   f"retriever's have {dimension}")

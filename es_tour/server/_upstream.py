@@ -39,9 +39,11 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
                         "host"})
 # Who the caller is, to the engine: basic / bearer / API-key Authorization, session cookies,
-# run-as (Elasticsearch), tenant and proxy-authentication headers (OpenSearch Security).
-IDENTITY_HEADERS = ("authorization", "cookie", "es-security-runas-user", "securitytenant",
-                    "x-proxy-user", "x-proxy-roles", "x-forwarded-for")
+# run-as and a JWT realm's client secret (Elasticsearch), tenant and proxy-authentication
+# headers (OpenSearch Security).
+IDENTITY_HEADERS = ("authorization", "cookie", "es-security-runas-user",
+                    "es-client-authentication", "securitytenant", "x-proxy-user",
+                    "x-proxy-roles", "x-forwarded-for")
 # Path segments of requests that may change which `index.tour.*` settings a name has.
 SETTINGS_WRITES = frozenset({"_settings", "_alias", "_aliases", "_open", "_close"})
 # Settings answers that hold for this caller until they expire: the index's settings, or
@@ -96,6 +98,7 @@ class Upstream:
         # (caller, index) -> (expiry, settings), least recently used first
         self._settings: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = (
             OrderedDict())
+        self._settings_generation = 0  # moves on each time a write empties the cache
         # the sidecar's own identity, for the settings lookup only, when configured
         self._settings_identity: dict[str, str] | None = None
         if config.settings_credentials:
@@ -138,6 +141,7 @@ class Upstream:
         if request.method not in SAFE_METHODS and response.status < 300 and \
                 changes_settings(request.url.path):
             self._settings.clear()  # a change made through us shows on the next search
+            self._settings_generation += 1
         out_headers = [(k, v) for k, v in response.raw_headers
                        if k.decode("latin-1").lower() not in HOP_BY_HOP]
         if reason is not None:
@@ -155,29 +159,48 @@ class Upstream:
     async def tour_settings(self, index: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
         """The index's flat `index.tour.*` settings, cached `settings_ttl_s` per caller; None
         when the name is not exactly one index the caller may read (the search then passes
-        through). Read with the caller's credentials, or the sidecar's own when configured.
-        Any other answer (401, 429, 5xx) is the engine's error, and is not cached."""
-        caller = identity(headers) if self._settings_identity is None else {}
+        through). Read with the caller's credentials; or with the sidecar's own when
+        configured, and then kept only for a caller the engine lets search the index (a
+        size-0 search as the caller), so no setting shapes an answer to a caller who may not
+        read the index. Any other answer (401, 429, 5xx) is the engine's error, and is not
+        cached."""
+        caller = identity(headers)
         key = (_fingerprint(caller), index)
         now = time.monotonic()
         cached = self._settings.get(key)
         if cached is not None and cached[0] > now:
             self._settings.move_to_end(key)
             return cached[1]
+        generation = self._settings_generation
+        settings = await self._read_settings(index, self._settings_identity or caller)
+        if settings is not None and self._settings_identity is not None \
+                and not await self._may_search(index, caller):
+            settings = None
+        if generation == self._settings_generation:  # no write emptied the cache meanwhile
+            self._settings[key] = (now + self.config.settings_ttl_s, settings)
+            self._settings.move_to_end(key)
+            while len(self._settings) > self.config.settings_cache_size:
+                self._settings.popitem(last=False)
+        return settings
+
+    async def _read_settings(self, index: str, who: Mapping[str, str]) -> dict[str, Any] | None:
         path = f"/{quote(index, safe='')}/_settings/index.tour.*?flat_settings=true"
-        answer = await self._exchange("GET", path.encode(), self._settings_identity or caller)
+        answer = await self._exchange("GET", path.encode(), who)
         if answer.status not in _SETTLED:
             raise EngineError(answer.status, answer.payload())
-        settings: dict[str, Any] | None = None
         if answer.status == 200:
             indices = answer.payload()
             if len(indices) == 1:
-                settings = dict(next(iter(indices.values())).get("settings", {}))
-        self._settings[key] = (now + self.config.settings_ttl_s, settings)
-        self._settings.move_to_end(key)
-        while len(self._settings) > self.config.settings_cache_size:
-            self._settings.popitem(last=False)
-        return settings
+                return dict(next(iter(indices.values())).get("settings", {}))
+        return None
+
+    async def _may_search(self, index: str, caller: Mapping[str, str]) -> bool:
+        """Whether the engine lets `caller` search `index`: the cheapest search there is."""
+        path = f"/{quote(index, safe='')}/_search?size=0&track_total_hits=false&terminate_after=1"
+        answer = await self._exchange("GET", path.encode(), caller)
+        if answer.status not in _SETTLED:
+            raise EngineError(answer.status, answer.payload())
+        return answer.status == 200
 
     async def detect_engine(self, headers: Mapping[str, str]) -> str:
         """"elasticsearch" when the upstream sends X-Elastic-Product, else "opensearch";

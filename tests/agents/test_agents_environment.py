@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ from es_tour import agents
 from es_tour.agents import AGENTS, Environment, Refinement, parse
 from es_tour.engines import Hit, TermStats
 from es_tour.errors import ConfigError
-from es_tour.pipeline import SearchContext, Timings
+from es_tour.pipeline import ModelPool, SearchContext, Timings
 
 PHI = {f"d{i}": 1.0 - i / 100 for i in range(100)}  # d0 is best
 
@@ -197,3 +199,14 @@ async def test_agent_hits_say_which_round_and_retriever_found_them_and_their_phi
     assert [r.new_docs for r in result.rounds] == [6, 6]
     assert result.rounds[0].label_mass_at_10 == pytest.approx(
         sum(PHI[d] for d in ("d20", "d21", "d22")), abs=1e-5)
+
+
+async def test_trials_run_at_once_never_spend_past_the_budget(context) -> None:
+    pool = ModelPool(2)  # labels on threads, as the sidecar's do: the trials interleave
+    env = Environment(replace(context, pool=pool), k=3, top_k=10, budget=9)
+    state = await env.start("Vitamin D", Timings())  # 6 pairs: 3 left
+    trials = await asyncio.gather(*(env.step(state, Refinement(term, "should"), Timings())
+                                    for term in ("alpha", "beta", "gamma")))
+    assert env.budget.pairs_scored == 9
+    assert sum(len(trial.phi) - len(state.phi) for trial in trials) == 3
+    pool.close()

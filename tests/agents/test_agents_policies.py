@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from es_tour.agents import (
     State,
     TreePolicy,
     fit_trees,
+    policy_dir,
 )
 from es_tour.agents._features import query_terms
 from es_tour.agents._policies import pseudo_relevance_candidates
@@ -182,3 +184,17 @@ def test_a_policy_with_nothing_learned_never_acts_and_round_trips(tmp_path) -> N
     never.save(tmp_path, {})
     loaded = TreePolicy.load(tmp_path)
     assert loaded.model is None and loaded.predict(np.ones((4, len(FEATURES)))).tolist() == [0] * 4
+
+
+def test_a_named_policy_is_read_once_and_afresh_when_retrained(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ES_TOUR_HOME", str(tmp_path))
+    X = np.vstack([np.eye(len(FEATURES))] * 20)
+    TreePolicy(fit_trees(X, np.arange(len(X)) % 2), threshold=0.3).save(
+        policy_dir("cached"), {})
+    first = TreePolicy.named("cached")
+    assert TreePolicy.named("cached") is first  # no second read of the pickle
+    manifest = policy_dir("cached") / "manifest.json"
+    TreePolicy(None, threshold=0.9).save(policy_dir("cached"), {"retrained": True})
+    os.utime(manifest, ns=(manifest.stat().st_atime_ns, manifest.stat().st_mtime_ns + 10**9))
+    retrained = TreePolicy.named("cached")
+    assert retrained is not first and retrained.threshold == 0.9

@@ -17,6 +17,12 @@ def test_search_target_names_one_index_or_none() -> None:
     assert search_target("GET", "/_cat/indices") is None
 
 
+def test_search_target_decodes_the_raw_path_once_as_the_engine_does() -> None:
+    assert search_target("POST", "/sci%66act/_search") == "scifact"
+    # `%25` is `%`: the engine's index is `my%41idx`, not `myAidx`
+    assert search_target("POST", "/my%2541idx/_search") == "my%41idx"
+
+
 def test_match_text_and_paging_are_read() -> None:
     request = parse_search("docs", {"from": "2"}, {"query": {"match": {"text": {"query": "q"}}},
                                                    "size": 3}, explicit=False)

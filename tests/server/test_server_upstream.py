@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,11 +21,22 @@ ENABLED = {"index.tour.enabled": "true"}
 
 class _Engine:
     """An HTTP server on loopback that answers GET /{index}/_settings with `status`,
-    recording the headers of each request."""
+    recording the headers of each request; and GET /{index}/_search with 200 for the
+    callers in `searchers`, 403 for any other, recording theirs in `searches`."""
 
-    def __init__(self, status: int = 200):
+    def __init__(self, status: int = 200, searchers: tuple[str, ...] = ()):
         self.status = status
         self.requests: list[dict[str, str]] = []
+        self.searchers = searchers
+        self.searches: list[str] = []
+
+    async def search(self, request: web.Request) -> web.Response:
+        caller = request.headers.get("authorization", "")
+        self.searches.append(caller)
+        if caller in self.searchers:
+            return web.json_response({"hits": {"hits": []}})
+        return web.json_response({"error": {"type": "security_exception", "reason": "no"},
+                                  "status": 403}, status=403)
 
     async def settings(self, request: web.Request) -> web.Response:
         self.requests.append({k.lower(): v for k, v in request.headers.items()})
@@ -39,6 +51,7 @@ class _Engine:
 async def _upstream(engine: _Engine, **options) -> AsyncIterator[Upstream]:
     app = web.Application()
     app.router.add_get("/{index}/_settings/{pattern}", engine.settings)
+    app.router.add_get("/{index}/_search", engine.search)
     async with TestServer(app, host="127.0.0.1") as server:
         config = ServerConfig(upstream=f"http://127.0.0.1:{server.port}",
                               engine="opensearch", **options)
@@ -95,15 +108,31 @@ async def test_no_index_the_caller_may_read_passes_through(status: int) -> None:
         assert len(engine.requests) == 1
 
 
-async def test_settings_credentials_replace_the_callers_for_the_lookup_only() -> None:
-    engine = _Engine()
+async def test_settings_credentials_read_the_settings_for_callers_who_may_search_only() -> None:
+    alice, bob = _basic("alice", "pw-a"), _basic("bob", "pw-b")
+    engine = _Engine(searchers=(alice["authorization"],))
     async with _upstream(engine, settings_credentials="sidecar:s3cret") as upstream:
-        await upstream.tour_settings("docs", _basic("alice", "pw-a"))
-        await upstream.tour_settings("docs", _basic("bob", "pw-b"))
-        assert len(engine.requests) == 1
-        assert engine.requests[0]["authorization"] == _basic("sidecar", "s3cret")[
-            "authorization"]
+        assert await upstream.tour_settings("docs", alice) == ENABLED
+        assert await upstream.tour_settings("docs", alice) == ENABLED  # cached
+        # bob may not search the index: its settings must not shape his answer
+        assert await upstream.tour_settings("docs", bob) is None
+        sidecar = _basic("sidecar", "s3cret")["authorization"]
+        assert [r["authorization"] for r in engine.requests] == [sidecar, sidecar]
+        assert engine.searches == [alice["authorization"], bob["authorization"]]
         assert "s3cret" not in repr(upstream.config)
+
+
+async def test_a_write_during_a_lookup_keeps_the_answer_it_made_stale_out_of_the_cache(
+        ) -> None:
+    engine = _Engine()
+    async with _upstream(engine) as upstream:
+        lookup = asyncio.ensure_future(upstream.tour_settings("docs", {}))
+        await asyncio.sleep(0)  # the lookup now waits on the engine
+        upstream._settings_generation += 1  # as a settings write passed through meanwhile
+        assert await lookup == ENABLED
+        assert not upstream._settings
+        await upstream.tour_settings("docs", {})
+        assert len(engine.requests) == 2 and len(upstream._settings) == 1
 
 
 @pytest.mark.parametrize(("path", "changes"), [
@@ -117,10 +146,12 @@ def test_writes_that_may_change_index_settings_are_recognised(path: str, changes
 
 
 def test_identity_headers_are_the_callers_credentials_only() -> None:
-    headers = {"authorization": "Basic x", "cookie": "session=1", "securitytenant": "t",
-               "es-security-runas-user": "u", "content-type": "application/json", "host": "h"}
-    assert identity(headers) == {"authorization": "Basic x", "cookie": "session=1",
-                                 "securitytenant": "t", "es-security-runas-user": "u"}
+    headers = {"authorization": "Bearer x", "cookie": "session=1", "securitytenant": "t",
+               "es-security-runas-user": "u", "es-client-authentication": "SharedSecret s",
+               "content-type": "application/json", "host": "h"}
+    assert identity(headers) == {"authorization": "Bearer x", "cookie": "session=1",
+                                 "securitytenant": "t", "es-security-runas-user": "u",
+                                 "es-client-authentication": "SharedSecret s"}
 
 
 def test_credentials_in_the_upstream_url_are_refused_without_being_echoed() -> None:
