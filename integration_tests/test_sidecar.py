@@ -321,6 +321,59 @@ def test_malformed_json_is_a_400(sidecar: Sidecar, toured: Sidecar) -> None:
         _engine_error(response, 400)
 
 
+def test_raw_query_string_characters_are_the_engines_to_judge(sidecar: Sidecar) -> None:
+    query = '/_search?size=0&q=title:[a TO m]"x"'.replace(" ", "%20")
+    via, direct = (httpx.get(url + f"/{PLAIN}" + query, timeout=60)
+                   for url in (sidecar.url, sidecar.direct))
+    assert via.status_code == direct.status_code, (via.text, direct.text)
+
+
+def test_a_body_key_with_control_characters_passes_through_with_a_safe_reason(
+        toured: Sidecar) -> None:
+    body = {"query": {"match": {"text": QUERY}}, "a\r\nX-Injected: yes": 1}
+    via, direct = (_search(url, TOURED, body) for url in (toured.url, toured.direct))
+    assert via.status_code == direct.status_code == 400, via.text
+    assert "x-injected" not in via.headers
+    assert via.headers[PASSTHROUGH_HEADER] == "unsupported body key [a\\r\\nX-Injected: yes]"
+
+
+def test_a_lone_surrogate_in_the_query_text_is_searched_as_the_engine_reads_it(
+        toured: Sidecar) -> None:
+    raw = b'{"query": {"match": {"text": "vitamin \\ud800 deficiency"}}, "size": 3}'
+    response = httpx.post(f"{toured.url}/{TOURED}/_search", content=raw, timeout=120,
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert response.json()["ext"]["tour"]["method"] == "tour-soft"
+    assert response.json()["hits"]["hits"]
+
+
+def test_a_doc_without_a_stored_vector_is_a_400_that_names_it(sidecar: Sidecar) -> None:
+    doc = f"{sidecar.direct}/{PLAIN}/_doc/no-vector?refresh=true"
+    created = httpx.put(doc, json={"title": "Vitamin D deficiency", "text": QUERY * 20})
+    assert created.status_code in (200, 201), created.text
+    try:
+        body = {"query": {"match": {"text": QUERY}}, "size": 3,
+                "ext": {"tour": {"method": "vector-rerank", "k": 10}}}
+        error = _engine_error(_search(sidecar.url, PLAIN, body), 400)
+        assert "[no-vector]" in error["reason"] and "[embedding]" in error["reason"]
+    finally:
+        httpx.delete(doc)
+
+
+def test_an_agent_on_an_alias_over_two_indices_is_the_engines_400(sidecar: Sidecar) -> None:
+    alias = "it-sidecar-both"
+    actions = [{"add": {"index": index, "alias": alias}} for index in (PLAIN, TOURED)]
+    assert httpx.post(f"{sidecar.direct}/_aliases", json={"actions": actions}).status_code == 200
+    try:
+        body = {"query": {"match": {"text": QUERY}}, "size": 3,
+                "ext": {"tour": {"method": "hre", "k": 5}}}
+        error = _engine_error(_search(sidecar.url, alias, body), 400)
+        assert "more than one index" in error["reason"], error
+    finally:
+        remove = [{"remove": action["add"]} for action in actions]
+        httpx.post(f"{sidecar.direct}/_aliases", json={"actions": remove})
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -240,3 +240,11 @@ def test_fusion_weights_are_checked(context, options):
 def test_fusion_needs_a_labelling_method(context):
     with pytest.raises(ConfigError, match="labels nothing"):
         build_method("bm25", context, {"w_bm25": 0.3})
+
+
+def test_a_doc_without_its_stored_vector_is_a_400_that_names_it(fake_context) -> None:
+    context = fake_context(object(), np.ones(2), {})
+    with pytest.raises(ConfigError, match=r"doc \[d7\] of \[idx\] has no \[embedding\]"):
+        context.stored_vector(Hit("d7", 1.0, {"text": "no vector"}))
+    kept = context.stored_vector(Hit("d8", 1.0, {"embedding": [0.5, 1.0]}))
+    assert kept.tolist() == [0.5, 1.0]

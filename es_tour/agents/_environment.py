@@ -149,12 +149,12 @@ class Environment:
     async def _tour_step(self, state: State, action: TourStep, timings: Timings) -> State:
         if state.vector is None:
             raise ValueError("a TourStep needs the state's query vector (Environment.start)")
-        ids = list(state.phi)
-        missing = [doc for doc in ids if doc not in self._vectors]
+        missing = [doc for doc in state.phi if doc not in self._vectors]
         if missing:  # labelled from BM25 or an ids-only kNN: read their stored vectors
             (docs,) = await self._engine(timings, self.context.engine.mget(
                 self.context.index, missing))
             self._remember_vectors(docs)
+        ids = [doc for doc in state.phi if doc in self._vectors]  # not deleted meanwhile
         # a fresh optimiser: a trial step leaves no momentum behind for the next one
         vector = QueryOptimizer(action.step).step(
             state.vector, self.stored_vectors(ids),

@@ -240,6 +240,9 @@ class ClientEngine:
         """The docs of `ids` that exist, in order; `exclude` drops source fields."""
         options = {"_source_excludes": list(exclude)} if exclude else {}
         response = await self._client.mget(index=index, body={"ids": list(ids)}, **options)
+        failed = [doc["error"] for doc in response["docs"] if "error" in doc]
+        if failed:  # e.g. an alias over several indices: the engine's reason, as a 400
+            raise EngineError(400, {"error": failed[0], "status": 400})
         return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
 
     async def settings(self, index: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from es_tour.engines import ClientEngine, Hit, KnnReturns
+from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
 from es_tour.tour import LabelCache
@@ -94,9 +95,16 @@ class SearchContext:
 
     def stored_vector(self, hit: Hit) -> np.ndarray:
         """The doc's stored vector: a kNN hit's own, else read from its source (BM25 and
-        mget hits carry it there unless the call excluded it)."""
+        mget hits carry it there unless the call excluded it). A doc without one is a
+        ConfigError (400): the method needs every doc's vector, which the index keeps only
+        in `_source`."""
         if hit.vector is not None:
             return hit.vector
+        if self.vector_field not in hit.source:
+            raise ConfigError(
+                f"doc [{hit.id}] of [{self.index}] has no [{self.vector_field}] in its _source, "
+                "and this method reads every doc's stored vector: index one for each doc, and "
+                "keep the field in _source")
         return np.asarray(hit.source[self.vector_field], dtype=np.float32)
 
     async def knn(

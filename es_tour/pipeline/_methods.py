@@ -370,8 +370,7 @@ class VectorRerankMethod(_FirstStage):
         if not window:
             return [], 0
         q = await self.context.embed_query(query, timings)
-        stored = np.stack([np.asarray(h.source[self.context.vector_field], dtype=np.float32)
-                           for h in window])
+        stored = np.stack([self.context.stored_vector(h) for h in window])
         bm25 = np.array([h.score for h in window])
         return final_scores(stored @ q, bm25, self.options.mu).tolist(), 0
 
@@ -537,8 +536,7 @@ class TourMethod:
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
             for hit in to_label:
-                assert hit.vector is not None  # the rounds' kNN calls return vectors
-                vectors[hit.id] = hit.vector
+                vectors[hit.id] = self.context.stored_vector(hit)
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]
             loss_ids = rule.loss_ids([h.id for h in to_label], list(vectors))

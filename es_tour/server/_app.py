@@ -91,7 +91,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     except Passthrough as verdict:
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
             raise _unservable(verdict.reason) from None
-        return await upstream.forward(request, raw, reason=verdict.reason)
+        return await upstream.forward(request, raw, reason=verdict.header())
     engine = await upstream.detect_engine(request.headers)
     answer = await service.search(search, settings, engine, identity(request.headers))
     return _json(answer, 200, engine, pretty=search.pretty)

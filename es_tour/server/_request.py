@@ -42,13 +42,19 @@ MAX_INT_DIGITS = 20
 # sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
 # themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
 _PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
-_QUERY = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
+MAX_HEADER = 200  # characters of a pass-through reason sent back
+# A query string is the engine's to judge (OpenSearch takes `q=title:[a TO z]` with raw
+# brackets and quotes): only what no request line may carry is refused, spaces, control
+# and non-ASCII bytes.
+_QUERY = re.compile(r"[\x21-\x7e]*")
+# UTF-16 halves without their pair: valid JSON (`"\ud800"`), but no text a tokenizer takes
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class MalformedJson(ConfigError):
     """The body is no JSON at all: on an index the sidecar does not serve, the engine gives
     its own 400. Numbers out of range are plain ConfigErrors, answered by the sidecar, since
-    the engines answer those with a 500."""
+    the engines answer some of those with a 500 (`"size": 1e999`)."""
 
 
 class Passthrough(Exception):
@@ -57,6 +63,12 @@ class Passthrough(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+    def header(self) -> str:
+        """The reason as a header value: printable ASCII (a body key may hold CR, LF or any
+        character), and short."""
+        text = json.dumps(self.reason, ensure_ascii=True)[1:-1]
+        return text if len(text) <= MAX_HEADER else text[: MAX_HEADER - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         text = query_text
     if text is None:
         raise Passthrough("no query text" if vector is not None else "unsupported query")
+    text = _LONE_SURROGATE.sub("\ufffd", text)  # as the engine's own JSON parser reads it
     timeout_ms = tour.pop("timeout_ms", None)
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
                                    or timeout_ms < 1):
@@ -291,8 +304,9 @@ def _vector(value: Any) -> np.ndarray:
 
 def _count(name: str, value: Any) -> int:
     """`size` or `from`: an integer >= 0, from the body (a number) or the URL (digits)."""
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value) if len(value) <= MAX_INT_DIGITS else -1
+    if isinstance(value, str) and value.isascii() and value.isdigit() \
+            and len(value) <= MAX_INT_DIGITS:
+        value = int(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -73,3 +73,24 @@ def test_source_filter_from_body_and_params() -> None:
     assert request.source.includes == ("a*",) and request.source.excludes == ("ab",)
     off = parse_search("x", {"_source": "false"}, {"query": {"match": {"t": "q"}}}, explicit=False)
     assert off.source.enabled is False
+
+
+def test_a_passthrough_reason_is_a_safe_short_header_value() -> None:
+    assert Passthrough("unsupported query [match_all]").header() == \
+        "unsupported query [match_all]"
+    assert Passthrough("key [a\r\nX: é]").header() == "key [a\\r\\nX: \\u00e9]"
+    long = Passthrough("k" * 1000).header()
+    assert len(long) == 200 and long.endswith("...")
+
+
+def test_a_lone_surrogate_in_the_text_becomes_the_replacement_character() -> None:
+    body = {"query": {"match": {"text": "vitamin \ud800 d \U0001f600"}}}
+    request = parse_search("docs", {}, body, explicit=False)
+    assert request.text == "vitamin \ufffd d \U0001f600"
+    assert request.text.encode("utf-8")
+
+
+def test_a_size_of_too_many_digits_is_named_in_the_error() -> None:
+    with pytest.raises(ConfigError, match="99999999999999999999999"):
+        parse_search("docs", {"size": "9" * 23}, {"query": {"match": {"t": "q"}}},
+                     explicit=False)
