@@ -88,7 +88,8 @@ class Rm3Policy:
     async def decide(self, env: Environment, state: State, timings: Timings) -> Decision:
         stats = await env.term_stats(state.answer, timings)
         used = query_terms(state.query, await env.q0_tokens(timings))
-        weights = rm3_weights(stats, state.answer, state.answer_phi(), RM3_MAX_DF_FRACTION)
+        weights = await asyncio.to_thread(rm3_weights, stats, state.answer, state.answer_phi(),
+                                          RM3_MAX_DF_FRACTION)
         ranked = sorted((t for t in weights if t not in used and is_word(t)),
                         key=lambda t: (-weights[t], t))
         considered = tuple(Scored(Refinement(t, "must"), weights[t]) for t in ranked[: self.m])
@@ -203,7 +204,9 @@ class LearnedPolicy:
         candidates = self.candidates(state, stats, query_terms(state.query, q0_tokens))
         if not candidates:
             return Decision()
-        scores = self.model.predict(features_of(candidates, stats, state, q0_tokens))
+        # the trees' inference and the features' Python loops: off the event loop
+        scores = await asyncio.to_thread(
+            lambda: self.model.predict(features_of(candidates, stats, state, q0_tokens)))
         considered = tuple(Scored(c, float(s)) for c, s in zip(candidates, scores, strict=True))
         best = int(np.argmax(scores))
         if scores[best] < self.model.threshold:

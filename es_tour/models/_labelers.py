@@ -18,6 +18,8 @@ from es_tour.models._runtime import CrossEncoder, DualEncoder
 from es_tour.paths import models_dir
 
 DEFAULT_CACHED_QUERIES = 256
+# scores held across the cached queries (~250 bytes each): one query may label thousands
+DEFAULT_CACHED_PAIRS = 200_000
 
 
 @runtime_checkable
@@ -44,19 +46,23 @@ def _doc_key(index: str, doc_id: str, text: str) -> DocKey:
 
 
 class _CachedLabeler:
-    """Per-query score cache shared by the labelers; keeps the most recent queries.
+    """Per-query score cache shared by the labelers; keeps the most recent queries, at most
+    `cached_queries` of them and `cached_pairs` scores in all.
 
     A score is kept under (index, doc id, text digest): the same id in another index, or a
     doc whose text changed, is scored afresh. Safe to call from several threads (the
     sidecar's model pool): the cache is updated under a lock, the model runs outside it.
     """
 
-    def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES) -> None:
-        if cached_queries < 1:
-            raise ConfigError(f"cached_queries [{cached_queries}] must be >= 1")
+    def __init__(self, name: str, cached_queries: int = DEFAULT_CACHED_QUERIES,
+                 cached_pairs: int = DEFAULT_CACHED_PAIRS) -> None:
+        if cached_queries < 1 or cached_pairs < 1:
+            raise ConfigError(f"cached_queries [{cached_queries}] and cached_pairs "
+                              f"[{cached_pairs}] must be >= 1")
         self.name = name
         self.pairs_scored = 0
         self._cached_queries = cached_queries
+        self._cached_pairs = cached_pairs
         self._cache: OrderedDict[str, dict[DocKey, float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -72,7 +78,16 @@ class _CachedLabeler:
             with self._lock:
                 known.update(zip(new, fresh.tolist(), strict=True))
                 self.pairs_scored += len(new)
+                self._trim_scores()
         return np.array([known[key] for key in keys], dtype=np.float32)
+
+    def _trim_scores(self) -> None:
+        """Drop the least recent queries' scores while more than `cached_pairs` are held;
+        the most recent query keeps its own. Call with the lock held."""
+        held = sum(map(len, self._cache.values()))
+        while held > self._cached_pairs and len(self._cache) > 1:
+            _, dropped = self._cache.popitem(last=False)
+            held -= len(dropped)
 
     def _remembered(self, query: str, cache: OrderedDict, make: Any) -> Any:
         """cache[query], made with `make()` when absent, as the most recent of at most

@@ -11,6 +11,7 @@ from es_tour.models import (
     DualEncoderLabeler,
     Labeler,
 )
+from es_tour.models._labelers import _CachedLabeler
 
 DOCS = [("d1", "Vitamin D and bone fractures."), ("d2", "Elasticsearch shards."),
         ("d3", "BRCA1 and breast cancer risk.")]
@@ -76,3 +77,27 @@ def test_a_doc_whose_text_changed_is_scored_again(minilm_dir):
     before = labeler.score("bone fractures", [("d1", DOCS[0][1])], "index-a")
     after = labeler.score("bone fractures", [("d1", DOCS[2][1])], "index-a")
     assert labeler.pairs_scored == 2 and before[0] != after[0]
+
+
+class _CountingLabeler(_CachedLabeler):
+    """φ = the text's length; counts the texts it was asked to score."""
+
+    def __init__(self, cached_pairs: int):
+        super().__init__("counting", cached_pairs=cached_pairs)
+
+    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+        return np.array([len(t) for t in texts], dtype=np.float32)
+
+
+def test_the_score_cache_holds_at_most_cached_pairs_keeping_the_latest_query() -> None:
+    labeler = _CountingLabeler(cached_pairs=5)
+    docs = [(f"d{i}", "x" * i) for i in range(4)]
+    labeler.score("q1", docs[:3])
+    labeler.score("q2", docs[:3])  # 6 held: q1's scores go
+    assert labeler.pairs_scored == 6
+    labeler.score("q2", docs[:3])
+    assert labeler.pairs_scored == 6  # q2's are kept
+    labeler.score("q1", docs[:3])
+    assert labeler.pairs_scored == 9  # q1's were dropped, and are scored again
+    labeler.score("q3", docs)  # one query past the cap keeps all of its own
+    assert labeler.score("q3", docs).tolist() == [0, 1, 2, 3] and labeler.pairs_scored == 13
