@@ -34,14 +34,14 @@ class Sidecar:
     direct: str  # the engine itself
     plugin: bool  # whether the engine knows index.tour.* (our plugin is installed)
 
-    def client(self, url: str) -> Any:
+    def client(self, url: str, http_compress: bool = False) -> Any:
         if self.engine == "elasticsearch":
             from elasticsearch import Elasticsearch
 
-            return Elasticsearch(url, request_timeout=120)
+            return Elasticsearch(url, request_timeout=120, http_compress=http_compress)
         from opensearchpy import OpenSearch
 
-        return OpenSearch(url, timeout=120)
+        return OpenSearch(url, timeout=120, http_compress=http_compress)
 
 
 async def _copy_docs(engine: str, url: str) -> tuple[list[dict], bool]:
@@ -319,6 +319,15 @@ def test_malformed_json_is_a_400(sidecar: Sidecar, toured: Sidecar) -> None:
         response = httpx.post(f"{sidecar.url}/{index}/_search", content=b"{not json",
                               headers={"content-type": "application/json"})
         _engine_error(response, 400)
+
+
+def test_a_client_that_compresses_its_bodies_gets_tour_and_pass_through(toured: Sidecar) -> None:
+    client = toured.client(toured.url, http_compress=True)  # gzip request bodies
+    body = {"query": {"match": {"text": QUERY}}, "size": 3}
+    served = client.search(index=TOURED, body=body)
+    assert served["ext"]["tour"]["method"] == "tour-soft" and served["hits"]["hits"]
+    proxied = client.search(index=PLAIN, body=body)
+    assert "ext" not in proxied and proxied["hits"]["hits"]
 
 
 def test_raw_query_string_characters_are_the_engines_to_judge(sidecar: Sidecar) -> None:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from es_tour.errors import ConfigError, EsTourError, InternalError
+from es_tour.errors import BodyTooLargeError, ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._playground import playground_routes
@@ -23,6 +23,7 @@ from es_tour.server._request import (
     MalformedJson,
     Passthrough,
     check_path,
+    inflated,
     parse_body,
     parse_search,
     read_body,
@@ -77,8 +78,9 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         settings = await upstream.tour_settings(target, request.headers)
     enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
     try:
-        body = parse_body(raw)
-    except MalformedJson:
+        body = parse_body(inflated(raw, request.headers.get("content-encoding"),
+                                   service.config.max_body_bytes))
+    except (MalformedJson, BodyTooLargeError):
         if not enabled:  # the engine answers its own malformed requests
             return await upstream.forward(request, raw)
         raise

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from reprlib import repr as shown
@@ -42,6 +44,8 @@ MAX_INT_DIGITS = 20
 # sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
 # themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
 _PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix",
+                     "bool_prefix")
 MAX_HEADER = 200  # characters of a pass-through reason sent back
 # A query string is the engine's to judge (OpenSearch takes `q=title:[a TO z]` with raw
 # brackets and quotes): only what no request line may carry is refused, spaces, control
@@ -137,6 +141,29 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+# zlib window bits per Content-Encoding a client may compress its body with
+_INFLATE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def inflated(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body a client compressed (`http_compress=True` in the official clients sends
+    gzip), inflated to at most `limit` bytes; as sent when it names no encoding."""
+    codec = (encoding or "identity").strip().lower()
+    if codec == "identity":
+        return raw
+    if codec not in _INFLATE:
+        raise MalformedJson(f"request body has an unsupported Content-Encoding [{shown(codec)}]")
+    inflater = zlib.decompressobj(_INFLATE[codec])
+    try:
+        body = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise MalformedJson(f"request body is not valid {codec}: {exc}") from None
+    if len(body) > limit:
+        raise BodyTooLargeError(f"request body inflates past this server's limit of {limit} "
+                                "bytes")
+    return body
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The JSON body (empty -> {}). Malformed JSON is a 400, and so are numbers no engine
     takes (NaN, Infinity, 1e999, integers past MAX_INT_DIGITS) and nesting deeper than
@@ -145,13 +172,23 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw, parse_int=_json_int, parse_float=_json_float,
-                          parse_constant=_json_constant)
+                          parse_constant=_json_constant, object_pairs_hook=_json_object)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedJson(f"request body is not valid JSON: {exc}") from exc
     except RecursionError:
         raise ConfigError("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ConfigError("request body must be a JSON object")
+    return body
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are unique: the engines refuse a duplicate (`"query"` twice),
+    where a dict would keep the last silently."""
+    body = dict(pairs)
+    if len(body) < len(pairs):
+        twice = next(key for key, n in Counter(key for key, _ in pairs).items() if n > 1)
+        raise MalformedJson(f"request body has the field [{shown(twice)}] twice")
     return body
 
 
@@ -202,6 +239,8 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         text = query_text
     if text is None:
         raise Passthrough("no query text" if vector is not None else "unsupported query")
+    if not text.strip():  # the engine matches nothing; an embedding of "" finds anything
+        raise Passthrough("empty query text")
     text = _LONE_SURROGATE.sub("\ufffd", text)  # as the engine's own JSON parser reads it
     timeout_ms = tour.pop("timeout_ms", None)
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
@@ -288,6 +327,15 @@ def _clause_text(clause: Any, kind: str) -> str:
     unknown = set(clause) - {"query", "fields", "type", "operator", "boost"}
     if unknown:
         raise Passthrough(f"unsupported {kind} option {sorted(unknown)}")
+    # the values the engine would refuse, refused as it does
+    operator, boost = clause.get("operator", "or"), clause.get("boost", 1.0)
+    if not isinstance(operator, str) or operator.lower() not in ("and", "or"):
+        raise ConfigError(f"{kind} operator must be [and] or [or], got {shown(operator)}")
+    if not isinstance(boost, (int, float)) or isinstance(boost, bool) or boost < 0:
+        raise ConfigError(f"{kind} boost must be a number >= 0, got {shown(boost)}")
+    if kind == "multi_match" and clause.get("type", "best_fields") not in MULTI_MATCH_TYPES:
+        raise ConfigError(f"multi_match type must be one of {list(MULTI_MATCH_TYPES)}, "
+                          f"got {shown(clause['type'])}")
     return str(clause["query"])
 
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 import pytest
 
-from es_tour.errors import ConfigError
-from es_tour.server._request import Passthrough, parse_body, parse_search, search_target
+from es_tour.errors import BodyTooLargeError, ConfigError
+from es_tour.server._request import (
+    MalformedJson,
+    Passthrough,
+    inflated,
+    parse_body,
+    parse_search,
+    search_target,
+)
 
 
 def test_search_target_names_one_index_or_none() -> None:
@@ -94,3 +104,41 @@ def test_a_size_of_too_many_digits_is_named_in_the_error() -> None:
     with pytest.raises(ConfigError, match="99999999999999999999999"):
         parse_search("docs", {"size": "9" * 23}, {"query": {"match": {"t": "q"}}},
                      explicit=False)
+
+
+def test_a_compressed_body_is_inflated_within_the_limit() -> None:
+    raw = b'{"query": {"match": {"text": "q"}}}'
+    assert inflated(gzip.compress(raw), "gzip", 1000) == raw
+    assert inflated(zlib.compress(raw), "Deflate", 1000) == raw
+    assert inflated(raw, None, 1000) == raw
+    with pytest.raises(BodyTooLargeError, match="inflates past"):
+        inflated(gzip.compress(b" " * 5000), "gzip", 1000)  # a zip bomb stops at the limit
+    for body, encoding in ((raw, "gzip"), (raw, "br")):
+        with pytest.raises(MalformedJson):
+            inflated(body, encoding, 1000)
+
+
+def test_a_field_twice_is_malformed_as_the_engines_say() -> None:
+    with pytest.raises(MalformedJson, match=r"field \['query'\] twice"):
+        parse_body(b'{"query": {"match_all": {}}, "size": 1, "query": {"match": {"t": "q"}}}')
+
+
+def test_an_empty_query_text_is_the_engines_to_answer() -> None:
+    with pytest.raises(Passthrough, match="empty query text"):
+        parse_search("docs", {}, {"query": {"match": {"text": "  "}}}, explicit=False)
+
+
+@pytest.mark.parametrize("query", [
+    {"match": {"text": {"query": "q", "operator": "bogus"}}},
+    {"match": {"text": {"query": "q", "boost": "x"}}},
+    {"multi_match": {"query": "q", "type": "bogus"}},
+])
+def test_match_option_values_the_engine_refuses_are_a_400(query: dict) -> None:
+    with pytest.raises(ConfigError):
+        parse_search("docs", {}, {"query": query}, explicit=False)
+
+
+def test_match_option_values_the_engine_takes_are_read() -> None:
+    query = {"multi_match": {"query": "q", "type": "cross_fields", "operator": "AND",
+                             "boost": 2}}
+    assert parse_search("docs", {}, {"query": query}, explicit=False).text == "q"
