@@ -248,3 +248,31 @@ def test_a_doc_without_its_stored_vector_is_a_400_that_names_it(fake_context) ->
         context.stored_vector(Hit("d7", 1.0, {"text": "no vector"}))
     kept = context.stored_vector(Hit("d8", 1.0, {"embedding": [0.5, 1.0]}))
     assert kept.tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("name", ["hybrid-linear", "rerank"])
+async def test_a_deeper_page_never_reorders_the_hybrid_linear_union(context, name):
+    options = {"depth": 20, "first_stage": "hybrid-linear", "k": 5} if name == "rerank" \
+        else {"depth": 20}
+    shallow = await build_method(name, context, options).search("q", 20)
+    deep = await build_method(name, context, options).search("q", 60)
+    ids = [h.id for h in deep.hits]
+    assert ids[:20] == [h.id for h in shallow.hits] and len(set(ids)) == len(ids) == 60
+    scores = [h.score for h in deep.hits[20:]]
+    assert max(scores) <= deep.hits[19].score  # the rest sits below the fused union
+
+
+class EmptyStore(ExactStore):
+    """An index with no docs."""
+
+    async def knn(self, index, vector, k, **options):
+        return []
+
+    async def bm25(self, index, text, k, **options):
+        return []
+
+
+@pytest.mark.parametrize("name", ["tour-hard", "tour-soft", "rocchio"])
+async def test_tour_on_an_empty_index_finds_nothing_without_failing(fake_context, name):
+    result = await build_method(name, fake_context(EmptyStore(), QUERY, PHI)).search("q", 10)
+    assert result.hits == [] and result.pairs_scored == 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from es_tour.engines import Hit, TermStats
 from es_tour.pipeline import interleave
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
-from es_tour.tour import LabelCache, QueryOptimizer, TourConfig
+from es_tour.tour import MAX_K, LabelCache, QueryOptimizer, TourConfig
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Environment:
             context.index, query, self.k, fields=context.text_fields,
             exclude=[context.vector_field],
         ), context.engine.knn(context.index, vector, self.top_k,
-                              num_candidates=max(100, 2 * self.top_k),
+                              num_candidates=min(max(100, 2 * self.top_k), MAX_K),
                               field=context.vector_field, returns="ids"))
         self._sub_collection = [hit.id for hit in dense]
         self._dense_scores = {hit.id: hit.score for hit in dense}
@@ -155,12 +155,15 @@ class Environment:
                 self.context.index, missing))
             self._remember_vectors(docs)
         ids = [doc for doc in state.phi if doc in self._vectors]  # not deleted meanwhile
+        if not ids:  # nothing labelled to learn from (an empty index): the step stays put
+            return replace(state, round=state.round + 1, retrieved=0, returned={})
         # a fresh optimiser: a trial step leaves no momentum behind for the next one
         vector = QueryOptimizer(action.step).step(
             state.vector, self.stored_vectors(ids),
             np.array([state.phi[doc] for doc in ids]))
         self.budget.engine_calls += 1
-        hits = await self.context.knn(vector, self.k + len(ids), timings)  # k past those seen
+        # k past those seen, as deep as the engines go
+        hits = await self.context.knn(vector, min(self.k + len(ids), MAX_K), timings)
         self._remember_vectors(hits)
         fresh = [hit for hit in hits if hit.id not in state.phi][: self.k]
         phi = await self._join(state.phi, fresh, timings)

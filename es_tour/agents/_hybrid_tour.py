@@ -145,7 +145,8 @@ class HybridTourMethod:
                 label_mass_at_10=label_mass(answer, phi), query=env.describe(lexical),
                 answer_change={"entered": [d for d in answer if d not in previous],
                                "left": [d for d in previous if d not in answer]},
-                candidates=[], chosen=None, engine_calls=2, labelled=[h.id for h in to_label])
+                candidates=[], chosen=None, engine_calls=2 + extra_calls,
+                labelled=[h.id for h in to_label])
             rounds.append(trace)
             last = round_no == options.max_rounds or not to_label or pairs >= options.budget
             if not last:
@@ -214,10 +215,13 @@ def hybrid_tour(context: SearchContext, options: Mapping[str, Any]) -> SearchMet
     """TOUR's vector step and the RM3 agent's Δq in one BM25 ∪ kNN session. Options: k,
     budget, max_rounds, m, lexical, pool, lexical_weight, and TOUR's step options
     (STEP_OPTIONS)."""
-    step = TourConfig.from_mapping({key: value for key, value in options.items()
-                                    if key in STEP_OPTIONS})
-    own = {key: value for key, value in options.items() if key not in STEP_OPTIONS}
-    return HybridTourMethod(context, HybridTourOptions.from_mapping(own), step)
+    own = HybridTourOptions.from_mapping({key: value for key, value in options.items()
+                                          if key not in STEP_OPTIONS})
+    # one step a round: the optimiser's rounds (and its lr decay) are the session's
+    step = TourConfig.from_mapping({**{key: value for key, value in options.items()
+                                       if key in STEP_OPTIONS},
+                                    "max_rounds": max(own.max_rounds, 1)})
+    return HybridTourMethod(context, own, step)
 
 
 register_method("hybrid-tour", hybrid_tour, budget_option="budget")

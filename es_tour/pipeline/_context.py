@@ -14,7 +14,7 @@ from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
-from es_tour.tour import LabelCache
+from es_tour.tour import MAX_K, LabelCache
 
 T = TypeVar("T")
 DEFAULT_LABEL_BATCH = 16
@@ -119,7 +119,7 @@ class SearchContext:
                 self.index,
                 unit,
                 k,
-                num_candidates=max(100, 2 * k),
+                num_candidates=min(max(100, 2 * k), MAX_K),  # Elasticsearch's cap
                 field=self.vector_field,
                 ids=ids,
                 returns=returns,

@@ -239,20 +239,26 @@ class HybridLinearMethod(_FirstStage):
 
 async def linear_hybrid(context: SearchContext, query: str, k: int, options: FirstStageOptions,
                         timings: Timings, provenance: Provenance) -> tuple[list[Hit], int]:
-    """The union of BM25's and kNN's top max(k, depth), best first by `hybrid_scores`,
-    and the engine calls made (a third gives the kNN-only docs their BM25)."""
-    depth = max(k, options.depth)
+    """The union of BM25's and kNN's top `depth`, best first by `hybrid_scores`, then (for
+    k past it) their next hits in turn at the union's lowest score, so a deeper page never
+    reorders the first; and the engine calls made (a third gives the kNN-only docs their
+    BM25)."""
+    depth = options.depth
     vector = await context.embed_query(query, timings)
-    dense = _recorded(await context.knn(vector, depth, timings), "knn", provenance)
-    lexical = _recorded(await context.bm25(query, depth, timings, with_vectors=True), "bm25",
-                        provenance)
+    dense = _recorded(await context.knn(vector, max(k, depth), timings), "knn", provenance)
+    lexical = _recorded(await context.bm25(query, max(k, depth), timings, with_vectors=True),
+                        "bm25", provenance)
 
     async def bm25_of(ids: list[str]) -> list[Hit]:
         return await context.bm25(query, len(ids), timings, ids=ids)
 
-    ranked, calls = await rank_linear(context, vector, dense, lexical, bm25_of,
+    ranked, calls = await rank_linear(context, vector, dense[:depth], lexical[:depth], bm25_of,
                                       options.lexical_weight)
-    return ranked, 2 + calls
+    fused = {hit.id for hit in ranked}
+    floor = ranked[-1].score if ranked else 0.0
+    rest = [Hit(hit.id, floor, hit.source, hit.vector)
+            for hit in interleave(dense[depth:], lexical[depth:]) if hit.id not in fused]
+    return ranked + rest, 2 + calls
 
 
 async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],
@@ -527,7 +533,7 @@ class TourMethod:
             timings = Timings()
             round_started = time.perf_counter()
             # exploring, the ranking must reach k docs past every one labelled so far
-            depth = plan.k + len(labels) if plan.explore else plan.k
+            depth = min(plan.k + len(labels), MAX_K) if plan.explore else plan.k
             hits = await self.context.knn(q, depth, timings)
             new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
             window = [h for h in hits if h.id not in labels][: plan.k] if plan.explore else hits
@@ -606,6 +612,8 @@ class TourMethod:
     ) -> list[RankedHit]:
         """What the search returns if it stops now: every labelled doc by the final score."""
         ids = list(vectors)
+        if not ids:  # the index had no doc to label
+            return []
         sims = np.stack([vectors[i] for i in ids]) @ q
         scores = final_scores(labels.get(ids), sims, lam)
         return _ranked(ids, scores.tolist(), sources, size)

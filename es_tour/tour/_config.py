@@ -95,6 +95,9 @@ class TourConfig:
         check_number("tour.p", self.p, 1e-6, 1)
         check_number("tour.momentum", self.momentum, 0, 0.999)
         check_number("tour.weight_decay", self.weight_decay, 0, 100)
+        if self.lr * self.weight_decay > 1:  # q then grows by |1 - lr·wd| a step: overflow
+            raise ConfigError(f"tour.lr × tour.weight_decay must be <= 1, got {self.lr} × "
+                              f"{self.weight_decay}")
         check_number("tour.lam", self.lam, 0, 1)
 
     @classmethod

@@ -144,3 +144,18 @@ async def test_below_the_labelled_docs_come_q0s_knn_and_bm25_in_turn(context):
     fill = [d for d in first if d not in labelled][: 30 - len(labelled)]
     assert [h.id for h in result.hits[len(labelled):]] == fill
     assert all(h.label is None for h in result.hits[len(labelled):])
+
+
+async def test_every_round_of_a_long_session_takes_its_step(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 3, "budget": 30, "max_rounds": 5,
+                                 "lexical": "none"}).search("q", 10)
+    assert len(result.rounds) == 6
+    assert all(r.delta_q_norm and r.delta_q_norm > 0 for r in result.rounds[:-1])
+
+
+@pytest.mark.parametrize("pool", ["interleave", "hybrid-linear"])
+async def test_the_rounds_engine_calls_add_up_to_the_searchs(context, pool):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 4, "budget": 12, "pool": pool}).search("q", 10)
+    assert sum(r.engine_calls for r in result.rounds) == result.engine_calls

@@ -131,3 +131,9 @@ def test_config_from_mapping_rejects_unknown_keys_listing_supported_ones():
     with pytest.raises(ConfigError, match=r"\['momentun'\].*'momentum'"):
         TourConfig.from_mapping({"momentun": 0.9})
     assert TourConfig.from_mapping({"variant": "soft"}).variant == "soft"
+
+
+def test_a_weight_decay_that_would_grow_the_query_is_refused():
+    TourConfig(lr=0.5, weight_decay=2)  # 1 - lr·wd = 0: the decay at its strongest
+    with pytest.raises(ConfigError, match=r"lr × tour\.weight_decay must be <= 1, got 1\.0 × 100"):
+        TourConfig(lr=1.0, weight_decay=100)
