@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from es_tour.errors import ConfigError
 
@@ -36,25 +37,28 @@ class BeirSplit:
     qrels: dict[str, dict[str, int]]
 
 
+QRELS_COLUMNS = ("query-id", "corpus-id", "score")
+
+
 class BeirDataset:
     """A BEIR directory, read lazily; nothing is copied."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        if not self.root.is_dir():
+            raise ConfigError(f"{self.root} is not a directory (a BEIR dataset is one)")
         if not (self.root / "corpus.jsonl").is_file():
             raise ConfigError(f"{self.root} is not a BEIR dataset: corpus.jsonl is missing")
         self.name = self.root.name
 
     def corpus(self) -> Iterator[Document]:
-        with (self.root / "corpus.jsonl").open() as lines:
-            for line in lines:
-                row = json.loads(line)
-                yield Document(str(row["_id"]), row.get("title", ""), row.get("text", ""))
+        for row in _json_lines(self.root / "corpus.jsonl", ("_id",)):
+            yield Document(str(row["_id"]), row.get("title", ""), row.get("text", ""))
 
     def queries(self, split: str | None = None) -> dict[str, str]:
         """Query id -> text; with a split, only the queries judged in it."""
-        with (self.root / "queries.jsonl").open() as lines:
-            queries = {str(row["_id"]): row["text"] for row in map(json.loads, lines)}
+        queries = {str(row["_id"]): row["text"]
+                   for row in _json_lines(self.root / "queries.jsonl", ("_id", "text"))}
         if split is None:
             return queries
         judged = self.qrels(split)
@@ -68,8 +72,17 @@ class BeirDataset:
             raise ConfigError(f"no qrels for split [{split}]; available: {available}")
         qrels: dict[str, dict[str, int]] = {}
         with path.open() as tsv:
-            for row in csv.DictReader(tsv, delimiter="\t"):
-                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
+            rows = csv.DictReader(tsv, delimiter="\t")
+            if not set(QRELS_COLUMNS) <= set(rows.fieldnames or ()):
+                raise ConfigError(f"{path} must have the columns {list(QRELS_COLUMNS)}, got "
+                                  f"{rows.fieldnames}")
+            for row in rows:
+                try:
+                    score = int(row["score"])
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{path} line {rows.line_num}: score {row['score']!r} is "
+                                      "not an integer") from None
+                qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = score
         return qrels
 
     def split(self, split: str) -> BeirSplit:
@@ -84,3 +97,19 @@ class BeirDataset:
             list(queries.values()),
             self.qrels(split),
         )
+
+
+def _json_lines(path: Path, required: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a .jsonl file; a ConfigError names the file and line of the
+    first that is missing, not JSON or lacks a `required` key."""
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing")
+    with path.open() as lines:
+        for number, line in enumerate(lines, start=1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path} line {number} is not JSON: {exc}") from None
+            if not isinstance(row, dict) or any(key not in row for key in required):
+                raise ConfigError(f"{path} line {number} must be an object with {list(required)}")
+            yield row

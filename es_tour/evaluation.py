@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,13 @@ import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.metrics import score_run
-from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, SearchResult, build_method
+from es_tour.pipeline import (
+    BUDGET_OPTIONS,
+    SearchContext,
+    SearchMethod,
+    SearchResult,
+    build_method,
+)
 
 RUN_DEPTH = 100  # Recall@100 needs 100 results per query
 
@@ -109,6 +115,19 @@ class MethodReport:
         }
 
 
+def build_methods(context: SearchContext, dataset: BeirDataset, methods: Sequence[MethodSpec],
+                  split: str, queries: Mapping[str, str] | None = None
+                  ) -> list[tuple[MethodSpec, SearchMethod]]:
+    """Each method built, its options checked (no engine call is made); the oracle gets the
+    split's judgements and `queries` (default: all of the split's)."""
+    judged = {"qrels": dataset.qrels(split),
+              "queries": dict(queries if queries is not None else dataset.queries(split))}
+    return [(spec, build_method(spec.name, context,
+                                {**spec.options, **(judged if spec.name == "oracle-agent"
+                                                    else {})}))
+            for spec in methods]
+
+
 async def evaluate(
     context: SearchContext,
     dataset: BeirDataset,
@@ -129,12 +148,7 @@ async def evaluate(
     qrels = dataset.qrels(split)
     queries = [(qid, text) for qid, text in dataset.queries(split).items()
                if query_ids is None or qid in query_ids][:max_queries]
-    judged = {"qrels": qrels, "queries": dict(queries)}  # only the oracle reads judgements
-    built = [
-        (spec, build_method(spec.name, context,
-                            {**spec.options, **(judged if spec.name == "oracle-agent" else {})}))
-        for spec in methods
-    ]
+    built = build_methods(context, dataset, methods, split, dict(queries))
     reports = []
     for spec, method in built:
         if cold_labels:

@@ -58,8 +58,10 @@ async def ingest(
 
     Embedding of the next batch overlaps bulk indexing of the current one, so the engine
     is not the bottleneck. `reuse_embeddings` loads the corpus vectors cached by the model
-    (computing and caching them on the first run); `if_missing` skips a complete index
-    (an existing index whose mappings differ from es-tour's is always rebuilt);
+    (computing and caching them on the first run); `if_missing` skips a complete index.
+    An existing index with other mappings is rebuilt when es-tour made it (an older
+    analyzer, say); one es-tour did not make is an IngestError unless `replace`, since
+    rebuilding it deletes its docs.
     `max_docs` indexes only the corpus's first docs (trials, benchmarks).
     """
     docs = list(dataset.corpus())[:max_docs]
@@ -68,6 +70,11 @@ async def ingest(
     created = await engine.create_index(spec, replace=replace)
     rebuilt = not created and not await engine.index_matches(spec)
     if rebuilt:  # an older mapping (another analyzer, say) ranks otherwise: start afresh
+        if not await engine.made_by_es_tour(index):
+            raise IngestError(f"index [{index}] exists with mappings es-tour did not make; "
+                              "rebuilding it would delete its docs: choose another index "
+                              f"name, or rebuild it with `es-tour index --replace --index "
+                              f"{index}`")
         await engine.create_index(spec, replace=True)
     if if_missing and not created and not rebuilt and await engine.count(index) == len(docs):
         return IngestReport(index, len(docs), 0, 0, 0.0, skipped=True)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from integration_tests.test_cli_engine import es_tour
@@ -113,3 +114,19 @@ def test_corpus_vectors_give_the_same_labels_as_encoding_each_doc(nodes, scifact
         encoded, cached = runs["--no-corpus-vectors"][method], runs["--corpus-vectors"][method]
         assert cached["ndcg@10"] == pytest.approx(encoded["ndcg@10"], abs=1e-4), method
         assert cached["pairs_scored_mean"] == encoded["pairs_scored_mean"], method
+
+
+def test_eval_checks_its_methods_before_it_indexes(nodes, scifact):
+    url = nodes["opensearch"].url
+    result = es_tour("eval", "--dataset", str(scifact.root), "--url", url,
+                     "--index", "it-cli-never", "--methods", "bm25,tour-medium")
+    assert result.returncode == 1 and "unknown method [tour-medium]" in result.stderr
+    assert httpx.head(f"{url}/it-cli-never").status_code == 404  # nothing was ingested
+
+
+@pytest.mark.parametrize("args", [["--url", "http://127.0.0.1:9"], ["--index", "Not-Lower"]])
+def test_an_engine_or_client_error_is_one_line(nodes, scifact, args):
+    result = es_tour("index", "--dataset", str(scifact.root), "--url", nodes["opensearch"].url,
+                     *args)
+    assert result.returncode == 1 and result.stderr.startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr

@@ -6,12 +6,13 @@ import hashlib
 import itertools
 from dataclasses import replace
 
+import httpx
 import numpy as np
 import pytest
 
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, IndexSpec
-from es_tour.ingest import index_spec, ingest
+from es_tour.ingest import IngestError, index_spec, ingest
 
 DIM = 64
 N_DOCS = 300
@@ -114,6 +115,24 @@ async def test_ingest_rebuilds_an_index_made_with_other_mappings(engine, scifact
     again = await ingest(engine, scifact, older.name, retriever, **options)
     assert again.skipped and not again.rebuilt
     await engine.delete_index(older.name)
+
+
+async def test_ingest_never_rebuilds_an_index_es_tour_did_not_make(engine, scifact, retriever,
+                                                                   nodes):
+    name = "it-engines-users"
+    url = nodes[engine.name].url
+    httpx.delete(f"{url}/{name}")
+    made = httpx.put(f"{url}/{name}", json={"mappings": {"properties": {
+        "note": {"type": "keyword"}}}})
+    assert made.status_code == 200, made.text
+    httpx.put(f"{url}/{name}/_doc/precious?refresh=true", json={"note": "keep me"})
+    options = {"reuse_embeddings": False, "max_docs": 5, "show_progress": False}
+    with pytest.raises(IngestError, match=r"index \[it-engines-users\] exists with mappings"):
+        await ingest(engine, scifact, name, retriever, **options)
+    assert httpx.get(f"{url}/{name}/_doc/precious").json()["found"]
+    report = await ingest(engine, scifact, name, retriever, replace=True, **options)
+    assert report.indexed == 5 and await engine.made_by_es_tour(name)
+    await engine.delete_index(name)
 
 
 async def test_version_matches_pinned_distribution(engine, nodes):

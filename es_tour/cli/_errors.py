@@ -1,20 +1,26 @@
-"""Turn es-tour errors into one clear line and a non-zero exit, never a stack trace."""
+"""Turn es-tour errors, and the engine client's, into one clear line and a non-zero exit,
+never a stack trace; and the checks every command makes of its inputs before any work."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from es_tour.errors import EsTourError
+from es_tour.cluster import DEFAULT_PORTS
+from es_tour.errors import ConfigError, EsTourError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 err_console = Console(stderr=True)
+# the packages whose errors mean the engine said no or could not be reached
+CLIENT_PACKAGES = frozenset({"elasticsearch", "elastic_transport", "opensearchpy", "aiohttp"})
+MAX_MESSAGE = 400  # characters of a client error shown
 
 
 def clean_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -23,9 +29,37 @@ def clean_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except EsTourError as exc:
-            err_console.print(
-                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
-            )
-            raise typer.Exit(code=1) from None
+            _fail(str(exc))
+        except Exception as exc:
+            if not (isinstance(exc, OSError)
+                    or type(exc).__module__.split(".")[0] in CLIENT_PACKAGES):
+                raise  # a bug of ours: its traceback is what a report needs
+            _fail(f"{type(exc).__name__}: {str(exc)[:MAX_MESSAGE]}")
 
     return wrapper
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=1) from None
+
+
+def engine_url(engine: str, url: str | None) -> str:
+    """`url`, or the local node's of `engine`; a ConfigError for an unknown engine or a URL
+    that is not http(s)."""
+    if engine not in DEFAULT_PORTS:
+        raise ConfigError(f"--engine must be one of {list(DEFAULT_PORTS)}, got {engine!r}")
+    address = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
+    if not address.startswith(("http://", "https://")):
+        raise ConfigError(f"--url must be an http:// or https:// URL, got {address!r}")
+    return address
+
+
+def writable(path: Path | None) -> None:
+    """A ConfigError now, before the work, for an output path that cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write {path}: {path.parent} is not a directory")

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.cli import app
-from es_tour.cli._errors import clean_errors
+from es_tour.cli._errors import clean_errors, engine_url
 from es_tour.errors import ConfigError
 from es_tour.training._reranker import DEFAULT_BASE, TrainOptions
 
@@ -143,11 +143,10 @@ def _mine(
     progress: Progress,
 ) -> dict[str, list[str]]:
     """Candidates of `queries` from the engine's index, built by `es-tour index`."""
-    from es_tour.cluster import DEFAULT_PORTS
     from es_tour.engines import connect
     from es_tour.training._mining import mine_candidates
 
-    address = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
+    address = engine_url(engine, url)
 
     async def run() -> dict[str, list[str]]:
         async with connect(engine, address) as adapter:

@@ -15,13 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from es_tour.cli import app
-from es_tour.cli._errors import clean_errors, err_console
-from es_tour.cluster import DEFAULT_PORTS
+from es_tour.cli._errors import clean_errors, engine_url, err_console, writable
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import (
     MethodReport,
     MethodSpec,
+    build_methods,
     evaluate,
     parse_budgets,
     parse_methods,
@@ -43,6 +43,8 @@ Dataset = Annotated[
 Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
 Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
 Index = Annotated[str | None, typer.Option(help="index name (default: the dataset's name)")]
+Labeler_ = Annotated[str, typer.Option(
+    "--labeler", help="the labeler: a registry model name, or a model directory")]
 Qrels = Annotated[bool, typer.Option(
     help="also store the dataset's judgements (every qrels split) in the side index "
          "<index>-qrels, where the playground finds them")]
@@ -65,9 +67,7 @@ LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round
 
 
 def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchContext:
-    return open_context(
-        engine, url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}", index, labeler=labeler
-    )
+    return open_context(engine, engine_url(engine, url), index, labeler=labeler)
 
 
 async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
@@ -149,6 +149,7 @@ async def _evaluate(
     context = _context(engine, url, index or data.name, labeler)
     if corpus_vectors:
         context.labeler = _corpus_labeler(context.labeler, data)
+    build_methods(context, data, methods, split)  # a typo fails now, not after the ingest
     async with context.engine:
         await _ingest(context, data, replace=False)
         queries = len(list(data.queries(split))[:max_queries])
@@ -175,12 +176,13 @@ def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
 def eval_command(
     dataset: Dataset,
     methods: Annotated[str, typer.Option(help="comma list of name[:key=value...]")] = DEMO_METHODS,
-    split: str = "test",
+    split: Annotated[str, typer.Option(help="the qrels split to score on")] = "test",
     engine: Engine = "opensearch",
     url: Url = None,
     index: Index = None,
-    labeler: str = "default",
-    max_queries: Annotated[int | None, typer.Option(help="only the first N queries")] = None,
+    labeler: Labeler_ = "default",
+    max_queries: Annotated[int | None, typer.Option(help="only the first N queries",
+                                                    min=1)] = None,
     budgets: Annotated[str | None, typer.Option(
         help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
              "budget, the others once")] = None,
@@ -200,6 +202,11 @@ def eval_command(
     """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
     data = BeirDataset(dataset)
     specs = parse_methods(methods)
+    if not specs:
+        raise ConfigError("--methods names no method")
+    data.qrels(split)  # an unknown split fails now, not after the ingest
+    writable(output)
+    writable(plot)
     levels = parse_budgets(budgets) if budgets is not None else []
     if levels:
         specs = with_budgets(specs, levels)
@@ -234,9 +241,9 @@ def train_agent_command(
     engine: Engine = "opensearch",
     url: Url = None,
     index: Index = None,
-    labeler: str = "default",
+    labeler: Labeler_ = "default",
     max_queries: Annotated[int | None, typer.Option(
-        help="a fixed-seed sample of N queries (default: all of the split)")] = None,
+        help="a fixed-seed sample of N queries (default: all of the split)", min=1)] = None,
     corpus_vectors: Annotated[bool, typer.Option(
         help="a dual-encoder labeler encodes the corpus once (cached) and labels by dot "
              "products: the oracle's trials label thousands of pairs")] = True,
@@ -257,6 +264,7 @@ def train_agent_command(
     check_training_split(split)
     check_policy_name(name)
     data = BeirDataset(dataset)
+    data.qrels(split)  # an unknown split fails now, not after the ingest
 
     async def run() -> None:
         context = _context(engine, url, index or data.name, labeler)
@@ -290,7 +298,7 @@ def demo_command(
     dataset: Dataset,
     engine: Engine = "opensearch",
     url: Url = None,
-    queries: int = 20,
+    queries: Annotated[int, typer.Option(help="test queries in the comparison", min=1)] = 20,
     serve: Annotated[bool, typer.Option(
         "--serve/--no-serve",
         help="end by serving the playground (the sidecar in front of the engine) until "
@@ -299,12 +307,12 @@ def demo_command(
         "127.0.0.1:9201",
     later_round_scan: Annotated[int, typer.Option(
         help="more test queries to search for one where a later round finds a relevant doc, "
-             "when the sample has none")] = LATER_ROUND_SCAN,
+             "when the sample has none", min=0)] = LATER_ROUND_SCAN,
 ) -> None:
     """Index the dataset, show a query's hits before and after TOUR, compare methods, then
     (unless --no-serve) store the judgements and serve the playground on that query."""
     data = BeirDataset(dataset)
-    upstream = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
+    upstream = engine_url(engine, url)
     if serve:
         parse_listen(listen)  # a bad --listen fails now, not after the comparison
     qid, text = next(iter(data.queries("test").items()))

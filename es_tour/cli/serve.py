@@ -8,7 +8,11 @@ import typer
 
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
+from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
+from es_tour.server._models import built_labeler
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 
 @app.command("serve")
@@ -44,7 +48,7 @@ def serve_command(
         help="USER:PASSWORD the sidecar reads index.tour.* settings with, and nothing else "
              "(default: each caller's own credentials); best given by its environment "
              "variable")] = None,
-    log_level: str = "info",
+    log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
@@ -57,5 +61,11 @@ def serve_command(
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           settings_credentials=settings_credentials)
     parse_listen(listen)
-    typer.echo(f"es-tour sidecar on http://{listen} -> {', '.join(config.upstreams)}")
-    serve(config, listen, log_level)
+    if log_level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
+    built_labeler(labeler)  # an unknown or unbuilt labeler fails now, not at startup
+
+    def ready() -> None:
+        typer.echo(f"es-tour sidecar on http://{listen} -> {', '.join(config.upstreams)}")
+
+    serve(config, listen, log_level, ready=ready)

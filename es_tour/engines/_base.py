@@ -16,6 +16,9 @@ from es_tour.errors import EngineError, EngineSetupError, UpstreamError
 _BULK_CHUNK = 500
 
 
+# the mark es-tour leaves in the mappings of the indices it creates
+CREATED_BY = {"created_by": "es-tour"}
+
 class ClientEngine:
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
@@ -101,14 +104,23 @@ class ClientEngine:
         An index made by an older es-tour (another analyzer, say) would rank differently.
         """
         expected = self._index_body(spec)
-        mapping = await self._client.indices.get_mapping(index=spec.name)
-        actual = next(iter(mapping.values()))["mappings"]
+        actual = await self._mappings(spec.name)
         similarity = expected["settings"]["similarity"]["default"]
         settings = await self.settings(spec.name)
-        return _contains(actual, expected["mappings"]) and all(
+        # the mark is not compared: an index es-tour made before it had one still matches
+        return _contains(actual.get("properties"), expected["mappings"]["properties"]) and all(
             str(settings.get(f"index.similarity.default.{key}")) == str(value)
             for key, value in similarity.items()
         )
+
+    async def made_by_es_tour(self, name: str) -> bool:
+        """Whether es-tour created the index (its mappings' `_meta` mark): only such an index
+        may be rebuilt without being asked to."""
+        return bool((await self._mappings(name)).get("_meta", {}) == CREATED_BY)
+
+    async def _mappings(self, name: str) -> dict[str, Any]:
+        mapping = await self._client.indices.get_mapping(index=name)
+        return dict(next(iter(mapping.values()))["mappings"])
 
     def _index_body(self, spec: IndexSpec) -> dict[str, Any]:
         settings = {
@@ -122,7 +134,8 @@ class ClientEngine:
             name: {"type": "text", "analyzer": spec.text_analyzer} for name in spec.text_fields
         }
         properties[spec.vector_field] = self._vector_mapping(spec)
-        return {"settings": settings, "mappings": {"properties": properties}}
+        return {"settings": settings,
+                "mappings": {"_meta": dict(CREATED_BY), "properties": properties}}
 
     async def create_side_index(
         self, name: str, properties: Mapping[str, Any], *, replace: bool = False

@@ -32,16 +32,22 @@ class Models:
         Names come from requests and index settings, so only registry names are taken:
         `load_labeler` also opens any model directory by path, which a client must not pick.
         """
-        from onnx_models import spec
-
-        registry_name = spec(name).name
         with self._lock:
             if name not in self._labelers:
-                if not model_path(registry_name).is_dir():
-                    raise NotFoundError(f"labeler [{name}] is not built on this server")
-                self._labelers[name] = load_labeler(registry_name)
+                self._labelers[name] = load_labeler(built_labeler(name))
             return self._labelers[name]
 
     def preload(self, labeler: str) -> None:
         _ = self.encoder
         self.labeler(labeler)
+
+
+def built_labeler(name: str) -> str:
+    """The registry name of the labeler `name`; a ConfigError when the registry has none, a
+    NotFoundError when it is not built here."""
+    from onnx_models import spec
+
+    registry_name = spec(name).name
+    if not model_path(registry_name).is_dir():
+        raise NotFoundError(f"labeler [{name}] is not built on this server")
+    return registry_name

@@ -1,0 +1,73 @@
+"""The CLI checks its inputs before any model load, ingest or engine call."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from es_tour.cli import app
+from es_tour.datasets import BeirDataset
+from es_tour.errors import ConfigError
+
+runner = CliRunner()
+CLOSED = "http://127.0.0.1:9"  # nothing listens: an engine call would fail otherwise
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    root = tmp_path / "tiny"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "t", "text": "x"}))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "x"}))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    return root
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--engine", "foo"], "--engine must be one of ['opensearch', 'elasticsearch']"),
+    (["--url", "ftp://127.0.0.1:9200"], "--url must be an http:// or https:// URL"),
+    (["--methods", " , "], "--methods names no method"),
+    (["--split", "dev"], "no qrels for split [dev]"),
+    (["--output", "/nonexistent/dir/r.json"], "/nonexistent/dir is not a directory"),
+    (["--plot", "/"], "/ is a directory"),
+])
+def test_eval_refuses_bad_input_before_any_work(dataset, args, message):
+    result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED, *args])
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("option", ["--max-queries", "--max-queries=-3"])
+def test_a_query_count_below_one_is_a_usage_error(dataset, option):
+    args = [option, "0"] if "=" not in option else [option]
+    result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED, *args])
+    assert result.exit_code == 2 and "Invalid value" in result.output
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("corpus.jsonl", "{not json", "corpus.jsonl line 1 is not JSON"),
+    ("queries.jsonl", '{"_id": "q1"}', "queries.jsonl line 1 must be an object with"),
+    ("qrels/test.tsv", "q\tc\ts\nq1\td1\t1\n", "must have the columns"),
+    ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", "score 'high' is not"),
+])
+def test_a_malformed_dataset_file_is_a_config_error_naming_it(dataset, name, text, message):
+    (dataset / name).write_text(text)
+    data = BeirDataset(dataset)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        list(data.corpus()), data.queries("test")
+
+
+def test_a_dataset_path_that_is_no_directory_says_so(tmp_path):
+    result = runner.invoke(app, ["eval", "--dataset", str(tmp_path / "absent"), "--url", CLOSED])
+    assert result.exit_code == 1 and "is not a directory" in result.output
+
+
+def test_serve_refuses_an_unknown_log_level_before_it_listens():
+    result = runner.invoke(app, ["serve", "--upstream", CLOSED, "--log-level", "bogus",
+                                 "--listen", "127.0.0.1:0"])
+    assert result.exit_code == 1 and "--log-level must be one of" in result.output
+    assert "sidecar on" not in result.output
