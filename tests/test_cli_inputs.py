@@ -71,3 +71,10 @@ def test_serve_refuses_an_unknown_log_level_before_it_listens():
                                  "--listen", "127.0.0.1:0"])
     assert result.exit_code == 1 and "--log-level must be one of" in result.output
     assert "sidecar on" not in result.output
+
+
+def test_models_evaluate_checks_every_name_before_it_encodes(dataset):
+    result = runner.invoke(app, ["models", "evaluate", "--dataset", str(dataset),
+                                 "--split", "test", "minilm-l6", "nosuch"])
+    assert result.exit_code == 1 and "unknown model [nosuch]" in result.output
+    assert "| model |" not in result.output  # no table was started

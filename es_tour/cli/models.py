@@ -87,7 +87,8 @@ def list_models() -> None:
 def evaluate(
     dataset: Annotated[Path, typer.Option(help="BEIR dataset directory.")],
     names: Annotated[
-        list[str] | None, typer.Argument(help="Registry names; default: all dual models.")
+        list[str] | None,
+        typer.Argument(help="Registry names; default: every dual model built here."),
     ] = None,
     split: Annotated[str, typer.Option(help="train, dev or test.")] = "train",
     precision: Annotated[str, typer.Option(help="fp32 or int8.")] = "fp32",
@@ -103,11 +104,17 @@ def evaluate(
     from onnx_models import MODELS, spec
 
     data = BeirDataset(dataset).split(split)
-    chosen = names or [n for n, s in MODELS.items() if s.kind == "dual"]
+    # by default the dual models built here; a named one must be known and built, checked
+    # before the first model spends minutes on the corpus
+    recipes = ([spec(name) for name in names] if names else
+               [s for s in MODELS.values() if s.kind == "dual" and model_path(s.name).is_dir()])
+    unbuilt = [recipe.name for recipe in recipes if not model_path(recipe.name).is_dir()]
+    if unbuilt:
+        raise ConfigError(f"models {unbuilt} are not built; `es-tour models build NAME` "
+                          "builds one")
     typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |")
     typer.echo("|---|---|---|---|---|---|")
-    for name in chosen:
-        recipe = spec(name)
+    for recipe in recipes:
         encoder = DualEncoder(
             model_path(recipe.name), precision, threads, query_prefix=query_prefix
         )
