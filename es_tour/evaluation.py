@@ -51,6 +51,8 @@ class MethodSpec:
             key, sep, value = pair.partition("=")
             if not sep or not key:
                 raise ConfigError(f"bad method option [{pair}] in [{text}]; expected key=value")
+            if key in options:
+                raise ConfigError(f"method option [{key}] given twice in [{text}]")
             options[key] = _parse_value(value)
         return cls(text.strip(), name, options)
 

@@ -78,3 +78,16 @@ def test_models_evaluate_checks_every_name_before_it_encodes(dataset):
                                  "--split", "test", "minilm-l6", "nosuch"])
     assert result.exit_code == 1 and "unknown model [nosuch]" in result.output
     assert "| model |" not in result.output  # no table was started
+
+
+def test_a_method_option_given_twice_is_refused(dataset):
+    result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED,
+                                 "--methods", "rerank:k=5:k=7"])
+    assert result.exit_code == 1
+    assert "method option [k] given twice in [rerank:k=5:k=7]" in result.output
+
+
+def test_logs_of_a_port_no_node_ran_on_say_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("ES_TOUR_HOME", str(tmp_path))
+    result = runner.invoke(app, ["engine", "logs", "--port", "9399"])
+    assert result.exit_code == 1 and "no node ran on port 9399" in result.output

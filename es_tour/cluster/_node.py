@@ -19,7 +19,7 @@ import httpx
 from es_tour.cluster._distribution import Distribution, distribution
 from es_tour.cluster._java import java_env
 from es_tour.cluster._security import SecuritySetup
-from es_tour.errors import EngineSetupError
+from es_tour.errors import ConfigError, EngineSetupError
 from es_tour.paths import work_dir
 
 DEFAULT_PORTS = {"opensearch": 9200, "elasticsearch": 9210}
@@ -155,7 +155,7 @@ class LocalNode:
             time.sleep(1.0)
         raise EngineSetupError(
             f"{self.engine} on {self.url} was not healthy within {timeout:.0f}s: "
-            f"{self._last_error(self.logs(40))}"
+            f"{self._last_error(self.logs(40) if self.log_file.exists() else '')}"
         )
 
     def stop(self, timeout: float = 60.0) -> bool:
@@ -187,8 +187,10 @@ class LocalNode:
                           pid=pid, nodes=nodes_seen)
 
     def logs(self, lines: int = 50) -> str:
+        """The log's last `lines`; a ConfigError when this node never wrote one."""
         if not self.log_file.exists():
-            return ""
+            raise ConfigError(f"no {self.engine} log at {self.log_file}: no node ran on port "
+                              f"{self.port} (`es-tour engine start --port {self.port}`)")
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
     def _write_config(self, home: Path) -> None:
