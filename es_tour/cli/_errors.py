@@ -1,19 +1,17 @@
 """Turn es-tour errors, and the engine client's, into one clear line and a non-zero exit,
-never a stack trace; and the checks every command makes of its inputs before any work."""
+never a stack trace."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from es_tour.cluster import DEFAULT_PORTS
-from es_tour.errors import ConfigError, EsTourError
+from es_tour.errors import EsTourError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,24 +40,3 @@ def clean_errors(command: Callable[P, R]) -> Callable[P, R]:
 def _fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=1) from None
-
-
-def engine_url(engine: str, url: str | None) -> str:
-    """`url`, or the local node's of `engine`; a ConfigError for an unknown engine or a URL
-    that is not http(s)."""
-    if engine not in DEFAULT_PORTS:
-        raise ConfigError(f"--engine must be one of {list(DEFAULT_PORTS)}, got {engine!r}")
-    address = url or f"http://127.0.0.1:{DEFAULT_PORTS[engine]}"
-    if not address.startswith(("http://", "https://")):
-        raise ConfigError(f"--url must be an http:// or https:// URL, got {address!r}")
-    return address
-
-
-def writable(path: Path | None) -> None:
-    """A ConfigError now, before the work, for an output path that cannot be written."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise ConfigError(f"{path} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise ConfigError(f"cannot write {path}: {path.parent} is not a directory")

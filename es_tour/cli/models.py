@@ -12,7 +12,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.cli import app
-from es_tour.cli._errors import clean_errors, engine_url
+from es_tour.cli._checks import engine_url
+from es_tour.cli._errors import clean_errors
 from es_tour.errors import ConfigError
 from es_tour.training._reranker import DEFAULT_BASE, TrainOptions
 

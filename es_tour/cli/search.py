@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from es_tour.cli import app
-from es_tour.cli._errors import clean_errors, engine_url, err_console, writable
+from es_tour.cli._checks import engine_url, writable
+from es_tour.cli._errors import clean_errors, err_console
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import (
