@@ -17,8 +17,10 @@ class EsTourError(Exception):
     headers: Mapping[str, str] = {}  # extra response headers (Retry-After, ...)
 
     def to_engine_error(self) -> dict:
-        """The engine's own error shape: {"error": {"type", "reason"}, "status"}."""
-        return {"error": {"type": self.error_type, "reason": str(self)}, "status": self.status}
+        """The engine's own error shape: {"error": {"root_cause", "type", "reason"},
+        "status"}, the root cause being the error itself, as the engines write one."""
+        cause = {"type": self.error_type, "reason": str(self)}
+        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
 
 
 class InternalError(EsTourError):

@@ -116,3 +116,15 @@ def test_the_deadline_covers_model_time(upstream: str,
         took = time.monotonic() - started
     assert response.status_code == 200 and response.json()["ext"]["tour"]["degraded"] is True
     assert took < 0.2 + 5.0, f"a 200 ms deadline took {took:.2f}s"
+
+
+def test_with_when_full_reject_a_burst_gets_one_slot_and_429s(upstream: str,
+        sidecar_models: Models) -> None:
+    """Requests that arrive together cannot all see the one slot free: one refines, the
+    rest are refused at once rather than queued."""
+    config = ServerConfig(upstream=upstream, model_workers=1, max_refinements=1,
+                          when_full="reject", max_k=200)
+    with BackgroundServer(config, sidecar_models) as server, ThreadPoolExecutor(6) as clients:
+        answers = list(clients.map(lambda n: _post(server.url, _long(n, 60_000)), range(6)))
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [200, 429, 429, 429, 429, 429], statuses

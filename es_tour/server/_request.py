@@ -376,8 +376,8 @@ def _source_filter(params: Mapping[str, str], body_source: Any) -> SourceFilter:
     elif isinstance(spec, list):
         includes += tuple(_patterns(spec))
     elif isinstance(spec, Mapping):
-        includes += tuple(_patterns(spec.get("includes", spec.get("include", ()))))
-        excludes += tuple(_patterns(spec.get("excludes", spec.get("exclude", ()))))
+        includes += tuple(_patterns(spec.get("includes", spec.get("include", []))))
+        excludes += tuple(_patterns(spec.get("excludes", spec.get("exclude", []))))
     elif spec is not True:
         raise ConfigError("_source must be a boolean, a field list or an object, "
                           f"got {shown(spec)}")

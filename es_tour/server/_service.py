@@ -38,8 +38,9 @@ class _GivenVector(SearchContext):
     vector: np.ndarray | None = None
 
     async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
+        # kept: past the deadline, round 0 reuses it rather than queue behind the encoder
         if self.vector is None:
-            return await super().embed_query(query, timings)
+            self.vector = await super().embed_query(query, timings)
         return self.vector
 
 
@@ -89,27 +90,39 @@ class TourService:
         # every option checked here; a learned policy is read from disk: off the loop too
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
         self._check(request, chosen, encoder.dimension)
-        if self._slots.locked() and self.config.when_full == "reject":
-            raise OverloadedError(
-                f"all {self.config.max_refinements} refinement slots are busy; retry later",
-                self.config.retry_after_s)
+        holding = self.config.when_full == "reject"
+        if holding:
+            if self._slots.locked():
+                raise OverloadedError(
+                    f"all {self.config.max_refinements} refinement slots are busy; retry later",
+                    self.config.retry_after_s)
+            # a free slot is taken without suspending: no other request checks in between
+            await self._slots.acquire()
         depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
-        with as_caller.engine_errors():
-            try:
-                result = await asyncio.wait_for(self._refine(method, request.text, depth),
-                                                deadline_ms / 1000)
-            except TimeoutError:
-                fallback = FALLBACK
-                result = await self._round0(context, request.text, depth, chosen)
+        try:
+            with as_caller.engine_errors():
+                try:
+                    result = await asyncio.wait_for(
+                        self._refine(method, request.text, depth, holding), deadline_ms / 1000)
+                except TimeoutError:
+                    fallback = FALLBACK
+                    result = await self._round0(context, request.text, depth, chosen)
+        finally:
+            if holding:
+                self._slots.release()
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback}
         return render(result, request, (time.perf_counter() - started) * 1000, extra)
 
-    async def _refine(self, method: SearchMethod, text: str, depth: int) -> SearchResult:
-        """The method's search once a slot is free; cancelled at the deadline, between two
-        labeler batches at the latest (the batch running finishes on its thread)."""
+    async def _refine(self, method: SearchMethod, text: str, depth: int,
+                      holding: bool) -> SearchResult:
+        """The method's search once a slot is free (or in the slot the request `holding`
+        took); cancelled at the deadline, between two labeler batches at the latest (the
+        batch running finishes on its thread)."""
+        if holding:
+            return await method.search(text, depth)
         async with self._slots:
             return await method.search(text, depth)
 

@@ -138,7 +138,10 @@ def test_the_error_table_gives_every_status_in_the_engines_shape() -> None:
     assert [e.status for e in errors] == [400, 404, 413, 429, 500]
     for error in errors:
         body = error.to_engine_error()
-        assert set(body) == {"error", "status"} and set(body["error"]) == {"type", "reason"}
+        assert set(body) == {"error", "status"}
+        assert set(body["error"]) == {"root_cause", "type", "reason"}
+        assert body["error"]["root_cause"] == [{"type": body["error"]["type"],
+                                                "reason": body["error"]["reason"]}]
     assert OverloadedError("x", 2).headers == {"Retry-After": "2"}
     engine_404 = {"error": {"type": "index_not_found_exception", "reason": "no such index"},
                   "status": 404}

@@ -142,3 +142,13 @@ def test_match_option_values_the_engine_takes_are_read() -> None:
     query = {"multi_match": {"query": "q", "type": "cross_fields", "operator": "AND",
                              "boost": 2}}
     assert parse_search("docs", {}, {"query": query}, explicit=False).text == "q"
+
+
+def test_a_source_object_may_name_includes_or_excludes_alone() -> None:
+    match = {"query": {"match": {"t": "q"}}}
+    only_in = parse_search("x", {}, {**match, "_source": {"includes": ["title"]}},
+                           explicit=False).source
+    only_out = parse_search("x", {}, {**match, "_source": {"excludes": ["embedding"]}},
+                            explicit=False).source
+    assert (only_in.includes, only_in.excludes) == (("title",), ())
+    assert (only_out.includes, only_out.excludes) == ((), ("embedding",))
