@@ -184,10 +184,8 @@ class Upstream:
         return settings
 
     async def _read_settings(self, index: str, who: Mapping[str, str]) -> dict[str, Any] | None:
-        path = f"/{quote(index, safe='')}/_settings/index.tour.*?flat_settings=true"
-        answer = await self._exchange("GET", path.encode(), who)
-        if answer.status not in _SETTLED:
-            raise EngineError(answer.status, answer.payload())
+        answer = await self._settled(
+            f"/{quote(index, safe='')}/_settings/index.tour.*?flat_settings=true", who)
         if answer.status == 200:
             indices = answer.payload()
             if len(indices) == 1:
@@ -196,11 +194,18 @@ class Upstream:
 
     async def _may_search(self, index: str, caller: Mapping[str, str]) -> bool:
         """Whether the engine lets `caller` search `index`: the cheapest search there is."""
-        path = f"/{quote(index, safe='')}/_search?size=0&track_total_hits=false&terminate_after=1"
-        answer = await self._exchange("GET", path.encode(), caller)
+        answer = await self._settled(
+            f"/{quote(index, safe='')}/_search?size=0&track_total_hits=false&terminate_after=1",
+            caller)
+        return answer.status == 200
+
+    async def _settled(self, path: str, who: Mapping[str, str]) -> _Answer:
+        """A GET of `path` as `who` that settles the lookup (`_SETTLED`); any other answer
+        is the engine's error."""
+        answer = await self._exchange("GET", path.encode(), who)
         if answer.status not in _SETTLED:
             raise EngineError(answer.status, answer.payload())
-        return answer.status == 200
+        return answer
 
     async def detect_engine(self, headers: Mapping[str, str]) -> str:
         """"elasticsearch" when the upstream sends X-Elastic-Product, else "opensearch";
