@@ -117,13 +117,12 @@ class MethodReport:
         }
 
 
-def build_methods(context: SearchContext, dataset: BeirDataset, methods: Sequence[MethodSpec],
-                  split: str, queries: Mapping[str, str] | None = None
+def build_methods(context: SearchContext, methods: Sequence[MethodSpec],
+                  qrels: Mapping[str, Mapping[str, int]], queries: Mapping[str, str]
                   ) -> list[tuple[MethodSpec, SearchMethod]]:
     """Each method built, its options checked (no engine call is made); the oracle gets the
-    split's judgements and `queries` (default: all of the split's)."""
-    judged = {"qrels": dataset.qrels(split),
-              "queries": dict(queries if queries is not None else dataset.queries(split))}
+    judgements `qrels` of `queries`."""
+    judged = {"qrels": qrels, "queries": dict(queries)}
     return [(spec, build_method(spec.name, context,
                                 {**spec.options, **(judged if spec.name == "oracle-agent"
                                                     else {})}))
@@ -150,7 +149,7 @@ async def evaluate(
     qrels = dataset.qrels(split)
     queries = [(qid, text) for qid, text in dataset.queries(split).items()
                if query_ids is None or qid in query_ids][:max_queries]
-    built = build_methods(context, dataset, methods, split, dict(queries))
+    built = build_methods(context, methods, qrels, dict(queries))
     reports = []
     for spec, method in built:
         if cold_labels:

@@ -150,7 +150,8 @@ async def _evaluate(
     context = _context(engine, url, index or data.name, labeler)
     if corpus_vectors:
         context.labeler = _corpus_labeler(context.labeler, data)
-    build_methods(context, data, methods, split)  # a typo fails now, not after the ingest
+    # a typo fails now, not after the ingest
+    build_methods(context, methods, data.qrels(split), data.queries(split))
     async with context.engine:
         await _ingest(context, data, replace=False)
         queries = len(list(data.queries(split))[:max_queries])
