@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,20 @@ class Document:
     def contents(self) -> str:
         """What encoders and labelers read: title and body, as BEIR does."""
         return f"{self.title} {self.text}".strip()
+
+
+# Metadata an application filters and facets on, which BEIR corpora lack: made up per doc,
+# deterministically, so filtered workloads (bench-app, the filter tests) are reproducible.
+METADATA_FIELDS = {"year": "integer", "topic": "keyword"}
+TOPICS = ("biology", "chemistry", "medicine", "public-health", "genetics")
+FIRST_YEAR, YEARS = 2000, 20
+
+
+def synthetic_metadata(doc_id: str) -> dict[str, Any]:
+    """`year` (FIRST_YEAR .. FIRST_YEAR + YEARS - 1) and `topic` (one of TOPICS) of a doc,
+    from a CRC-32 of its id."""
+    digest = zlib.crc32(doc_id.encode())
+    return {"year": FIRST_YEAR + digest % YEARS, "topic": TOPICS[digest // YEARS % len(TOPICS)]}
 
 
 @dataclass(frozen=True)

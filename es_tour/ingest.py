@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from es_tour.datasets import BeirDataset, Document
+from es_tour.datasets import METADATA_FIELDS, BeirDataset, Document, synthetic_metadata
 from es_tour.engines import ClientEngine, IndexSpec
 from es_tour.errors import EsTourError
 from es_tour.models import DualEncoder, corpus_embeddings
@@ -34,10 +34,12 @@ class IngestReport:
         return self.docs / self.seconds if self.seconds else 0.0
 
 
-def index_spec(name: str, encoder: DualEncoder) -> IndexSpec:
-    """Text fields for BM25 and a vector field whose similarity matches the encoder."""
+def index_spec(name: str, encoder: DualEncoder, *, metadata: bool = False) -> IndexSpec:
+    """Text fields for BM25 and a vector field whose similarity matches the encoder; with
+    `metadata`, the synthetic `year` and `topic` fields too."""
     return IndexSpec(
-        name, encoder.dimension, similarity="dot_product" if encoder.normalized else "cosine"
+        name, encoder.dimension, similarity="dot_product" if encoder.normalized else "cosine",
+        metadata_fields=tuple(METADATA_FIELDS.items()) if metadata else (),
     )
 
 
@@ -53,6 +55,7 @@ async def ingest(
     if_missing: bool = False,
     show_progress: bool = True,
     max_docs: int | None = None,
+    metadata: bool = False,
 ) -> IngestReport:
     """Index every doc of `dataset` by its stable id; re-running never duplicates.
 
@@ -62,11 +65,12 @@ async def ingest(
     An existing index with other mappings is rebuilt when es-tour made it (an older
     analyzer, say); one es-tour did not make is an IngestError unless `replace`, since
     rebuilding it deletes its docs.
-    `max_docs` indexes only the corpus's first docs (trials, benchmarks).
+    `max_docs` indexes only the corpus's first docs (trials, benchmarks). `metadata` adds
+    each doc's `synthetic_metadata` (a year and a topic to filter and facet on).
     """
     docs = list(dataset.corpus())[:max_docs]
     started = time.perf_counter()
-    spec = index_spec(index, encoder)
+    spec = index_spec(index, encoder, metadata=metadata)
     created = await engine.create_index(spec, replace=replace)
     rebuilt = not created and not await engine.index_matches(spec)
     if rebuilt:  # an older mapping (another analyzer, say) ranks otherwise: start afresh
@@ -101,7 +105,7 @@ async def ingest(
             vectors = await next_vectors
             if number + 1 < len(batches):
                 next_vectors = asyncio.create_task(asyncio.to_thread(embed, number + 1))
-            report = await engine.bulk_index(index, _actions(batch, vectors))
+            report = await engine.bulk_index(index, _actions(batch, vectors, metadata))
             indexed, retried = indexed + report.indexed, retried + report.retried
             failed.extend(report.failed)
             progress.advance(task, len(batch))
@@ -116,9 +120,10 @@ async def ingest(
     )
 
 
-def _actions(batch: list[Document], vectors: np.ndarray) -> list[dict]:
+def _actions(batch: list[Document], vectors: np.ndarray, metadata: bool) -> list[dict]:
     return [
-        {"_id": doc.id, "title": doc.title, "text": doc.text, "embedding": vector.tolist()}
+        {"_id": doc.id, "title": doc.title, "text": doc.text, "embedding": vector.tolist(),
+         **(synthetic_metadata(doc.id) if metadata else {})}
         for doc, vector in zip(batch, vectors, strict=True)
     ]
 

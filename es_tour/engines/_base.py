@@ -134,6 +134,7 @@ class ClientEngine:
             name: {"type": "text", "analyzer": spec.text_analyzer} for name in spec.text_fields
         }
         properties[spec.vector_field] = self._vector_mapping(spec)
+        properties.update({name: {"type": kind} for name, kind in spec.metadata_fields})
         return {"settings": settings,
                 "mappings": {"_meta": dict(CREATED_BY), "properties": properties}}
 

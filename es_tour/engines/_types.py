@@ -28,6 +28,8 @@ class IndexSpec:
     bm25_k1: float = 0.9  # the BEIR / Pyserini setting the papers use
     bm25_b: float = 0.4
     shards: int = 1
+    # further fields and their engine types, e.g. (("year", "integer"), ("topic", "keyword"))
+    metadata_fields: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
