@@ -17,7 +17,9 @@ import httpx
 import pytest
 
 from es_tour.cluster import NodeStatus
-from es_tour.engines import IndexSpec, connect
+from es_tour.datasets import synthetic_metadata
+from es_tour.engines import connect
+from es_tour.ingest import index_spec
 from es_tour.server import BackgroundServer, Models, ServerConfig
 
 DOC = Path(__file__).parents[1] / "docs" / "dev-tools.md"
@@ -34,7 +36,11 @@ def recipes(markdown: str) -> list[tuple[str, str, Any]]:
         for i, line in enumerate(lines):
             end = lines[i + 1].start() if i + 1 < len(lines) else len(block)
             raw = block[line.end():end].strip()
-            out.append((line.group(1), line.group(2), json.loads(raw) if raw else None))
+            if line.group(2).endswith("/_msearch"):  # NDJSON: a header and a body per search
+                out.append((line.group(1), line.group(2),
+                            [json.loads(part) for part in raw.splitlines()]))
+            else:
+                out.append((line.group(1), line.group(2), json.loads(raw) if raw else None))
     return out
 
 
@@ -49,12 +55,15 @@ def test_the_doc_has_recipes_for_each_step() -> None:
 async def sidecar_url(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
                       scifact_index: str) -> AsyncIterator[str]:
     url = nodes[request.param].url
+    models = Models("retriever")
     async with connect(request.param, url) as adapter:
         hits = await adapter.bool_search(scifact_index, {"match_all": {}}, 200)
-        await adapter.create_index(IndexSpec(COPY, dimension=384), replace=True)
-        await adapter.bulk_index(COPY, [{"_id": h.id, **h.source} for h in hits])
+        # the year and topic the application recipes filter and facet on
+        await adapter.create_index(index_spec(COPY, models.encoder, metadata=True),
+                                   replace=True)
+        await adapter.bulk_index(COPY, [{"_id": h.id, **h.source, **synthetic_metadata(h.id)}
+                                        for h in hits])
         await adapter.refresh(COPY)
-    models = Models("retriever")
     with BackgroundServer(ServerConfig(upstream=url, settings_ttl_s=0.0), models) as server:
         yield server.url
 
@@ -64,16 +73,29 @@ def test_every_recipe_succeeds_through_the_sidecar(sidecar_url: str) -> None:
     for method, path, body in recipes(DOC.read_text()):
         path = path.replace("/scifact", f"/{COPY}")
         settings = json.dumps(body or {})
+        if path.endswith("/_msearch"):
+            lines = "".join(json.dumps(part) + "\n" for part in body)
+            response = httpx.request(method, sidecar_url + path, content=lines.encode(),
+                                     headers={"content-type": "application/x-ndjson"},
+                                     timeout=300)
+            assert response.status_code < 300, f"{method} {path}: {response.text}"
+            answers = response.json()["responses"]
+            assert len(answers) == len(body) // 2 and enabled
+            for answer in answers:  # every search of the recipe has a text to refine
+                assert answer["ext"]["tour"]["rounds"] and answer["hits"]["hits"], answer
+            continue
         response = httpx.request(method, sidecar_url + path, json=body, timeout=120)
         assert response.status_code < 300, f"{method} {path}: {response.text}"
         if "index.tour.enabled" in settings:
             enabled = bool(body["index.tour.enabled"])
         if path.endswith("/_search"):
             served = enabled or "ext" in (body or {})
-            passthrough = "aggs" in (body or {})
+            has_text = "query" in (body or {})  # the recipes without one pass through
             payload = response.json()
-            if served and not passthrough:
+            if served and has_text:
                 assert payload["ext"]["tour"]["rounds"], f"{method} {path}: no trace"
                 assert payload["hits"]["hits"]
+                if "aggs" in body:
+                    assert payload["aggregations"], f"{method} {path}: no aggregations"
             else:
                 assert "ext" not in payload

@@ -108,9 +108,8 @@ class Environment:
         self._q0 = query
         context = self.context
         vector = await context.embed_query(query, timings)
-        lexical, dense = await self._engine(timings, context.engine.bm25(
-            context.index, query, self.k, fields=context.text_fields,
-            exclude=[context.vector_field],
+        lexical, dense = await self._engine(timings, context.lexical_search(
+            query, self.k, exclude=[context.vector_field],
         ), context.engine.knn(context.index, vector, self.top_k,
                               num_candidates=min(max(100, 2 * self.top_k), MAX_K),
                               field=context.vector_field, returns="ids"))

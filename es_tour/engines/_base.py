@@ -32,6 +32,7 @@ class ClientEngine:
         self._not_found = not_found
         self._bad_request = bad_request
         self._owns_client = True
+        self._filters: tuple[Mapping[str, Any], ...] = ()
 
     def with_headers(self, headers: Mapping[str, str]) -> ClientEngine:
         """This engine sending `headers` (a caller's credentials) on every call, over the
@@ -40,6 +41,18 @@ class ClientEngine:
         view._client = self._bind(dict(headers))
         view._owns_client = False
         return view
+
+    def with_filters(self, filters: Sequence[Mapping[str, Any]]) -> ClientEngine:
+        """This engine keeping only docs that match every query of `filters` in each
+        search: BM25 and any query DSL as a bool filter, kNN with the engine's own filtered
+        kNN. A request's constraints, kept by every round of every method."""
+        view = copy.copy(self)
+        view._filters = (*self._filters, *filters)
+        view._owns_client = False
+        return view
+
+    def _constraints(self, ids: Sequence[str] | None) -> list[Mapping[str, Any]]:
+        return [*self._filters, *([] if ids is None else [_ids_filter(ids)])]
 
     @contextmanager
     def engine_errors(self) -> Iterator[None]:
@@ -76,8 +89,9 @@ class ClientEngine:
         k: int,
         num_candidates: int,
         field: str,
-        ids: Sequence[str] | None,
+        filters: Sequence[Mapping[str, Any]],
     ) -> dict[str, Any]:
+        """A kNN search keeping only the docs that match every query of `filters`."""
         raise NotImplementedError
 
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
@@ -196,10 +210,8 @@ class ClientEngine:
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
     ) -> list[Hit]:
-        query = {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}
-        return await self.bool_search(
-            index, {"bool": {"should": [query]}}, k, ids=ids, exclude=exclude
-        )
+        return await self.bool_search(index, _text_query(text, fields), k, ids=ids,
+                                      exclude=exclude)
 
     async def knn(
         self,
@@ -220,7 +232,7 @@ class ClientEngine:
             k,
             num_candidates or max(k, 100),
             field,
-            ids,
+            self._constraints(ids),
         )
         if returns == "text":
             body["_source"] = {"excludes": [field]}
@@ -241,13 +253,20 @@ class ClientEngine:
         exclude: Sequence[str] = (),
     ) -> list[Hit]:
         """Any query DSL; `exclude` drops source fields (vectors) the caller does not need."""
-        if ids is not None:
-            query = {"bool": {"must": [query], "filter": [_ids_filter(ids)]}}
+        constraints = self._constraints(ids)
+        if constraints:
+            query = {"bool": {"must": [query], "filter": constraints}}
         body: dict[str, Any] = {"size": k, "query": query}
         if exclude:
             body["_source"] = {"excludes": list(exclude)}
         response = await self._client.search(index=index, body=body)
         return _hits(response, None)
+
+    async def search(self, index: str, body: Mapping[str, Any], **params: Any
+                     ) -> dict[str, Any]:
+        """A search as written, answered as the engine answers it: no filters of this
+        view are added (a request's aggregations and highlight, for its own query)."""
+        return dict(await self._client.search(index=index, body=dict(body), **params))
 
     async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
                    ) -> list[Hit]:
@@ -330,6 +349,12 @@ class ClientEngine:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _text_query(text: str, fields: Sequence[str]) -> dict[str, Any]:
+    """BM25 over the text fields, each field's score added (the BEIR baselines' setting)."""
+    return {"bool": {"should": [
+        {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}]}}
 
 
 def _ids_filter(ids: Sequence[str]) -> dict[str, Any]:

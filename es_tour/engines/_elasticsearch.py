@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch, BadRequestError, NotFoundError
 from elasticsearch import TransportError as ElasticTransportError
 from elasticsearch.helpers import async_bulk
 
-from es_tour.engines._base import ClientEngine, _ids_filter
+from es_tour.engines._base import ClientEngine
 from es_tour.engines._types import IndexSpec
 
 
@@ -50,7 +50,7 @@ class ElasticsearchEngine(ClientEngine):
         k: int,
         num_candidates: int,
         field: str,
-        ids: Sequence[str] | None,
+        filters: Sequence[Mapping[str, Any]],
     ) -> dict[str, Any]:
         knn: dict[str, Any] = {
             "field": field,
@@ -58,6 +58,6 @@ class ElasticsearchEngine(ClientEngine):
             "k": k,
             "num_candidates": max(num_candidates, k),
         }
-        if ids is not None:
-            knn["filter"] = _ids_filter(ids)
+        if filters:
+            knn["filter"] = list(filters)
         return {"knn": knn}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError, TransportError
@@ -11,7 +11,7 @@ from opensearchpy import ConnectionError as OpenSearchConnectionError
 from opensearchpy.client.utils import NamespacedClient
 from opensearchpy.helpers import async_bulk
 
-from es_tour.engines._base import ClientEngine, _ids_filter
+from es_tour.engines._base import ClientEngine
 from es_tour.engines._types import IndexSpec
 
 _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
@@ -58,15 +58,15 @@ class OpenSearchEngine(ClientEngine):
         k: int,
         num_candidates: int,
         field: str,
-        ids: Sequence[str] | None,
+        filters: Sequence[Mapping[str, Any]],
     ) -> dict[str, Any]:
         clause: dict[str, Any] = {
             "vector": vector,
             "k": k,
             "method_parameters": {"ef_search": num_candidates},
         }
-        if ids is not None:
-            clause["filter"] = _ids_filter(ids)
+        if filters:  # efficient filtering, Lucene and Faiss engines alike
+            clause["filter"] = {"bool": {"filter": list(filters)}}
         return {"query": {"knn": {field: clause}}}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -48,7 +48,8 @@ class ModelPool:
 class SearchContext:
     """`pool` None runs the models inline (the CLI, evaluation, benchmarks); the sidecar
     gives one, and then labelling goes in batches of `label_batch` docs, so a cancelled
-    search stops after the batch that is running."""
+    search stops after the batch that is running. `lexical_query`, when given, is the BM25
+    leg's query for the search's own text (a request's query string, run as written)."""
 
     engine: ClientEngine
     index: str
@@ -58,6 +59,7 @@ class SearchContext:
     vector_field: str = "embedding"
     pool: ModelPool | None = None
     label_batch: int = DEFAULT_LABEL_BATCH
+    lexical_query: Mapping[str, Any] | None = None
 
     def doc_text(self, source: dict[str, Any]) -> str:
         return " ".join(str(source.get(name, "")) for name in self.text_fields).strip()
@@ -125,6 +127,16 @@ class SearchContext:
                 returns=returns,
             )
 
+    def lexical_search(self, query: str, k: int, *, ids: Sequence[str] | None = None,
+                       exclude: Sequence[str] = ()) -> Awaitable[list[Hit]]:
+        """The engine's BM25 call for the search's text `query` (untimed): the request's
+        own lexical query when it has one, else the text over the text fields."""
+        if self.lexical_query is not None:
+            return self.engine.bool_search(self.index, self.lexical_query, k, ids=ids,
+                                           exclude=exclude)
+        return self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
+                                exclude=exclude)
+
     async def bm25(
         self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None,
         with_vectors: bool = False,
@@ -132,9 +144,7 @@ class SearchContext:
         """BM25 hits; their sources hold the stored vectors only `with_vectors`."""
         exclude = [] if with_vectors else [self.vector_field]
         with timings.engine():
-            return await self.engine.bm25(
-                self.index, query, k, fields=self.text_fields, ids=ids, exclude=exclude
-            )
+            return await self.lexical_search(query, k, ids=ids, exclude=exclude)
 
 
 def open_context(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,22 +19,29 @@ from starlette.routing import Route
 from es_tour.errors import BodyTooLargeError, ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._options import index_settings
 from es_tour.server._playground import playground_routes
 from es_tour.server._request import (
     MalformedJson,
     Passthrough,
+    SearchRequest,
     check_path,
     inflated,
+    msearch_target,
     parse_body,
+    parse_msearch,
     parse_search,
     read_body,
     search_target,
     wants_tour,
 )
 from es_tour.server._service import TourService
-from es_tour.server._upstream import Upstream, identity
+from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 
 log = logging.getLogger("es_tour.server")
+# one line per search the sidecar does not refine, with its reason: how much traffic is refined
+passthrough_log = logging.getLogger("es_tour.server.passthrough")
+NOT_ENABLED = "index.tour.enabled is not true"
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -69,14 +77,16 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
     check_path(request.scope["raw_path"], request.scope["query_string"])
-    target = search_target(request.method, request.scope["raw_path"].decode("latin-1"))
+    raw_path = request.scope["raw_path"].decode("latin-1")
+    target = search_target(request.method, raw_path)
     if target is None:
+        default_index = msearch_target(request.method, raw_path)
+        if default_index is not None:
+            return await _msearch(request, default_index, upstream, service)
         return await upstream.forward(request)
     raw = await read_body(request, service.config.max_body_bytes)
-    settings = None
-    if target and "," not in target and "*" not in target:
-        settings = await upstream.tour_settings(target, request.headers)
-    enabled = str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
+    settings = await _settings(upstream, target, request.headers)
+    enabled = _enabled(settings)
     try:
         body = parse_body(inflated(raw, request.headers.get("content-encoding"),
                                    service.config.max_body_bytes))
@@ -84,19 +94,104 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         if not enabled:  # the engine answers its own malformed requests
             return await upstream.forward(request, raw)
         raise
-    explicit = wants_tour(body)
-    params = dict(request.query_params)
-    if not explicit and not enabled:
-        return await upstream.forward(request, raw)
     try:
-        search = parse_search(target, params, body, explicit=explicit)
+        search = _servable(target, dict(request.query_params), body, settings, service)
     except Passthrough as verdict:
-        if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
-            raise _unservable(verdict.reason) from None
+        _log_passthrough(request.method, target, verdict)
         return await upstream.forward(request, raw, reason=verdict.header())
     engine = await upstream.detect_engine(request.headers)
     answer = await service.search(search, settings, engine, identity(request.headers))
     return _json(answer, 200, engine, pretty=search.pretty)
+
+
+async def _settings(upstream: Upstream, index: str, headers: Mapping[str, str]
+                    ) -> dict[str, Any] | None:
+    if index and "," not in index and "*" not in index:
+        return await upstream.tour_settings(index, headers)
+    return None
+
+
+def _enabled(settings: Mapping[str, Any] | None) -> bool:
+    return str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
+
+
+def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
+              settings: Mapping[str, Any] | None, service: TourService) -> SearchRequest:
+    """The search as the sidecar runs it; Passthrough with the reason it does not; a
+    ConfigError where the request asked for ext.tour and cannot have it."""
+    explicit = wants_tour(body)
+    if not explicit and not _enabled(settings):
+        raise Passthrough(NOT_ENABLED)
+    tour = body.get("ext", {}).get("tour", {}) if explicit else {}
+    text_fields = (tour.get("text_fields") if isinstance(tour, Mapping) else None) \
+        or index_settings(settings or {}).get("text_fields") or service.config.text_fields
+    try:
+        return parse_search(index, params, body, explicit=explicit,
+                            text_fields=[text_fields] if isinstance(text_fields, str)
+                            else text_fields)
+    except Passthrough as verdict:
+        if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
+            raise _unservable(verdict.reason) from None
+        raise
+
+
+def _log_passthrough(method: str, index: str, verdict: Passthrough) -> None:
+    passthrough_log.info("passed through %s %s/_search: %s", method, index or "_all",
+                         verdict.header())
+
+
+async def _msearch(request: Request, default_index: str, upstream: Upstream,
+                   service: TourService) -> Response:
+    """Each search of an `_msearch` judged on its own: those it refines run at once (within
+    the admission slots), the rest go to the engine as one `_msearch`, and the answers come
+    back in order in the engine's shape, an item's error in its place."""
+    started = time.perf_counter()
+    raw = await read_body(request, service.config.max_body_bytes)
+    try:
+        items = parse_msearch(inflated(raw, request.headers.get("content-encoding"),
+                                       service.config.max_body_bytes), default_index)
+    except (MalformedJson, BodyTooLargeError, ConfigError):
+        return await upstream.forward(request, raw)  # the engine's own 400
+    plans: list[SearchRequest | Passthrough | EsTourError] = []
+    for item in items:
+        try:
+            settings = await _settings(upstream, item.index, request.headers)
+            plans.append(_servable(item.index, item.params, item.body, settings, service))
+        except Passthrough as verdict:
+            _log_passthrough("POST", item.index, verdict)
+            plans.append(verdict)
+        except EsTourError as exc:
+            plans.append(exc)
+    passed = [i for i, plan in enumerate(plans) if isinstance(plan, Passthrough)]
+    reasons = "; ".join(f"[{i}] {plans[i].header()}" for i in passed)  # type: ignore[union-attr]
+    if len(passed) == len(plans):
+        return await upstream.forward(request, raw, reason=reasons)
+    engine = await upstream.detect_engine(request.headers)
+    caller = identity(request.headers)
+
+    async def answer(plan: SearchRequest) -> dict[str, Any]:
+        try:
+            return {**await service.search(plan, await _settings(upstream, plan.index,
+                                                                  request.headers),
+                                           engine, caller), "status": 200}
+        except EsTourError as exc:
+            return exc.to_engine_error()
+
+    refined = [answer(plan) for plan in plans if isinstance(plan, SearchRequest)]
+    forwarded = upstream.msearch([items[i] for i in passed], request.headers,
+                                 request.scope["query_string"]) if passed else _nothing()
+    *ours, theirs = await asyncio.gather(*refined, forwarded)
+    mine, engines = iter(ours), iter(theirs)
+    responses = [next(engines) if isinstance(plan, Passthrough)
+                 else plan.to_engine_error() if isinstance(plan, EsTourError) else next(mine)
+                 for plan in plans]
+    headers = {PASSTHROUGH_HEADER: reasons} if reasons else None
+    return _json({"took": round((time.perf_counter() - started) * 1000),
+                  "responses": responses}, 200, engine, headers=headers)
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []
 
 
 def _unservable(reason: str) -> EsTourError:

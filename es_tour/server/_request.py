@@ -1,9 +1,11 @@
 """Reading a `_search` request: what the sidecar can serve, and why it passes the rest through.
 
-A request is served when it searches one index with a query text (match / multi_match /
-ext.tour.query_text) and maybe a query vector (ES top-level `knn.query_vector` or the
-OpenSearch `query.knn.<field>.vector` clause), and asks for nothing else the pipeline
-cannot give (aggregations, sorting, scrolling, highlighting, ...).
+A request is served when it searches one index with a query text (a text clause alone or
+in a `bool`, see `_query`, or ext.tour.query_text) and maybe a query vector (ES top-level
+`knn.query_vector` or the OpenSearch `query.knn.<field>.vector` clause). Its filters are
+kept for every round; aggregations and highlight come from the engine for the original
+query. What the pipeline cannot give (sorting by a field, scrolling, collapsing,
+rescoring, ...) passes through.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 import re
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from reprlib import repr as shown
 from typing import Any
@@ -23,10 +25,17 @@ import numpy as np
 from starlette.requests import Request
 
 from es_tour.errors import BodyTooLargeError, ConfigError
+from es_tour.server._query import Passthrough, QueryParts, query_parts
 
 # Body keys the sidecar honours; any other key sends the request through untouched.
 BODY_KEYS = frozenset({"query", "knn", "size", "from", "_source", "ext", "timeout",
-                       "track_total_hits"})
+                       "track_total_hits", "aggs", "aggregations", "highlight", "post_filter",
+                       "sort", "track_scores"})
+# Why a body key the pipeline cannot honour passes the request through.
+_UNSERVED = {"collapse": "collapse", "rescore": "rescore", "search_after": "search_after",
+             "pit": "point in time", "suggest": "suggest", "explain": "explain",
+             "profile": "profile", "script_fields": "script_fields", "min_score": "min_score",
+             "indices_boost": "indices_boost"}
 # URL parameters that do not change what a search returns, or that the sidecar honours.
 PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excludes",
                     "pretty", "human", "error_trace", "timeout", "rest_total_hits_as_int",
@@ -44,9 +53,6 @@ MAX_INT_DIGITS = 20
 # sub-delims, ":", "@"). A leading `//` would make it an authority, and the engines
 # themselves answer 400 to the characters left out (`<`, `{`, `|`, ...).
 _PATH = re.compile(r"/(?!/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
-MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix",
-                     "bool_prefix")
-MAX_HEADER = 200  # characters of a pass-through reason sent back
 # A query string is the engine's to judge (OpenSearch takes `q=title:[a TO z]` with raw
 # brackets and quotes): only what no request line may carry is refused, spaces, control
 # and non-ASCII bytes.
@@ -59,20 +65,6 @@ class MalformedJson(ConfigError):
     """The body is no JSON at all: on an index the sidecar does not serve, the engine gives
     its own 400. Numbers out of range are plain ConfigErrors, answered by the sidecar, since
     the engines answer some of those with a 500 (`"size": 1e999`)."""
-
-
-class Passthrough(Exception):
-    """The request is not one the sidecar serves; `reason` goes in X-Es-Tour-Passthrough."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-    def header(self) -> str:
-        """The reason as a header value: printable ASCII (a body key may hold CR, LF or any
-        character), and short."""
-        text = json.dumps(self.reason, ensure_ascii=True)[1:-1]
-        return text if len(text) <= MAX_HEADER else text[: MAX_HEADER - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -95,6 +87,15 @@ class SearchRequest:
     size: int
     from_: int
     source: SourceFilter
+    # constraints every engine call of every round keeps: filter, must_not, post_filter,
+    # required clauses on fields that are not text
+    filters: tuple[Mapping[str, Any], ...] = ()
+    # the BM25 leg's query when the request wrote query-string syntax; None: the text's
+    lexical: Mapping[str, Any] | None = None
+    query: Mapping[str, Any] | None = None  # as sent: aggregations and highlight use it
+    aggs: Mapping[str, Any] | None = None
+    highlight: Mapping[str, Any] | None = None
+    typed_keys: bool = False
     tour: dict[str, Any] = field(default_factory=dict)  # ext.tour less query_text, timeout_ms
     timeout_ms: int | None = None
     explicit: bool = False  # the request itself asked for es-tour (ext.tour)
@@ -116,6 +117,47 @@ def search_target(method: str, raw_path: str) -> str | None:
                                                       or not parts[0].startswith("_")):
         return unquote(parts[0])
     return None
+
+
+def msearch_target(method: str, raw_path: str) -> str | None:
+    """The default index of an `_msearch` path ("" for `/_msearch`), or None for any other
+    call."""
+    return search_target(method, raw_path.replace("/_msearch", "/_search")) \
+        if raw_path.rstrip("/").endswith("/_msearch") else None
+
+
+@dataclass(frozen=True)
+class MsearchItem:
+    """One search of an `_msearch`: its header line (naming its index) and its body."""
+
+    header: Mapping[str, Any]
+    body: Mapping[str, Any]
+
+    @property
+    def index(self) -> str:
+        index = self.header.get("index", "")
+        return ",".join(index) if isinstance(index, list) else str(index)
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The header's search parameters, as the URL of one `_search` would carry them."""
+        return {key: str(value).lower() if isinstance(value, bool) else str(value)
+                for key, value in self.header.items() if key != "index"}
+
+
+def parse_msearch(raw: bytes, default_index: str) -> list[MsearchItem]:
+    """The searches of an `_msearch` body (NDJSON: a header line, then a body line, per
+    search), each naming its index (the URL's when its header does not)."""
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    if not lines or len(lines) % 2:
+        raise MalformedJson("an _msearch body is pairs of a header line and a body line")
+    items = []
+    for header_line, body_line in zip(lines[::2], lines[1::2], strict=True):
+        header = parse_body(header_line)
+        if "index" not in header and default_index:
+            header = {**header, "index": default_index}
+        items.append(MsearchItem(header, parse_body(body_line)))
+    return items
 
 
 def check_path(raw_path: bytes, query: bytes = b"") -> None:
@@ -215,9 +257,10 @@ def wants_tour(body: Mapping[str, Any]) -> bool:
 
 
 def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any],
-                 *, explicit: bool) -> SearchRequest:
+                 *, explicit: bool, text_fields: Sequence[str] | None = None) -> SearchRequest:
     """The request as the sidecar will run it; raises Passthrough for what it cannot serve
-    and ConfigError for what is malformed."""
+    and ConfigError for what is malformed. `text_fields` tells the text clauses from the
+    filters (None: every field is text)."""
     if not target or any(c in target for c in ",*") or target == "_all":
         raise Passthrough("multi-index")
     if "scroll" in params:
@@ -226,11 +269,14 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         if key not in PARAMS:
             raise Passthrough(f"unsupported parameter [{key}]")
     for key in body:
+        if key in _UNSERVED:
+            raise Passthrough(_UNSERVED[key])
         if key not in BODY_KEYS:
-            raise Passthrough("aggregations" if key in ("aggs", "aggregations")
-                              else f"unsupported body key [{key}]")
+            raise Passthrough(f"unsupported body key [{key}]")
+    _check_sort(params.get("sort"), body.get("sort"))
     tour = _ext_tour(body)
-    text, vector, vector_field = _query(body)
+    parts, vector, vector_field = _query(body, text_fields)
+    text = parts.text
     query_text = tour.pop("query_text", None)
     if query_text is not None:
         if not isinstance(query_text, str) or not query_text.strip():
@@ -238,7 +284,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
                               f"got {shown(query_text)}")
         text = query_text
     if text is None:
-        raise Passthrough("no query text" if vector is not None else "unsupported query")
+        raise Passthrough("no query text")
     if not text.strip():  # the engine matches nothing; an embedding of "" finds anything
         raise Passthrough("empty query text")
     text = _LONE_SURROGATE.sub("\ufffd", text)  # as the engine's own JSON parser reads it
@@ -250,11 +296,48 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         index=target, text=text, vector=vector, vector_field=vector_field,
         size=_count("size", params.get("size", body.get("size", 10))),
         from_=_count("from", params.get("from", body.get("from", 0))),
-        source=_source_filter(params, body.get("_source", True)), tour=tour,
+        source=_source_filter(params, body.get("_source", True)),
+        filters=(*parts.filters, *_objects(body, "post_filter")),
+        lexical=parts.lexical_query(), query=body.get("query"),
+        aggs=_aggregations(body), highlight=_mapping(body, "highlight"), tour=tour,
         timeout_ms=timeout_ms, explicit=explicit,
+        typed_keys=params.get("typed_keys", "false") in ("", "true"),
         total_as_int=params.get("rest_total_hits_as_int", "false") in ("", "true"),
         pretty=params.get("pretty", "false") in ("", "true"),
     )
+
+
+def _check_sort(param: str | None, sort: Any) -> None:
+    """Sorting by relevance is what the sidecar does; by anything else passes through."""
+    specs = ([] if param is None else param.split(",")) + (
+        [] if sort is None else sort if isinstance(sort, list) else [sort])
+    for spec in specs:
+        by_score = spec in ("_score", "_score:desc") or (
+            isinstance(spec, Mapping) and list(spec) == ["_score"]
+            and spec["_score"] in ("desc", {"order": "desc"}))
+        if not by_score:
+            raise Passthrough("sort by a field")
+
+
+def _aggregations(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    if "aggs" in body and "aggregations" in body:
+        raise ConfigError("request body has both [aggs] and [aggregations]")
+    return _mapping(body, "aggs") or _mapping(body, "aggregations")
+
+
+def _mapping(body: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    found = _objects(body, key)
+    return found[0] if found else None
+
+
+def _objects(body: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...]:
+    """The object under `key`, as a tuple of none or one."""
+    value = body.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"[{key}] must be an object, got {shown(value)}")
+    return (value,)
 
 
 def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -270,9 +353,10 @@ def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
     return dict(tour)
 
 
-def _query(body: Mapping[str, Any]) -> tuple[str | None, np.ndarray | None, str | None]:
-    """(text, vector, vector field) from `query` and the ES top-level `knn`."""
-    text = vector = vector_field = None
+def _query(body: Mapping[str, Any], text_fields: Sequence[str] | None
+           ) -> tuple[QueryParts, np.ndarray | None, str | None]:
+    """(the query's parts, vector, vector field) from `query` and the ES top-level `knn`."""
+    vector = vector_field = None
     knn = body.get("knn")
     if knn is not None:
         if not isinstance(knn, Mapping):
@@ -287,15 +371,11 @@ def _query(body: Mapping[str, Any]) -> tuple[str | None, np.ndarray | None, str 
             raise ConfigError(f"knn.field must be a string, got {shown(vector_field)}")
     query = body.get("query")
     if query is None:
-        return text, vector, vector_field
+        return QueryParts(), vector, vector_field
     if not isinstance(query, Mapping) or len(query) != 1:
         raise ConfigError("query must be an object with exactly one clause")
     ((kind, clause),) = query.items()
-    if kind == "match":
-        text = _match_text(clause)
-    elif kind == "multi_match":
-        text = _clause_text(clause, "multi_match")
-    elif kind == "knn" and vector is None:
+    if kind == "knn" and vector is None:
         if not isinstance(clause, Mapping) or len(clause) != 1:
             raise Passthrough("knn query on more than one field")
         ((vector_field, spec),) = clause.items()
@@ -304,39 +384,8 @@ def _query(body: Mapping[str, Any]) -> tuple[str | None, np.ndarray | None, str 
         unknown = set(spec) - {"vector", "k", "boost"}
         if unknown:
             raise Passthrough(f"unsupported knn option {sorted(unknown)}")
-        vector = _vector(spec["vector"])
-    else:
-        raise Passthrough(f"unsupported query [{kind}]")
-    return text, vector, vector_field
-
-
-def _match_text(clause: Any) -> str:
-    if not isinstance(clause, Mapping) or len(clause) != 1:
-        raise Passthrough("match on more than one field")
-    ((_, value),) = clause.items()
-    if isinstance(value, Mapping):
-        return _clause_text(value, "match")
-    if not isinstance(value, str):
-        raise ConfigError(f"match query text must be a string, got {shown(value)}")
-    return value
-
-
-def _clause_text(clause: Any, kind: str) -> str:
-    if not isinstance(clause, Mapping) or not isinstance(clause.get("query"), str):
-        raise ConfigError(f"{kind} needs a string `query`")
-    unknown = set(clause) - {"query", "fields", "type", "operator", "boost"}
-    if unknown:
-        raise Passthrough(f"unsupported {kind} option {sorted(unknown)}")
-    # the values the engine would refuse, refused as it does
-    operator, boost = clause.get("operator", "or"), clause.get("boost", 1.0)
-    if not isinstance(operator, str) or operator.lower() not in ("and", "or"):
-        raise ConfigError(f"{kind} operator must be [and] or [or], got {shown(operator)}")
-    if not isinstance(boost, (int, float)) or isinstance(boost, bool) or boost < 0:
-        raise ConfigError(f"{kind} boost must be a number >= 0, got {shown(boost)}")
-    if kind == "multi_match" and clause.get("type", "best_fields") not in MULTI_MATCH_TYPES:
-        raise ConfigError(f"multi_match type must be one of {list(MULTI_MATCH_TYPES)}, "
-                          f"got {shown(clause['type'])}")
-    return str(clause["query"])
+        return QueryParts(), _vector(spec["vector"]), vector_field
+    return query_parts(query, text_fields), vector, vector_field
 
 
 def _vector(value: Any) -> np.ndarray:

@@ -84,9 +84,9 @@ class TourService:
         encoder, labeler = await asyncio.to_thread(
             lambda: (self.models.encoder, self.models.labeler(chosen.labeler)))
         as_caller = self.engine(engine).with_headers(caller)
-        context = _GivenVector(as_caller, request.index, encoder, labeler, chosen.text_fields,
-                               chosen.vector_field, self.pool, self.config.label_batch,
-                               request.vector)
+        context = _GivenVector(as_caller.with_filters(request.filters), request.index, encoder,
+                               labeler, chosen.text_fields, chosen.vector_field, self.pool,
+                               self.config.label_batch, request.lexical, request.vector)
         # every option checked here; a learned policy is read from disk: off the loop too
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
         self._check(request, chosen, encoder.dimension)
@@ -101,6 +101,9 @@ class TourService:
         depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
+        # the application's facets, as the engine counts them for its own query, meanwhile
+        facets = asyncio.ensure_future(_aggregations(as_caller, request)) \
+            if request.aggs is not None else None
         try:
             with as_caller.engine_errors():
                 try:
@@ -109,12 +112,18 @@ class TourService:
                 except TimeoutError:
                     fallback = FALLBACK
                     result = await self._round0(context, request.text, depth, chosen)
+                page = result.hits[request.from_: request.from_ + request.size]
+                highlights = await _highlights(as_caller, request, [hit.id for hit in page])
+                aggregations = None if facets is None else await facets
         finally:
             if holding:
                 self._slots.release()
+            if facets is not None and not facets.done():
+                facets.cancel()
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback}
-        return render(result, request, (time.perf_counter() - started) * 1000, extra)
+        return render(result, request, (time.perf_counter() - started) * 1000, extra,
+                      aggregations=aggregations, highlights=highlights)
 
     async def _refine(self, method: SearchMethod, text: str, depth: int,
                       holding: bool) -> SearchResult:
@@ -158,3 +167,28 @@ class TourService:
                             result.engine_calls, result.timings, dict(chosen.options),
                             degraded=True)
 
+
+
+async def _aggregations(engine: ClientEngine, request: SearchRequest) -> dict[str, Any]:
+    """The request's aggregations as the engine computes them for its original query: one
+    size-0 search, so facet counts are the same with refinement on or off."""
+    body: dict[str, Any] = {"size": 0, "aggs": request.aggs, "track_total_hits": False}
+    if request.query is not None:
+        body["query"] = request.query
+    params = {"typed_keys": True} if request.typed_keys else {}
+    return dict((await engine.search(request.index, body, **params)).get("aggregations", {}))
+
+
+async def _highlights(engine: ClientEngine, request: SearchRequest,
+                      ids: list[str]) -> dict[str, Any]:
+    """Doc id -> the engine's highlight of the page's docs for the original query and the
+    request's highlight spec: one search restricted to the page's ids."""
+    if request.highlight is None or not ids:
+        return {}
+    spec = dict(request.highlight)
+    if request.query is not None:
+        spec.setdefault("highlight_query", request.query)
+    body = {"size": len(ids), "query": {"ids": {"values": ids}}, "highlight": spec,
+            "_source": False}
+    answer = await engine.search(request.index, body)
+    return {hit["_id"]: hit["highlight"] for hit in answer["hits"]["hits"] if "highlight" in hit}

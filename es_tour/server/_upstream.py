@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +25,7 @@ from yarl import URL
 
 from es_tour.errors import EngineError, UpstreamError
 from es_tour.server._config import ServerConfig
+from es_tour.server._request import MsearchItem
 
 PASSTHROUGH_HEADER = "X-Es-Tour-Passthrough"
 BUFFERED_BYTES = 256 * 1024  # answers up to this size (by Content-Length) are not streamed
@@ -155,6 +156,24 @@ class Upstream:
                                        background=BackgroundTask(response.release))
         answer.raw_headers = out_headers
         return answer
+
+    async def msearch(self, items: Sequence[MsearchItem], headers: Mapping[str, str],
+                      query_string: bytes) -> list[dict[str, Any]]:
+        """The engine's answers to `items`, sent as one `_msearch` as the caller; an error
+        of the whole call is the engine's error."""
+        body = b"".join(json.dumps(part).encode() + b"\n"
+                        for item in items for part in (dict(item.header), dict(item.body)))
+        kept = {name: headers[name] for name in ("content-type", "accept") if name in headers}
+        path = b"/_msearch" + (b"?" + query_string if query_string else b"")
+        response = await self._send("POST", path, [*identity(headers).items(),
+                                                   *kept.items()], body, idempotent=True)
+        self._detect(response.status, response.headers)
+        answer = _Answer(response.status, await _read(response))
+        payload = answer.payload()
+        if answer.status != 200 or not isinstance(payload, Mapping) \
+                or len(payload.get("responses", ())) != len(items):
+            raise EngineError(answer.status, payload)
+        return list(payload["responses"])
 
     async def tour_settings(self, index: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
         """The index's flat `index.tour.*` settings, cached `settings_ttl_s` per caller; None

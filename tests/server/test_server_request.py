@@ -53,12 +53,14 @@ def test_es_knn_and_opensearch_knn_both_give_the_vector_and_its_field() -> None:
     ("a,b", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
     ("a*", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
     ("a", {"scroll": "1m"}, {"query": {"match": {"t": "q"}}}, "scroll"),
-    ("a", {}, {"query": {"match": {"t": "q"}}, "aggs": {}}, "aggregations"),
-    ("a", {}, {"query": {"bool": {}}}, "unsupported query [bool]"),
-    ("a", {}, {"query": {"match_all": {}}}, "unsupported query [match_all]"),
-    ("a", {}, {}, "unsupported query"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "suggest": {}}, "suggest"),
+    ("a", {}, {"query": {"bool": {}}}, "no query text"),
+    ("a", {}, {"query": {"match_all": {}}}, "no query text"),
+    ("a", {}, {}, "no query text"),
     ("a", {}, {"query": {"knn": {"e": {"vector": [1.0]}}}}, "no query text"),
-    ("a", {}, {"query": {"match": {"t": "q"}}, "sort": ["_id"]}, "unsupported body key [sort]"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "sort": ["_id"]}, "sort by a field"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "stored_fields": []},
+     "unsupported body key [stored_fields]"),
 ])
 def test_what_cannot_be_served_passes_through_with_its_reason(target, params, body, reason) -> None:
     with pytest.raises(Passthrough) as verdict:
