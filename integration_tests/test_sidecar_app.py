@@ -224,10 +224,12 @@ def test_an_msearch_of_plain_searches_is_the_engines_own_answer(app: App) -> Non
 def test_pages_of_one_query_stitch_without_duplicates_or_gaps(app: App) -> None:
     query = {"bool": {"must": [{"match": {"text": QUERY}}],
                       "filter": [{"range": {"year": {"gte": 2003}}}]}}
-    whole = [h["_id"] for h in _search(app.url, {"query": query, "size": 20}).json()["hits"]["hits"]]
-    pages = [h["_id"] for start in (0, 10) for h in _search(
-        app.url, {"query": query, "from": start, "size": 10}).json()["hits"]["hits"]]
-    again = [h["_id"] for h in _search(app.url, {"query": query, "size": 20}).json()["hits"]["hits"]]
+
+    def ids(start: int, size: int) -> list[str]:
+        answer = _search(app.url, {"query": query, "from": start, "size": size}).json()
+        return [hit["_id"] for hit in answer["hits"]["hits"]]
+
+    whole, pages, again = ids(0, 20), ids(0, 10) + ids(10, 10), ids(0, 20)
     assert len(whole) == 20 and len(set(pages)) == len(pages)
     assert pages == whole == again
 
