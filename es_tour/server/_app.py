@@ -31,6 +31,7 @@ from es_tour.server._request import (
     wants_tour,
 )
 from es_tour.server._service import TourService
+from es_tour.server._template import rendered_search, template_target
 from es_tour.server._upstream import Upstream, identity
 
 log = logging.getLogger("es_tour.server")
@@ -69,7 +70,9 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
     check_path(request.scope["raw_path"], request.scope["query_string"])
-    target = search_target(request.method, request.scope["raw_path"].decode("latin-1"))
+    path = request.scope["raw_path"].decode("latin-1")
+    template = template_target(request.method, path)  # rendered below, then a _search
+    target = search_target(request.method, path) if template is None else template
     if target is None:
         return await upstream.forward(request)
     raw = await read_body(request, service.config.max_body_bytes)
@@ -89,6 +92,9 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     if not explicit and not enabled:
         return await upstream.forward(request, raw)
     try:
+        if template is not None:
+            body = await rendered_search(upstream, body, request.headers)
+            explicit = wants_tour(body)
         search = parse_search(target, params, body, explicit=explicit)
     except Passthrough as verdict:
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
