@@ -2,11 +2,12 @@
 and on an enabled index the rendered body is refined as a `_search` with it would be.
 
 Elasticsearch's integ-test zip has no mustache module and Maven Central has none to add
-(docs/sidecar.md), so templates are tested on OpenSearch only.
+(docs/sidecar.md): there a template search passes through, answered as the engine does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.ingest import ingest
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
+from integration_tests.test_dev_tools import DOC, recipes
 
 ENGINE = "opensearch"
 PLAIN = "it-template-plain"  # no index.tour.* settings
@@ -121,3 +123,32 @@ def test_a_rendered_body_the_sidecar_cannot_serve_passes_through_with_its_reason
     assert response.status_code == 200, response.text
     assert response.headers[PASSTHROUGH_HEADER] == "unsupported query [match_all]"
     assert "ext" not in response.json() and len(response.json()["hits"]["hits"]) == 2
+
+
+def test_the_dev_tools_template_recipe_is_refined(urls: tuple[str, str]) -> None:
+    sidecar, _ = urls
+    blocks = re.findall(r"```console-opensearch\n(.*?)```", DOC.read_text(), re.DOTALL)
+    found = recipes("".join(f"```console\n{block}```" for block in blocks))
+    assert [path for _, path, _ in found] == [
+        "/_scripts/tour-match", "/scifact/_search/template", "/_render/template"]
+    answers = [httpx.request(method, sidecar + path.replace("/scifact", f"/{TOURED}"),
+                             json=body, timeout=120) for method, path, body in found]
+    assert all(answer.status_code == 200 for answer in answers), [a.text for a in answers]
+    assert answers[1].json()["ext"]["tour"]["rounds"] and len(_ranking(answers[1])) == 5
+    assert answers[2].json()["template_output"]["query"]["match"]["text"] == \
+        found[2][2]["params"]["q"]
+
+
+def test_on_elasticsearch_without_templates_a_template_search_is_the_engines_to_answer(
+        start_node: Callable[[str], NodeStatus], sidecar_models: Models) -> None:
+    direct = start_node("elasticsearch").url
+    httpx.delete(f"{direct}/{TOURED}")
+    httpx.put(f"{direct}/{TOURED}",
+              json={"settings": {"index": {"tour": {"enabled": True}}}}).raise_for_status()
+    with BackgroundServer(ServerConfig(upstream=direct), sidecar_models) as server:
+        via = _post(server.url, f"/{TOURED}/_search/template", INLINE)
+    engine = _post(direct, f"/{TOURED}/_search/template", INLINE)
+    assert via.headers[PASSTHROUGH_HEADER] == "the engine serves no search templates"
+    assert (via.status_code, via.json()) == (engine.status_code, engine.json())
+    assert engine.status_code >= 400  # no template route: the engine refuses the search
+    httpx.delete(f"{direct}/{TOURED}")
