@@ -1,5 +1,5 @@
 """`_search/template` through the sidecar, on OpenSearch: the engine renders the template,
-and on an enabled index the rendered body is refined as a `_search` with it would be.
+and on an enabled index the rendered body is refined as a `_search` with that body would be.
 
 Elasticsearch's integ-test zip has no mustache module and Maven Central has none to add
 (docs/sidecar.md): there a template search passes through, answered as the engine does.
