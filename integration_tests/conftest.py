@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,17 +34,29 @@ def scifact() -> BeirDataset:
 
 
 @pytest.fixture(scope="session")
-def nodes() -> Iterator[dict[str, NodeStatus]]:
-    """Start both engines once per session; stop only those this session started."""
-    started, statuses = [], {}
-    for engine, port in TEST_PORTS.items():
-        node = LocalNode(engine, port, heap="768m")
-        if node.pid() is None:
-            started.append(node)
-        statuses[engine] = node.start(plugins=[PLUGIN_ZIPS[engine]])
-    yield statuses
+def start_node() -> Iterator[Callable[[str], NodeStatus]]:
+    """Starts an engine's test node on first use, once per session (a module that needs one
+    engine starts only that one); stops only the nodes this session started."""
+    started: list[LocalNode] = []
+    statuses: dict[str, NodeStatus] = {}
+
+    def start(engine: str) -> NodeStatus:
+        if engine not in statuses:
+            node = LocalNode(engine, TEST_PORTS[engine], heap="768m")
+            if node.pid() is None:
+                started.append(node)
+            statuses[engine] = node.start(plugins=[PLUGIN_ZIPS[engine]])
+        return statuses[engine]
+
+    yield start
     for node in started:
         node.stop()
+
+
+@pytest.fixture(scope="session")
+def nodes(start_node: Callable[[str], NodeStatus]) -> dict[str, NodeStatus]:
+    """Both engines' test nodes."""
+    return {engine: start_node(engine) for engine in ENGINES}
 
 
 @pytest.fixture(params=ENGINES)

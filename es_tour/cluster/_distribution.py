@@ -15,6 +15,9 @@ from es_tour.paths import engines_dir
 
 OPENSEARCH_VERSION = "2.19.1"  # the newest 2.19.x whose k-NN plugin zip Maven Central serves
 ELASTICSEARCH_VERSION = "8.19.21"  # the newest 8.x; 8.x still runs on JDK 17
+# Elasticsearch publishes no module jars to Maven Central since 7.x (neither
+# org.elasticsearch.plugin nor org.elasticsearch.module has lang-mustache at 8.19.21), so
+# its integ-test zip stays without search templates.
 
 
 
@@ -55,6 +58,18 @@ _ANALYSIS_COMMON = Module(
     description="Common analysis components (assembled by es-tour)",
     jars=(f"org.opensearch.plugin:analysis-common:{OPENSEARCH_VERSION}:jar",),
     extends=("lang-painless",),
+)
+# Search templates (`_search/template`, `_render/template`). Maven Central has no
+# `lang-mustache` artifact; the module's classes are published whole as its client jar.
+_MUSTACHE = Module(
+    name="lang-mustache",
+    classname="org.opensearch.script.mustache.MustachePlugin",
+    description="Mustache scripting and search templates (assembled by es-tour)",
+    jars=(
+        f"org.opensearch.plugin:lang-mustache-client:{OPENSEARCH_VERSION}:jar",
+        "com.github.spullara.mustache.java:compiler:0.9.14:jar",
+    ),
+    permissions=("accessDeclaredMembers",),  # the module's own policy: mustache's reflection
 )
 
 
@@ -134,7 +149,7 @@ OPENSEARCH = Distribution(
     version=OPENSEARCH_VERSION,
     product_zip=f"org.opensearch.distribution.integ-test-zip:opensearch:{OPENSEARCH_VERSION}:zip",
     plugin_zips=(f"org.opensearch.plugin:opensearch-knn:{OPENSEARCH_VERSION}.0:zip",),
-    modules=(_PAINLESS, _ANALYSIS_COMMON),
+    modules=(_PAINLESS, _ANALYSIS_COMMON, _MUSTACHE),
 )
 ELASTICSEARCH = Distribution(
     engine="elasticsearch",

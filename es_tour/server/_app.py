@@ -36,6 +36,7 @@ from es_tour.server._request import (
     wants_tour,
 )
 from es_tour.server._service import TourService
+from es_tour.server._template import rendered_search, template_target
 from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 
 log = logging.getLogger("es_tour.server")
@@ -78,7 +79,8 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
     check_path(request.scope["raw_path"], request.scope["query_string"])
     raw_path = request.scope["raw_path"].decode("latin-1")
-    target = search_target(request.method, raw_path)
+    template = template_target(request.method, raw_path)  # rendered below, then a _search
+    target = search_target(request.method, raw_path) if template is None else template
     if target is None:
         default_index = msearch_target(request.method, raw_path)
         if default_index is not None:
@@ -95,6 +97,10 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
             return await upstream.forward(request, raw)
         raise
     try:
+        if template is not None:
+            if not enabled:
+                raise Passthrough(NOT_ENABLED)
+            body = await rendered_search(upstream, body, request.headers)
         search = _servable(target, dict(request.query_params), body, settings, service)
     except Passthrough as verdict:
         _log_passthrough(request.method, target, verdict)

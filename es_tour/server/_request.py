@@ -292,9 +292,11 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
                                    or timeout_ms < 1):
         raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {shown(timeout_ms)}")
+    size = _count("size", params.get("size", body.get("size", 10)))
+    if size == 0:  # counts and facets only: the engine's answer is the whole answer
+        raise Passthrough("size 0")
     return SearchRequest(
-        index=target, text=text, vector=vector, vector_field=vector_field,
-        size=_count("size", params.get("size", body.get("size", 10))),
+        index=target, text=text, vector=vector, vector_field=vector_field, size=size,
         from_=_count("from", params.get("from", body.get("from", 0))),
         source=_source_filter(params, body.get("_source", True)),
         filters=(*parts.filters, *_objects(body, "post_filter")),

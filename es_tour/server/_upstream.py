@@ -235,11 +235,19 @@ class Upstream:
                 raise EngineError(answer.status, answer.payload())
         return self.engine
 
-    async def _exchange(self, method: str, raw_path: bytes, headers: Mapping[str, str]
-                        ) -> _Answer:
-        """A small bodiless read of the sidecar's own (settings, the engine's name), read
-        whole."""
-        response = await self._send(method, raw_path, list(headers.items()), b"",
+    async def read_json(self, path: str, payload: Any, headers: Mapping[str, str]
+                        ) -> tuple[int, Any]:
+        """(status, body) of a read-only POST of `payload` as JSON to `path`, made as the
+        caller `headers` name (a template rendered, say)."""
+        answer = await self._exchange("POST", path.encode(), {
+            **headers, "content-type": "application/json"}, json.dumps(payload).encode())
+        return answer.status, answer.payload()
+
+    async def _exchange(self, method: str, raw_path: bytes, headers: Mapping[str, str],
+                        body: bytes = b"") -> _Answer:
+        """A small read of the sidecar's own (settings, the engine's name, a rendered
+        template), read whole."""
+        response = await self._send(method, raw_path, list(headers.items()), body,
                                     idempotent=True)
         self._detect(response.status, response.headers)
         return _Answer(response.status, await _read(response))
