@@ -56,6 +56,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if config.preload:
             await asyncio.to_thread(shared.preload, config.labeler)
+        await upstream.detect_startup()
         try:
             yield
         finally:
@@ -105,7 +106,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     except Passthrough as verdict:
         _log_passthrough(request.method, target, verdict)
         return await upstream.forward(request, raw, reason=verdict.header())
-    engine = await upstream.detect_engine(request.headers)
+    engine = await upstream.detect_engine(request.headers, target)
     answer = await service.search(search, settings, engine, identity(request.headers))
     return _json(answer, 200, engine, pretty=search.pretty)
 
