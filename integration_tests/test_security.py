@@ -2,7 +2,8 @@
 
 The fixture starts OpenSearch with the Security plugin through the CLI's code path
 (`es-tour engine start --security`): `reader-a` may read indices tour-a* only, `reader-ab`
-tour-a* and tour-b* (and their settings). The sidecar holds no credentials of its own.
+tour-a* and tour-b* (and their settings), `reader-index` tour-a* and their settings with no
+cluster permission at all. The sidecar holds no credentials of its own.
 """
 
 from __future__ import annotations
@@ -82,10 +83,15 @@ def _search(url: str, index: str, auth: tuple[str, str], tour: dict | None = Non
 
 
 def _forbidden(response: httpx.Response) -> None:
+    _forbidden_to("reader-a", response)
+
+
+def _forbidden_to(user: str, response: httpx.Response) -> None:
+    """The engine's own 403 for `user`."""
     assert response.status_code == 403, response.text
     payload = response.json()
     assert payload["status"] == 403 and payload["error"]["type"] == "security_exception"
-    assert "reader-a" in payload["error"]["reason"]
+    assert f"name={user}," in payload["error"]["reason"]
 
 
 def _options(method: str) -> dict[str, Any]:
@@ -138,6 +144,27 @@ def test_nothing_leaks_between_callers_through_the_caches(secured: LocalNode,
     # ...and asked for explicitly, reader-a gets TOUR on the index it may read.
     asked = _search(sidecar, INDEX_A, reader_a, tour)
     assert asked.status_code == 200 and asked.json()["ext"]["tour"]["method"] == "tour-hard"
+
+
+@pytest.mark.parametrize(("user", "tour"), [
+    ("reader-index", None),  # TOUR by A's settings, which reader-index may read
+    ("reader-a", {"method": "tour-hard", **SMALL}),  # asked for: reader-a may not read them
+])
+def test_a_fresh_sidecars_first_caller_needs_no_cluster_permission(
+        secured: LocalNode, indices: None, sidecar_models: Models, user: str,
+        tour: dict[str, Any] | None) -> None:
+    """A new sidecar cannot learn the engine's kind at startup (the anonymous GET / is
+    refused) and its first caller may not GET / either: searching an index the caller may
+    read is enough, whoever comes first."""
+    auth = _as(secured, user)
+    assert httpx.get(secured.url).status_code == 401
+    assert httpx.get(secured.url, auth=auth).status_code == 403
+    with BackgroundServer(ServerConfig(upstream=secured.url, max_k=50), sidecar_models) as server:
+        first = _search(server.url, INDEX_A, auth, tour)
+        assert first.status_code == 200, first.text
+        assert first.json()["ext"]["tour"]["method"] == "tour-hard"
+        assert first.json()["hits"]["hits"]
+        _forbidden_to(user, _search(server.url, INDEX_B, auth, tour))
 
 
 def test_engine_errors_keep_their_status_and_body(secured: LocalNode, sidecar: str) -> None:

@@ -1,4 +1,4 @@
-"""A demo OpenSearch Security setup: transport TLS, an admin and two readers of their own.
+"""A demo OpenSearch Security setup: transport TLS, an admin and three readers of their own.
 
 `es-tour engine start --security` writes it into the node's work dir once: a CA and a node
 certificate made with openssl (the transport layer needs TLS; HTTP stays plain on
@@ -25,11 +25,19 @@ INDEX_A, INDEX_B = "tour-a*", "tour-b*"
 _READ = ["read", "indices:admin/analyze"]
 # Reading `index.tour.*` lets the sidecar serve an index by its settings alone.
 _READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
-_ROLES = {
-    "tour_reader_a": [{"index_patterns": [INDEX_A], "allowed_actions": _READ}],
-    "tour_reader_ab": [{"index_patterns": [INDEX_A, INDEX_B], "allowed_actions": _READ_SETTINGS}],
+# Multi-get and friends are cluster actions to the plugin; the agents' mget needs them.
+_COMPOSITE_READS = ["cluster_composite_ops_ro"]
+# role -> (cluster permissions, index permissions). `tour_reader_index` has no cluster
+# permission at all, not even `cluster:monitor/main` (GET /): the sidecar must serve it
+# whoever came before it.
+_ROLES: dict[str, tuple[list[str], list[dict[str, list[str]]]]] = {
+    "tour_reader_a": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A], "allowed_actions": _READ}]),
+    "tour_reader_ab": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A, INDEX_B],
+                                           "allowed_actions": _READ_SETTINGS}]),
+    "tour_reader_index": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ_SETTINGS}]),
 }
-USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab"}
+USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab",
+         "reader-index": "tour_reader_index"}
 _NODE_DN = "CN=es-tour-node,O=es-tour demo"
 
 
@@ -132,8 +140,8 @@ def _internal_users(hashes: dict[str, str]) -> str:
 
 def _roles() -> str:
     return _yaml("roles", {
-        role: {"cluster_permissions": ["cluster_composite_ops_ro"], "index_permissions": perms}
-        for role, perms in _ROLES.items()})
+        role: {"cluster_permissions": cluster, "index_permissions": indices}
+        for role, (cluster, indices) in _ROLES.items()})
 
 
 def _roles_mapping() -> str:
