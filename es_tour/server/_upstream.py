@@ -28,6 +28,7 @@ from yarl import URL
 from es_tour.errors import EngineError, EsTourError, UpstreamError
 from es_tour.server._config import ServerConfig
 from es_tour.server._request import MsearchItem
+from es_tour.tls import uses_https
 
 log = logging.getLogger("es_tour.server")
 
@@ -107,6 +108,9 @@ class Upstream:
         self._settings_generation = 0  # moves on each time a write empties the cache
         # the sidecar's own identity, for the settings lookup only, when configured
         self._settings_identity: dict[str, str] | None = None
+        # made now, so a bad CA or client certificate fails at startup, not on a request
+        self._ssl = (config.upstream_tls.context() if uses_https(config.upstreams)
+                     else True)
         if config.settings_credentials:
             token = base64.b64encode(config.settings_credentials.encode()).decode()
             self._settings_identity = {"authorization": f"Basic {token}"}
@@ -117,7 +121,8 @@ class Upstream:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.config.max_connections,
-                                               limit_per_host=self.config.max_connections),
+                                               limit_per_host=self.config.max_connections,
+                                               ssl=self._ssl),
                 timeout=aiohttp.ClientTimeout(connect=self.config.connect_timeout_s,
                                               sock_read=self.config.upstream_timeout_s),
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
