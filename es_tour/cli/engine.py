@@ -49,7 +49,7 @@ def start(
     first = cluster.nodes[0]
     if first.secured:
         console.print(f"security on: users {', '.join(USERS)}; their passwords are in "
-                      f"{first.security.users_file}")
+                      f"{first.security.users_file}; HTTPS with the CA {first.ca_certs}")
 
 
 @engine_app.command()

@@ -1,10 +1,10 @@
-"""A demo OpenSearch Security setup: transport TLS, an admin and three readers of their own.
+"""A demo OpenSearch Security setup: TLS, an admin and three readers of their own.
 
-`es-tour engine start --security` writes it into the node's work dir once: a CA and a node
-certificate made with openssl (the transport layer needs TLS; HTTP stays plain on
-loopback), random passwords hashed with the plugin's own Hasher, and the users and roles
-below. The plugin loads them into its index on first start
-(`plugins.security.allow_default_init_securityindex`).
+`es-tour engine start --security` writes it into the node's work dir once: with openssl a
+CA, the node's certificate it signs (for the transport layer and for HTTPS) and one for a
+sidecar in front of the node (`es-tour serve --tls-cert`); random passwords hashed with the
+plugin's own Hasher, and the users and roles below. The plugin loads them into its index
+on first start (`plugins.security.allow_default_init_securityindex`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,17 @@ class SecuritySetup:
     def users_file(self) -> Path:
         return self.directory / "users.json"
 
+    @property
+    def ca_file(self) -> Path:
+        """The CA that signed the node's certificate and the sidecar's."""
+        return self.directory / "root-ca.pem"
+
+    @property
+    def sidecar_cert(self) -> tuple[Path, Path]:
+        """(certificate, key) a sidecar on this machine may listen with: 127.0.0.1 and
+        localhost, signed by `ca_file`."""
+        return self.directory / "sidecar.pem", self.directory / "sidecar-key.pem"
+
     def exists(self) -> bool:
         return self.users_file.is_file()
 
@@ -83,7 +94,10 @@ class SecuritySetup:
             "plugins.security.ssl.transport.pemkey_filepath": "node-key.pem",
             "plugins.security.ssl.transport.pemtrustedcas_filepath": "root-ca.pem",
             "plugins.security.ssl.transport.enforce_hostname_verification": False,
-            "plugins.security.ssl.http.enabled": False,
+            "plugins.security.ssl.http.enabled": True,
+            "plugins.security.ssl.http.pemcert_filepath": "node.pem",
+            "plugins.security.ssl.http.pemkey_filepath": "node-key.pem",
+            "plugins.security.ssl.http.pemtrustedcas_filepath": "root-ca.pem",
             "plugins.security.nodes_dn": [_NODE_DN],
             "plugins.security.allow_default_init_securityindex": True,
             "plugins.security.restapi.roles_enabled": ["all_access"],
@@ -91,22 +105,27 @@ class SecuritySetup:
 
 
 def _certificates(directory: Path) -> None:
-    """A self-signed CA and a node certificate it signs (PKCS#8 key, as the plugin wants)."""
+    """A self-signed CA, and a node and a sidecar certificate it signs (PKCS#8 keys, as the
+    plugin wants)."""
     if shutil.which("openssl") is None:
         raise EngineSetupError("--security needs openssl to make the demo certificates; "
                                "install it, e.g. `apt-get install openssl`")
     extensions = directory / "node.ext"
     extensions.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
                           "extendedKeyUsage=serverAuth,clientAuth\n")
-    subject = "/O=es-tour demo/CN=es-tour-node"
-    for command in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
-         "/O=es-tour demo/CN=es-tour demo CA", "-keyout", "root-ca-key.pem", "-out", "root-ca.pem"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "node-key.pem",
-         "-out", "node.csr"],
-        ["x509", "-req", "-in", "node.csr", "-CA", "root-ca.pem", "-CAkey", "root-ca-key.pem",
-         "-CAcreateserial", "-days", "3650", "-extfile", "node.ext", "-out", "node.pem"],
-    ):
+    commands = [["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
+                 "/O=es-tour demo/CN=es-tour demo CA", "-keyout", "root-ca-key.pem",
+                 "-out", "root-ca.pem"]]
+    for name, subject in (("node", "/O=es-tour demo/CN=es-tour-node"),
+                          ("sidecar", "/O=es-tour demo/CN=es-tour-sidecar")):
+        commands += [
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+             "-keyout", f"{name}-key.pem", "-out", f"{name}.csr"],
+            ["x509", "-req", "-in", f"{name}.csr", "-CA", "root-ca.pem", "-CAkey",
+             "root-ca-key.pem", "-CAcreateserial", "-days", "3650", "-extfile", "node.ext",
+             "-out", f"{name}.pem"],
+        ]
+    for command in commands:
         result = subprocess.run(["openssl", *command], cwd=directory, capture_output=True,
                                 text=True)
         if result.returncode != 0:
