@@ -173,7 +173,9 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     reasons = "; ".join(f"[{i}] {plans[i].header()}" for i in passed)  # type: ignore[union-attr]
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    engine = await upstream.detect_engine(request.headers)
+    servable = [plan for plan in plans if isinstance(plan, SearchRequest)]
+    engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
+        else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
 
     async def answer(plan: SearchRequest) -> dict[str, Any]:
