@@ -56,6 +56,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if config.preload:
             await asyncio.to_thread(shared.preload, config.labeler)
+        await upstream.detect_startup()
         try:
             yield
         finally:
@@ -105,7 +106,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     except Passthrough as verdict:
         _log_passthrough(request.method, target, verdict)
         return await upstream.forward(request, raw, reason=verdict.header())
-    engine = await upstream.detect_engine(request.headers)
+    engine = await upstream.detect_engine(request.headers, target)
     answer = await service.search(search, settings, engine, identity(request.headers))
     return _json(answer, 200, engine, pretty=search.pretty)
 
@@ -174,7 +175,9 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     reasons = "; ".join(f"[{i}] {reason}" for i, reason in passed.items())
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    engine = await upstream.detect_engine(request.headers)
+    servable = [plan for plan in plans if isinstance(plan, SearchRequest)]
+    engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
+        else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
 
     async def answer(search: SearchRequest, settings: dict[str, Any] | None) -> dict[str, Any]:
