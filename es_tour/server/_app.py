@@ -175,7 +175,7 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     reasons = "; ".join(f"[{i}] {reason}" for i, reason in passed.items())
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    servable = [plan for plan in plans if isinstance(plan, SearchRequest)]
+    servable = [plan[0] for plan in plans if isinstance(plan, tuple)]
     engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
         else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
