@@ -31,7 +31,9 @@ from es_tour.evaluation import (
     MethodReport,
     MethodSpec,
     build_methods,
+    corpus_vectors_pay,
     evaluate,
+    expected_pairs,
     parse_budgets,
     parse_methods,
     progress_bar,
@@ -40,7 +42,7 @@ from es_tour.evaluation import (
 )
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
-from es_tour.models import DualEncoderLabeler, Labeler
+from es_tour.models import DualEncoderLabeler, Labeler, has_corpus_embeddings
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, open_context
 from es_tour.server import parse_listen
 
@@ -158,21 +160,48 @@ async def _evaluate(
     max_queries: int | None,
     labeler: str,
     cold_labels: bool = True,
-    corpus_vectors: bool = False,
+    corpus_vectors: bool | None = False,
 ) -> list[MethodReport]:
     context = _context(target, index or data.name, labeler)
+    queries = len(list(data.queries(split))[:max_queries])
+    if corpus_vectors is None:
+        corpus_vectors = _corpus_vectors_pay(context.labeler, data,
+                                             expected_pairs(methods, queries, cold_labels))
     if corpus_vectors:
         context.labeler = _corpus_labeler(context.labeler, data)
     # a typo fails now, not after the ingest
     build_methods(context, methods, data.qrels(split), data.queries(split))
     async with context.engine:
         await _ingest(context, data, replace=False)
-        queries = len(list(data.queries(split))[:max_queries])
         with progress_bar(f"{data.name} {split}", len(methods) * queries,
                           err_console) as advance:
             return await evaluate(context, data, methods, split=split,
                                   max_queries=max_queries, cold_labels=cold_labels,
                                   on_query=advance)
+
+
+def _corpus_vectors_pay(labeler: Labeler, data: BeirDataset, pairs: int) -> bool:
+    """Whether corpus vectors cost less than labelling live (`corpus_vectors_pay`), said in
+    one line; only a dual encoder has them, and a run that labels nothing needs neither."""
+    if not isinstance(labeler, DualEncoderLabeler) or pairs == 0:
+        return False
+    texts = [doc.contents for doc in data.corpus()]
+    cached = has_corpus_embeddings(labeler.encoder, data.root / "corpus.jsonl", texts)
+    chosen = corpus_vectors_pay(pairs, len(texts), cached)
+    err_console.print(corpus_vectors_line(chosen, cached, pairs, len(texts)))
+    return chosen
+
+
+def corpus_vectors_line(chosen: bool, cached: bool, pairs: int, docs: int) -> str:
+    """What `_corpus_vectors_pay` chose, and why, in one line."""
+    if not chosen:
+        return (f"labelling by encoding each labelled doc: about {pairs:,} pairs, fewer than "
+                f"half the corpus's {docs:,} docs (--corpus-vectors encodes the corpus "
+                "instead; the same φ)")
+    why = ("cached for this corpus" if cached else
+           f"about {pairs:,} pairs to label, at least half the {docs:,} docs encoded once")
+    return (f"labelling by corpus vectors ({why}): the same φ as encoding each labelled "
+            "doc (--no-corpus-vectors)")
 
 
 def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
@@ -205,10 +234,12 @@ def eval_command(
         "--cold-labels/--label-once",
         help="time each method with an empty label cache, or label each (query, doc) pair "
              "once for the whole run (faster; latencies then hold only new labels)")] = False,
-    corpus_vectors: Annotated[bool, typer.Option(
+    corpus_vectors: Annotated[bool | None, typer.Option(
+        "--corpus-vectors/--no-corpus-vectors",
         help="a dual-encoder labeler encodes the whole corpus once (cached in the model "
-             "cache) and labels by dot products: for runs that label more pairs than the "
-             "corpus has docs")] = False,
+             "cache) and labels by dot products, or encodes each labelled doc; the same φ. "
+             "Default: corpus vectors when cached, or when the run labels at least half as "
+             "many pairs as the corpus has docs")] = None,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
