@@ -449,8 +449,8 @@ async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
 
 def _serve_playground(target: EngineTarget, index: str, query: str, listen: str) -> None:
     """The sidecar in the foreground; the playground's URL is printed once it listens."""
+    from es_tour.cli.serve import serve_until_stopped
     from es_tour.server import ServerConfig
-    from es_tour.server import serve as run_sidecar
 
     link = f"http://{listen}/_tour/playground?" + urlencode({"index": index, "q": query})
 
@@ -458,5 +458,5 @@ def _serve_playground(target: EngineTarget, index: str, query: str, listen: str)
         console.print(f"\n[bold]playground[/] (the sidecar in front of {target.url}; Ctrl-C "
                       f"stops it):\n{link}", soft_wrap=True)
 
-    run_sidecar(ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls),
-                listen, log_level="warning", ready=ready)
+    serve_until_stopped(ServerConfig(upstream=target.url, engine=target.engine,
+                                     upstream_tls=target.tls), listen, "warning", ready)

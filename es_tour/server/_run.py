@@ -33,7 +33,8 @@ def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models |
 
 def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
           ready: Callable[[], None] | None = None) -> None:
-    """Serve until interrupted; `ready` is called once the sidecar listens."""
+    """Serve until interrupted (Ctrl-C returns, once the sidecar has shut down); `ready` is
+    called once the sidecar listens."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -43,7 +44,12 @@ def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str =
                 ready()
 
     host, port = parse_listen(listen)
-    Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+    try:
+        Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on SIGINT, then raises it again: for a sidecar in the
+        # foreground, Ctrl-C is how it ends, not a failure (make would report Error 130)
+        pass
 
 
 class BackgroundServer:
