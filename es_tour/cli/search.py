@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlencode
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from es_tour.cli import app
 from es_tour.cli._checks import (
@@ -133,14 +134,30 @@ def index_command(
     asyncio.run(run())
 
 
-def _table(title: str, reports: list[MethodReport]) -> Table:
+# The method column's share of 80 columns beside the six figures: a longer label shows as
+# its method's name and a key, spelled out under the table, so no label is cut off.
+LABEL_WIDTH = 18
+
+
+def short_labels(labels: Sequence[str]) -> dict[str, str]:
+    """Each label that fits `LABEL_WIDTH` as itself, a longer one as `name [n]`."""
+    long = [label for label in dict.fromkeys(labels) if len(label) > LABEL_WIDTH]
+    keys = {label: f"{label.split(':')[0]} [{n}]" for n, label in enumerate(long, start=1)}
+    return {label: keys.get(label, label) for label in labels}
+
+
+def print_table(out: Console, title: str, reports: list[MethodReport]) -> None:
+    """The methods' figures, then the legend of the labels `short_labels` shortened, each
+    on one line (a terminal narrower than a label wraps it, but it stays one string)."""
+    shown = short_labels([report.spec.label for report in reports])
     table = Table(
-        "method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
+        Column("method", no_wrap=True, min_width=LABEL_WIDTH),
+        "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
     )
     for report in reports:
         s = report.summary()
         table.add_row(
-            report.spec.label,
+            Text(shown[report.spec.label]),
             f"{s['ndcg@10']:.4f}",
             f"{s['recall@100']:.4f}",
             f"{s['mrr@10']:.4f}",
@@ -148,7 +165,10 @@ def _table(title: str, reports: list[MethodReport]) -> Table:
             f"{s['latency_ms_p95']:.1f}",
             f"{s['pairs_scored_mean']:.1f}",
         )
-    return table
+    out.print(table)
+    for label, short in shown.items():
+        if short != label:
+            out.print(Text(f"  {short[short.rindex('['):]} {label}"), soft_wrap=True)
 
 
 async def _evaluate(
@@ -266,10 +286,10 @@ def eval_command(
     title = f"{data.name} {split} on {engine}" + (
         "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
     if not levels:
-        console.print(_table(title, reports))
+        print_table(console, title, reports)
     for budget in levels:  # methods without a budget option show in every table
-        console.print(_table(f"{title}, at {budget} labeler pairs per query",
-                             [r for r in reports if r.spec.budget in (None, budget)]))
+        print_table(console, f"{title}, at {budget} labeler pairs per query",
+                    [r for r in reports if r.spec.budget in (None, budget)])
     summary = report_json(data, engine, split, reports)
     if output:
         output.write_text(json.dumps(summary, indent=2))
@@ -399,10 +419,11 @@ def demo_command(
                                     "test", queries, "default", cold_labels=False))
     by_label = {report.spec.label: report for report in reports}
     for budget, labelling in DEMO_BUDGETS.items():
-        console.print(_table(
+        print_table(
+            console,
             f"At {budget} labeler pairs per query: first {queries} {data.name} test queries "
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
-            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)]))
+            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)])
     asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
         _serve_playground(target, data.name, text, listen)
