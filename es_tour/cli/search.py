@@ -49,6 +49,9 @@ Labeler_ = Annotated[str, typer.Option(
 Qrels = Annotated[bool, typer.Option(
     help="also store the dataset's judgements (every qrels split) in the side index "
          "<index>-qrels, where the playground finds them")]
+Metadata = Annotated[bool, typer.Option(
+    help="also index each doc's synthetic `year` (integer) and `topic` (keyword), to "
+         "filter and facet on (the application workload of `make bench-app`)")]
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
@@ -72,7 +75,7 @@ def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchCo
 
 
 async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
-                  qrels: bool = False) -> None:
+                  qrels: bool = False, metadata: bool = False) -> None:
     if qrels:
         stored = await store_qrels(context.engine, dataset, context.index)
         console.print(f"stored {stored.queries} judged queries ({', '.join(stored.splits)}) "
@@ -84,6 +87,7 @@ async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
         context.encoder,
         replace=replace,
         if_missing=not replace,
+        metadata=metadata,
     )
     if report.skipped:
         console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
@@ -105,6 +109,7 @@ def index_command(
     index: Index = None,
     replace: bool = False,
     qrels: Qrels = False,
+    metadata: Metadata = False,
 ) -> None:
     """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
     data = BeirDataset(dataset)
@@ -112,7 +117,7 @@ def index_command(
     async def run() -> None:
         context = _context(engine, url, index or data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace, qrels)
+            await _ingest(context, data, replace, qrels, metadata)
 
     asyncio.run(run())
 
