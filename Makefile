@@ -102,6 +102,7 @@ bench-proxy: install models plugin
 # docs/benchmarks/app.md: application-shaped searches (bool filters, aggs, highlight, pages,
 # _msearch, query_string) from the SciFact test queries through the sidecar on both engines,
 # over the index scifact-app (SciFact with synthetic year/topic, which the bench indexes).
+# The first ingest embeds the corpus with the retriever (cached in the model cache after).
 bench-app: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
