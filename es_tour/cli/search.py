@@ -60,6 +60,9 @@ Labeler_ = Annotated[str, typer.Option(
 Qrels = Annotated[bool, typer.Option(
     help="also store the dataset's judgements (every qrels split) in the side index "
          "<index>-qrels, where the playground finds them")]
+Metadata = Annotated[bool, typer.Option(
+    help="also index each doc's synthetic `year` (integer) and `topic` (keyword), to "
+         "filter and facet on (the application workload of `make bench-app`)")]
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
@@ -84,7 +87,7 @@ def _context(target: EngineTarget, index: str, labeler: str) -> SearchContext:
 
 
 async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
-                  qrels: bool = False) -> None:
+                  qrels: bool = False, metadata: bool = False) -> None:
     if qrels:
         stored = await store_qrels(context.engine, dataset, context.index)
         console.print(f"stored {stored.queries} judged queries ({', '.join(stored.splits)}) "
@@ -96,6 +99,7 @@ async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
         context.encoder,
         replace=replace,
         if_missing=not replace,
+        metadata=metadata,
     )
     if report.skipped:
         console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
@@ -117,6 +121,7 @@ def index_command(
     index: Index = None,
     replace: bool = False,
     qrels: Qrels = False,
+    metadata: Metadata = False,
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
     client_key: ClientKey = None,
@@ -129,7 +134,7 @@ def index_command(
     async def run() -> None:
         context = _context(target, index or data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace, qrels)
+            await _ingest(context, data, replace, qrels, metadata)
 
     asyncio.run(run())
 
