@@ -32,9 +32,11 @@ from es_tour.pipeline import (
 )
 
 RUN_DEPTH = 100  # Recall@100 needs 100 results per query
-# Corpus vectors encode every doc once in large batches; live labelling by a dual encoder
-# encodes a doc for each new (query, doc) pair, a query's handful at a time, which costs
-# more per doc. So the vectors pay once a run labels half as many pairs as the corpus has docs.
+# Corpus vectors encode every doc once in large batches (and are cached for later runs);
+# live labelling by a dual encoder embeds each distinct labelled doc once, a query's handful
+# at a time, which costs more per doc. Pairs bound those docs from above (queries share few
+# docs in a large corpus), so the vectors pay once a run labels half as many pairs as the
+# corpus has docs.
 CORPUS_VECTORS_BREAK_EVEN = 0.5
 # A labelling method given no budget labels at least its first window (k=10 for TOUR and
 # the agents); counting only that keeps a run off the corpus on a guess.
