@@ -49,6 +49,10 @@ def serve_command(
              "(default: each caller's own credentials); best given by its environment "
              "variable")] = None,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
+    access_log: Annotated[bool, typer.Option(
+        "--access-log/--no-access-log",
+        help="log one line per request (method, path, status, ms, refined or why not); "
+             "never query text or credentials")] = False,
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
@@ -59,7 +63,7 @@ def serve_command(
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
                           model_workers=model_workers, max_refinements=max_refinements,
                           when_full=when_full, settings_ttl_s=settings_ttl,
-                          settings_credentials=settings_credentials)
+                          settings_credentials=settings_credentials, access_log=access_log)
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
