@@ -4,6 +4,7 @@ and the access log."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
-from es_tour.server import BackgroundServer, Models, ServerConfig
+from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
 from es_tour.server._ops import DEGRADED_HEADER
 
 ENGINES = ("opensearch", "elasticsearch")
@@ -76,7 +77,8 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     degraded = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3,
                                  "ext": {"tour": {**REFINE, "timeout_ms": 1}}})
 
-    assert DEGRADED_HEADER not in refined.headers
+    assert DEGRADED_HEADER not in refined.headers and DEGRADED_HEADER not in passed.headers
+    assert passed.headers[PASSTHROUGH_HEADER] == "index.tour.enabled is not true"
     assert degraded.headers[DEGRADED_HEADER] == "deadline"
     assert degraded.json()["ext"]["tour"]["degraded"] is True
 
@@ -103,6 +105,18 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     assert [line.rsplit("ms ", 1)[1] for line in searches] == [
         "refined", "passthrough: index.tour.enabled is not true", "degraded: deadline"]
     assert not any(QUERY in line for line in lines)
+
+
+def test_an_msearch_names_its_degraded_items_in_the_header(ops: Ops) -> None:
+    lines = [{"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3},
+             {"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3,
+                                "ext": {"tour": {**REFINE, "timeout_ms": 1}}}]
+    response = httpx.post(f"{ops.url}/_msearch", content="".join(
+        json.dumps(line) + "\n" for line in lines), timeout=120,
+        headers={"content-type": "application/x-ndjson"})
+    assert response.status_code == 200, response.text
+    assert response.headers[DEGRADED_HEADER] == "[1] deadline"
+    assert response.json()["responses"][1]["ext"]["tour"]["degraded"] is True
 
 
 def test_health_answers_200_with_the_engine_up(ops: Ops) -> None:
