@@ -80,6 +80,7 @@ class BackgroundServer:
         self._server = uvicorn.Server(
             _uvicorn_config(config, host, 0, models, "warning"))  # type: ignore[arg-type]
         self._timeout = startup_timeout_s
+        self._drain_s = drain_seconds(config)
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self._sock]}, daemon=True)
 
@@ -96,5 +97,5 @@ class BackgroundServer:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=self._drain_s + 5)  # requests in flight drain first
         self._sock.close()
