@@ -17,8 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
-from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
-from es_tour.server._ops import DEGRADED_HEADER
+from es_tour.server import (
+    DEGRADED_HEADER,
+    PASSTHROUGH_HEADER,
+    BackgroundServer,
+    Models,
+    ServerConfig,
+)
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-sidecar-ops"
