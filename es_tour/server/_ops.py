@@ -45,6 +45,7 @@ async def ops_answer(request: Request, upstream: Upstream, service: TourService
     endpoint = _ENDPOINTS.get(request.url.path)
     if endpoint is None:
         return None
+    request.scope[OUTCOME] = "sidecar"  # answered here, not by the engine
     if request.method not in ("GET", "HEAD"):
         raise MethodNotAllowedError(f"Incorrect HTTP method for uri [{request.url.path}] and "
                                     f"method [{request.method}], allowed: [GET, HEAD]")

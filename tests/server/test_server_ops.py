@@ -97,6 +97,15 @@ async def test_the_access_log_has_no_query_string_and_escapes_the_path(
     assert forged.startswith("GET /idx\\nforged 404 ") and forged.endswith("ms proxied")
 
 
+async def test_the_access_log_tells_the_sidecars_own_endpoints_from_proxied_requests(
+        caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger="es_tour.server.access")
+    async with _sidecar(access_log=True) as (client, _):
+        await client.get("/_tour/health")
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "es_tour.server.access"]
+    assert line.startswith("GET /_tour/health 200 ") and line.endswith("ms sidecar")
+
+
 async def test_no_access_log_unless_switched_on(caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.INFO, logger="es_tour.server.access")
     async with _sidecar() as (client, _):
