@@ -66,6 +66,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if config.preload:
             await asyncio.to_thread(shared.preload, config.labeler)
+        await upstream.detect_startup()
         try:
             yield
         finally:
@@ -125,7 +126,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         _log_passthrough(service, request.method, target, verdict)
         request.scope[OUTCOME] = passthrough_outcome(verdict.reason)
         return await upstream.forward(request, raw, reason=verdict.header())
-    engine = await upstream.detect_engine(request.headers)
+    engine = await upstream.detect_engine(request.headers, target)
     answer = await service.search(search, settings, engine, identity(request.headers))
     degraded = is_degraded(answer)
     request.scope[OUTCOME] = f"degraded: {DEADLINE}" if degraded else "refined"
@@ -183,33 +184,35 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
                                        service.config.max_body_bytes), default_index)
     except (MalformedJson, BodyTooLargeError, ConfigError):
         return await upstream.forward(request, raw)  # the engine's own 400
-    plans: list[SearchRequest | Passthrough | EsTourError] = []
+    # per item: (the search and its index's settings) to refine, a Passthrough, or an error
+    plans: list[tuple[SearchRequest, dict[str, Any] | None] | Passthrough | EsTourError] = []
     for item in items:
         try:
             settings = await _settings(upstream, item.index, request.headers)
-            plans.append(_servable(item.index, item.params, item.body, settings, service))
+            plans.append((_servable(item.index, item.params, item.body, settings, service),
+                          settings))
         except Passthrough as verdict:
             _log_passthrough(service, "POST", item.index, verdict)
             plans.append(verdict)
         except EsTourError as exc:
             plans.append(exc)
-    passed = [i for i, plan in enumerate(plans) if isinstance(plan, Passthrough)]
-    reasons = "; ".join(f"[{i}] {plans[i].header()}" for i in passed)  # type: ignore[union-attr]
+    passed = {i: plan.header() for i, plan in enumerate(plans) if isinstance(plan, Passthrough)}
+    reasons = "; ".join(f"[{i}] {reason}" for i, reason in passed.items())
     request.scope[OUTCOME] = f"msearch: {len(plans)} items, {len(passed)} passed through"
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    engine = await upstream.detect_engine(request.headers)
+    servable = [plan[0] for plan in plans if isinstance(plan, tuple)]
+    engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
+        else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
 
-    async def answer(plan: SearchRequest) -> dict[str, Any]:
+    async def answer(search: SearchRequest, settings: dict[str, Any] | None) -> dict[str, Any]:
         try:
-            return {**await service.search(plan, await _settings(upstream, plan.index,
-                                                                  request.headers),
-                                           engine, caller), "status": 200}
+            return {**await service.search(search, settings, engine, caller), "status": 200}
         except EsTourError as exc:
             return exc.to_engine_error()
 
-    refined = [answer(plan) for plan in plans if isinstance(plan, SearchRequest)]
+    refined = [answer(*plan) for plan in plans if isinstance(plan, tuple)]
     forwarded = upstream.msearch([items[i] for i in passed], request.headers,
                                  request.scope["query_string"]) if passed else _nothing()
     *ours, theirs = await asyncio.gather(*refined, forwarded)
@@ -217,7 +220,7 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     responses = [next(engines) if isinstance(plan, Passthrough)
                  else plan.to_engine_error() if isinstance(plan, EsTourError) else next(mine)
                  for plan in plans]
-    refined_at = [i for i, plan in enumerate(plans) if isinstance(plan, SearchRequest)]
+    refined_at = [i for i, plan in enumerate(plans) if isinstance(plan, tuple)]
     degraded = "; ".join(f"[{i}] {DEADLINE}" for i, response in zip(refined_at, ours, strict=True)
                          if is_degraded(response))
     headers = {PASSTHROUGH_HEADER: reasons} if reasons else {}

@@ -32,7 +32,8 @@ def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models |
 
     return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
                           access_log=False, lifespan="on",
-                          timeout_graceful_shutdown=drain_seconds(config))
+                          timeout_graceful_shutdown=drain_seconds(config),
+                          ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key)
 
 
 def drain_seconds(config: ServerConfig) -> int:
@@ -76,7 +77,8 @@ class BackgroundServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        scheme = "https" if config.tls_cert else "http"
+        self.url = f"{scheme}://{host}:{self._sock.getsockname()[1]}"
         self._server = uvicorn.Server(
             _uvicorn_config(config, host, 0, models, "warning"))  # type: ignore[arg-type]
         self._timeout = startup_timeout_s

@@ -60,7 +60,7 @@ class TourService:
 
     def engine(self, kind: str) -> ClientEngine:
         if self._engine is None:
-            self._engine = connect(kind, self.config.upstreams)
+            self._engine = connect(kind, self.config.upstreams, self.config.upstream_tls)
         return self._engine
 
     async def close(self) -> None:
