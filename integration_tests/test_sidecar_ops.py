@@ -96,6 +96,7 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     assert counts["search_duration_seconds"]["by_method"]["rerank"]["count"] == 2.0
     assert counts["pairs_labelled"]["by_method"]["rerank"] >= 5
     assert counts["queue_depth"] == 0.0 and counts["rejected"]["total"] == 0.0
+    assert 0.0 <= counts["label_cache"]["hit_rate"] <= 1.0  # pairs were labelled
     assert QUERY not in stats.text
 
     samples = _metrics(ops.url)

@@ -39,7 +39,7 @@ class Stats:
     """What the sidecar counts; `labelers()` (name -> each labeler loaded) is read at each
     scrape for the model work the labelers did, which tells the label cache's hit rate."""
 
-    def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] | None = None):
+    def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict):
         self.registry = CollectorRegistry()
         r = self.registry
         self.refined = Counter(f"{PREFIX}refined", "Searches answered by a full refinement",
@@ -59,8 +59,7 @@ class Stats:
                                      "searches", ["method"], registry=r)
         self.queue = Gauge(f"{PREFIX}queue_depth", "Refinements waiting for an admission slot",
                            registry=r)
-        if labelers is not None:
-            r.register(_LabelerWork(labelers))
+        r.register(_LabelerWork(labelers))
         self._reasons: set[str] = set()
         self._lock = threading.Lock()
 
@@ -97,13 +96,21 @@ class Stats:
                 out[name] = _histogram(family)
             else:
                 out[name] = _counts(family)
-        computed = out.get("labeler_pairs_computed", {}).get("total", 0)
-        labelled = out["pairs_labelled"]["total"]
-        # pairs computed of pairs labelled: a rate past 1 (a search cut at its deadline
-        # computed pairs its round-0 answer does not count) reads as no hits
-        out["label_cache"] = {"hit_rate": round(max(0.0, 1 - computed / labelled), 4)
-                              if labelled else None}
+        scored = out["labeler_pairs_scored"]
+        embedded = out["labeler_docs_embedded"]
+        # only the labelers with a doc-vector cache (dual encoders) count docs embedded
+        vectored = sum(scored.get("by_labeler", {}).get(name, 0)
+                       for name in embedded.get("by_labeler", {}))
+        out["label_cache"] = {"hit_rate": _hit_rate(scored["total"],
+                                                    out["pairs_labelled"]["total"]),
+                              "doc_vector_hit_rate": _hit_rate(embedded["total"], vectored)}
         return {"timestamp": int(time.time() * 1000), "es_tour": out}
+
+
+def _hit_rate(misses: float, lookups: float) -> float | None:
+    """1 - misses / lookups; None before any lookup. Clipped at 0: a search cut at its
+    deadline did work that its round-0 answer does not count as lookups."""
+    return round(max(0.0, 1 - misses / lookups), 4) if lookups else None
 
 
 def _counts(family: Metric) -> dict[str, Any] | float:
@@ -137,14 +144,23 @@ def _histogram(family: Metric) -> dict[str, Any]:
 
 
 class _LabelerWork(Collector):
-    """Pairs each loaded labeler actually ran its model on (cache misses), read at scrape."""
+    """The work each loaded labeler did, read from its own counters at scrape: pairs it
+    scored anew (the score cache's misses) and, for a dual encoder, docs it embedded (the
+    doc-vector cache's misses)."""
 
     def __init__(self, labelers: Callable[[], Mapping[str, Labeler]]):
         self._labelers = labelers
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(f"{PREFIX}labeler_pairs_computed", "Pairs a labeler ran "
-                                     "its model on: the label cache's misses", labels=["labeler"])
+        scored = CounterMetricFamily(f"{PREFIX}labeler_pairs_scored", "Pairs a labeler scored "
+                                     "anew: its score cache's misses", labels=["labeler"])
+        embedded = CounterMetricFamily(f"{PREFIX}labeler_docs_embedded", "Docs a dual-encoder "
+                                       "labeler embedded: its doc-vector cache's misses",
+                                       labels=["labeler"])
         for name, labeler in self._labelers().items():
-            family.add_metric([name], labeler.pairs_scored)
-        yield family
+            scored.add_metric([name], labeler.pairs_scored)
+            docs = getattr(labeler, "docs_embedded", None)  # cross-encoders embed no docs
+            if docs is not None:
+                embedded.add_metric([name], docs)
+        yield scored
+        yield embedded

@@ -33,8 +33,9 @@ def test_passthrough_reasons_past_the_cap_count_as_other() -> None:
 
 
 def test_json_and_prometheus_text_report_the_same_counts() -> None:
-    labeler = SimpleNamespace(name="default", pairs_scored=3)
-    stats = Stats(lambda: {"default": labeler})  # type: ignore[dict-item]
+    dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1)
+    cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
+    stats = Stats(lambda: {"default": dual, "cross": cross})
     stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0)
     stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0)
     stats.passthrough("unsupported body key [x]")
@@ -49,19 +50,23 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     latency = body["search_duration_seconds"]["by_method"]["tour-hard"]
     assert latency["count"] == 2.0 and latency["buckets"]["0.25"] == 1.0
     assert body["model_seconds"]["total"] == pytest.approx(0.155)
-    assert body["label_cache"]["hit_rate"] == pytest.approx(0.7)  # 3 computed of 10 labelled
+    # 4 pairs scored anew of 10 labelled; 1 doc embedded of the dual encoder's 3 new pairs
+    assert body["label_cache"] == {"hit_rate": 0.6, "doc_vector_hit_rate": 0.6667}
 
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(stats.prometheus().decode())
                for s in family.samples}
     assert samples[("es_tour_refined_total", (("method", "tour-hard"),))] == 1.0
     assert samples[("es_tour_passed_through_total", (("reason", "unsupported body key"),))] == 1
-    assert samples[("es_tour_labeler_pairs_computed_total", (("labeler", "default"),))] == 3.0
+    assert samples[("es_tour_labeler_pairs_scored_total", (("labeler", "default"),))] == 3.0
+    assert samples[("es_tour_labeler_docs_embedded_total", (("labeler", "default"),))] == 1.0
+    assert ("es_tour_labeler_docs_embedded_total", (("labeler", "cross"),)) not in samples
     assert samples[("es_tour_queue_depth", ())] == 1.0
 
 
 def test_no_search_answered_yet_has_no_hit_rate() -> None:
-    assert Stats().to_json()["es_tour"]["label_cache"]["hit_rate"] is None
+    assert Stats().to_json()["es_tour"]["label_cache"] == {"hit_rate": None,
+                                                           "doc_vector_hit_rate": None}
 
 
 def test_each_app_counts_apart() -> None:
