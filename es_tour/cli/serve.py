@@ -67,6 +67,10 @@ def serve_command(
         help="PEM certificate to listen with: the sidecar then serves https")] = None,
     tls_key: Annotated[Path | None, typer.Option(
         help="the --tls-cert certificate's PEM key, when its file does not hold it")] = None,
+    access_log: Annotated[bool, typer.Option(
+        "--access-log/--no-access-log",
+        help="log one line per request (method, path, status, ms, refined or why not); "
+             "never query text or credentials")] = False,
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
@@ -80,7 +84,8 @@ def serve_command(
                           settings_credentials=settings_credentials,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
-                          tls_cert=path_text(tls_cert), tls_key=path_text(tls_key))
+                          tls_cert=path_text(tls_cert), tls_key=path_text(tls_key),
+                          access_log=access_log)
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")

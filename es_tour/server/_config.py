@@ -77,6 +77,7 @@ class ServerConfig:
     text_fields: tuple[str, ...] = ("title", "text")
     options: Mapping[str, Any] = field(default_factory=lambda: {"k": 10})
     preload: bool = True  # load the encoder and default labeler at startup, not on first use
+    access_log: bool = False  # one line per request on the es_tour.server.access logger
 
     def __post_init__(self) -> None:
         if not self.upstreams:

@@ -37,6 +37,15 @@ class Models:
                 self._labelers[name] = load_labeler(built_labeler(name))
             return self._labelers[name]
 
+    def loaded(self) -> dict[str, Labeler]:
+        """The labelers loaded so far, by name. Read without the lock, which a load holds for
+        seconds: copying the dict is one step under the GIL."""
+        return dict(self._labelers)
+
+    @property
+    def encoder_loaded(self) -> bool:
+        return self._encoder is not None
+
     def preload(self, labeler: str) -> None:
         _ = self.encoder
         self.labeler(labeler)

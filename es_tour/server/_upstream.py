@@ -263,6 +263,16 @@ class Upstream:
                 raise EngineError(answer.status, answer.payload())
         return self.engine
 
+    @property
+    def own_identity(self) -> dict[str, str]:
+        """The sidecar's own credentials (`settings_credentials`); empty: anonymous."""
+        return dict(self._settings_identity or {})
+
+    async def get_json(self, path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        """(status, body) of a small GET of `path` made as `headers` name."""
+        answer = await self._exchange("GET", path.encode(), headers)
+        return answer.status, answer.payload()
+
     async def read_json(self, path: str, payload: Any, headers: Mapping[str, str]
                         ) -> tuple[int, Any]:
         """(status, body) of a read-only POST of `payload` as JSON to `path`, made as the
