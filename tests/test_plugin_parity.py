@@ -9,8 +9,6 @@ needs no build.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,12 +31,13 @@ from es_tour.pipeline._methods import (
     RocchioOptions,
     VectorRerankOptions,
 )
+from es_tour.plugin_settings import by_name, choices, constant, methods, settings_source
 from es_tour.server import ServerConfig
-from es_tour.server._options import _SETTING_NAMES, setting_names
+from es_tour.server._options import _SETTING_NAMES, resolve, setting_names
 from es_tour.tour import TourConfig
 
-JAVA = Path(__file__).parents[1] / "plugin/src/main/java/org/estour/plugin"
-SETTINGS = (JAVA / "TourSettings.java").read_text()
+SETTINGS = settings_source()
+DECLARED = by_name()
 
 # The option class each index-selectable method builds from its settings.
 OPTION_CLASSES: dict[str, Any] = {
@@ -52,35 +51,24 @@ FUSION_SETTINGS = ("bm25_weight", "dense_weight")  # checked by FusionWeights, f
 
 
 def java_constant(name: str) -> float:
-    match = re.search(rf"static final (?:int|double) {name} = ([-0-9.eE]+);", SETTINGS)
-    assert match, name
-    return float(match.group(1))
+    return constant(SETTINGS, name)
 
 
 def java_bounds(setting: str) -> tuple[float, float]:
     """(min, max) of a numeric setting, from its declaration."""
-    upper = setting.upper()
-    if setting == "lambda":
-        return 0.0, 1.0
-    if setting == "threshold":
-        return java_constant("THRESHOLD_MIN"), 1.0
-    if setting == "lexical_weight":
-        return 0.0, 1.0
-    if setting in FUSION_SETTINGS:
-        return 0.0, java_constant("FUSION_WEIGHT_MAX")
-    return java_constant(f"{upper}_MIN"), java_constant(f"{upper}_MAX")
+    declared = DECLARED[setting]
+    assert declared.low is not None and declared.high is not None, setting
+    return declared.low, declared.high
 
 
 def java_default(setting: str) -> float:
-    match = re.search(rf'(?:intSetting\(\s*PREFIX \+ |boundedDouble\()"{setting}", ([-0-9.]+)',
-                      SETTINGS)
-    assert match, setting
-    return float(match.group(1))
+    default = DECLARED[setting].default
+    assert default is not None, setting
+    return float(default)
 
 
 def test_the_plugin_offers_exactly_the_methods_python_maps_settings_for():
-    enum = set(re.findall(r'^\s+[A-Z0-9_]+\("([a-z0-9-]+)"\)[,;]',
-                          (JAVA / "TourMethod.java").read_text(), re.M))
+    enum = set(methods())
     assert enum == set(_SETTING_NAMES) == set(OPTION_CLASSES)
 
 
@@ -132,15 +120,11 @@ def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():
 
 
 def java_choices(name: str) -> tuple[str, ...]:
-    declared = re.search(rf"{name} = List\.of\(([^)]*)\)", SETTINGS)
-    assert declared, name
-    return tuple(re.findall(r'"([a-z0-9-]+)"', declared.group(1)))
+    return choices(SETTINGS, name)
 
 
 def java_choice_default(setting: str) -> str:
-    match = re.search(rf'choice\("{setting}", "([a-z0-9-]+)"', SETTINGS)
-    assert match, setting
-    return match.group(1)
+    return str(DECLARED[setting].default)
 
 
 def test_hybrid_tours_pool_and_lexical_settings_offer_pythons_choices_and_defaults():
@@ -158,3 +142,22 @@ def test_fusion_settings_reach_every_labelling_method_and_nothing_else():
                  "rerank-hybrid", "hybrid-tour", "tour-agent", "rerank"}
     for method in _SETTING_NAMES:
         assert ("bm25_weight" in setting_names(method)) == (method in labelling), method
+
+
+def test_declared_defaults_that_differ_from_a_methods_own_are_left_to_the_method():
+    """Why the sidecar never applies the plugin's defaults (docs/plugin.md): some differ
+    from the method's own, and an index that sets nothing must run the method as it is."""
+    differing = []
+    for method, option_class in OPTION_CLASSES.items():
+        own = option_class()
+        for setting, option in setting_names(method).items():
+            if setting in ("k", *FUSION_SETTINGS) or not hasattr(own, option):
+                continue  # k: the server default (10) wins over both
+            if str(DECLARED[setting].default) not in (str(getattr(own, option)),
+                                                      f"{getattr(own, option)}.0"):
+                differing.append((method, setting))
+                server = {"method": method, "labeler": "default", "vector_field": "embedding",
+                          "text_fields": ("title", "text"), "options": {"k": 10}}
+                resolved = resolve({}, {}, server)
+                assert option not in resolved.options, (method, option)
+    assert ("rocchio", "lambda") in differing and ("rm3-agent", "max_rounds") in differing

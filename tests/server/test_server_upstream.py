@@ -253,3 +253,21 @@ async def test_forwarding_adds_no_headers_and_carries_no_cookie_between_callers(
     assert "authorization" not in seen[1] and "cookie" not in seen[1]
     for headers in seen:
         assert not {"accept", "accept-encoding", "user-agent", "content-type"} & headers.keys()
+
+
+async def test_settings_are_read_without_the_plugins_declared_defaults() -> None:
+    """An unset setting must fall to the server's and the method's defaults, not to the
+    plugin's (docs/plugin.md, "The declared defaults are never applied")."""
+
+    class WithDefaults(_Engine):
+        async def settings(self, request: web.Request) -> web.Response:
+            self.requests.append({"query": request.query_string})
+            body = {"settings": ENABLED, "defaults": {"index.tour.budget": "20"}}
+            wanted = request.query.get("include_defaults") == "true"
+            return web.json_response({request.match_info["index"]: body if wanted else
+                                      {"settings": ENABLED}})
+
+    engine = WithDefaults()
+    async with _upstream(engine) as upstream:
+        assert await upstream.tour_settings("docs", {}) == ENABLED
+    assert "include_defaults" not in engine.requests[0]["query"]
