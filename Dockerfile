@@ -2,8 +2,10 @@
 #   docker build -t es-tour-sidecar .
 #   docker run -p 9201:9201 -v ~/.cache/es-tour/models:/var/cache/es-tour/models:ro \
 #     es-tour-sidecar --upstream http://opensearch:9200
-# Models are not baked in: build them on the host (`es-tour models build retriever default`)
-# and mount the model cache, or pass --build-arg BUILD_MODELS=1 to build them in the image.
+# Models are not baked in: build them on the host (`es-tour models build retriever default`,
+# or `make models`) and mount the model cache, or pass --build-arg BUILD_MODELS=1 to build
+# them in the image. Building them needs the `export` extra (torch, transformers) and Maven
+# (it fetches model jars), so BUILD_MODELS=1 installs both: a much larger image.
 FROM python:3.11-slim
 
 ARG BUILD_MODELS=0
@@ -13,8 +15,14 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY es_tour ./es_tour
 COPY onnx_models ./onnx_models
-RUN pip install --no-cache-dir . starlette uvicorn \
-    && if [ "$BUILD_MODELS" = "1" ]; then es-tour models build retriever default; fi \
+RUN if [ "$BUILD_MODELS" = "1" ]; then \
+        apt-get update && apt-get install -y --no-install-recommends maven \
+        && rm -rf /var/lib/apt/lists/* \
+        && pip install --no-cache-dir ".[export]" starlette uvicorn \
+        && es-tour models build retriever default; \
+    else \
+        pip install --no-cache-dir . starlette uvicorn; \
+    fi \
     && useradd --system --uid 10001 es-tour \
     && mkdir -p "$ES_TOUR_HOME/models" && chown -R es-tour "$ES_TOUR_HOME"
 

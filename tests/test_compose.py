@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
+
+from es_tour import paths
 
 ROOT = Path(__file__).parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
 
 
 def _compose_cli() -> bool:
@@ -48,3 +55,55 @@ def test_stack_puts_the_sidecar_between_each_ui_and_its_engine() -> None:
         inline = services[engine]["build"]["dockerfile_inline"]
         assert zip_name in inline and "plugin install" in inline
     assert services["sidecar"]["build"] == "." and (ROOT / "Dockerfile").is_file()
+
+
+def _interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's `${VAR:-default}`, nested, innermost first: enough for the models volume."""
+    pattern = re.compile(r"\$\{(\w+):-([^${}]*)\}")
+    while match := pattern.search(text):
+        text = text[:match.start()] + (env.get(match.group(1)) or match.group(2)) + \
+            text[match.end():]
+    return text
+
+
+def _models_volume() -> tuple[str, str]:
+    """(host side, container side) of the sidecars' models mount, as written."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    volumes = {tuple(services[name]["volumes"]) for name in ("sidecar", "sidecar-es")}
+    assert len(volumes) == 1, "both sidecars mount the same models"
+    (volume,) = volumes.pop()
+    host, container, mode = volume.rsplit(":", 2)
+    assert mode == "ro"
+    return host, container
+
+
+@pytest.mark.parametrize("env", [{}, {"ES_TOUR_HOME": "/srv/tour"}],
+                         ids=["default", "ES_TOUR_HOME"])
+def test_compose_mounts_the_models_make_wrote(env, monkeypatch) -> None:
+    """`make models` writes es_tour.paths.models_dir(); compose must mount that path."""
+    monkeypatch.delenv("ES_TOUR_HOME", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # root needs ES_TOUR_HOME (the docs say)
+    host, _ = _models_volume()
+    assert Path(os.path.expanduser(_interpolate(host, env))) == paths.models_dir()
+
+
+def test_the_mount_lands_where_the_image_reads_models() -> None:
+    home = re.search(r"ES_TOUR_HOME=(\S+)", DOCKERFILE.read_text())
+    assert home, "the Dockerfile sets ES_TOUR_HOME"
+    assert _models_volume()[1] == f"{home.group(1)}/models"
+
+
+def test_building_models_in_the_image_installs_what_the_build_needs() -> None:
+    """BUILD_MODELS=1 runs `es-tour models build`, which needs the `export` extra (torch,
+    transformers) and Maven (onnx_models fetches jars with mvn)."""
+    text = DOCKERFILE.read_text()
+    branch = re.search(r'if \[ "\$BUILD_MODELS" = "1" \]; then(.*?)else', text, re.S)
+    assert branch, "BUILD_MODELS=1 has its own install step"
+    steps = branch.group(1)
+    assert "maven" in steps and '".[export]"' in steps
+    assert steps.index('".[export]"') < steps.index("es-tour models build")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(req.startswith("torch") for req in extras["export"])
