@@ -158,3 +158,21 @@ def test_fusion_settings_reach_every_labelling_method_and_nothing_else():
                  "rerank-hybrid", "hybrid-tour", "tour-agent", "rerank"}
     for method in _SETTING_NAMES:
         assert ("bm25_weight" in setting_names(method)) == (method in labelling), method
+
+
+def test_the_model_and_field_settings_default_to_the_servers_and_take_its_model_names():
+    from es_tour.server._options import CONTEXT_KEYS, index_settings
+    from onnx_models import ALIASES, MODELS
+
+    config = ServerConfig(upstream="http://x")
+    for name, default in (("labeler", config.labeler), ("encoder", config.encoder)):
+        assert f'model("{name}", "{default}")' in SETTINGS
+        assert name in CONTEXT_KEYS
+        assert index_settings({f"index.tour.{name}": "models/x"}) == {name: "models/x"}
+    assert f'PREFIX + "vector_field", "{config.vector_field}"' in SETTINGS
+    pattern = re.search(r'MODEL_PATTERN = Pattern.compile\("(.+?)"\)', SETTINGS)
+    assert pattern
+    # every registry name, and the paths `es-tour export` and `train-reranker` write to
+    for model in [*MODELS, *ALIASES, "models/my-reranker", "/srv/es-tour/e5-ft_2"]:
+        assert re.fullmatch(pattern.group(1), model), model
+    assert not re.fullmatch(pattern.group(1), "two words")

@@ -17,6 +17,7 @@ from es_tour.engines._types import (
     KnnReturns,
     SearchEngine,
     TermStats,
+    VectorField,
 )
 from es_tour.errors import ConfigError
 
@@ -49,5 +50,6 @@ __all__ = [
     "OpenSearchEngine",
     "SearchEngine",
     "TermStats",
+    "VectorField",
     "connect",
 ]
