@@ -302,7 +302,8 @@ class ClientEngine:
         if field is None:
             return body, None
         extra, key = self._vector_request(field)
-        return {**body, **extra}, key
+        # script_fields alone would drop the source: keep it as the body asked
+        return {"_source": True, **body, **extra}, key
 
     async def search(self, index: str, body: Mapping[str, Any], **params: Any
                      ) -> dict[str, Any]:
