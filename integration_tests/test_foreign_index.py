@@ -146,3 +146,55 @@ def test_a_model_the_sidecar_cannot_open_is_a_400_naming_it(foreign: Foreign) ->
         assert response.status_code == 400, response.text
         error = response.json()
         assert error["status"] == 400 and "models/no-such-model" in error["error"]["reason"]
+
+
+async def test_the_adapter_reads_vectors_outside_source_from_doc_values(
+        foreign: Foreign, foreign_docs: list[dict[str, Any]]) -> None:
+    from es_tour.engines import connect
+    from es_tour.errors import ConfigError
+
+    stored = {doc["_id"]: np.asarray(doc["vec"], dtype=np.float32) for doc in foreign_docs}
+    first, second = foreign_docs[0]["_id"], foreign_docs[1]["_id"]
+    async with connect(foreign.engine, foreign.direct) as adapter:
+        field = await adapter.vector_field(INDEX, "vec")
+        assert (field.dimension, field.in_source) == (384, False)
+        with pytest.raises(ConfigError, match=r"no vector field \[headline\]"):
+            await adapter.vector_field(INDEX, "headline")
+        plain = await adapter.mget(INDEX, [second, first])
+        assert [h.vector for h in plain] == [None, None]  # _source has none to give
+        reader = adapter.with_doc_value_vectors("vec")
+        docs = await reader.mget(INDEX, [second, "no-such-doc", first])
+        assert [h.id for h in docs] == [second, first]
+        for hit in docs:
+            assert set(hit.source) == {"headline", "body"}
+            assert hit.vector is not None
+            assert np.allclose(hit.vector, stored[hit.id], atol=1e-5)
+        near = await reader.knn(INDEX, stored[first], 3, field="vec")
+        assert near[0].id == first and all(h.vector is not None for h in near)
+        assert all(h.vector is None for h in await reader.knn(INDEX, stored[first], 3,
+                                                              field="vec", returns="text"))
+        lexical = await reader.bm25(INDEX, QUERY, 3, fields=("headline", "body"))
+        assert lexical and all(h.vector is not None and h.source for h in lexical)
+        assert all(h.vector is None for h in await reader.bm25(
+            INDEX, QUERY, 3, fields=("headline", "body"), exclude=["vec"]))
+
+
+def test_a_labeler_from_a_model_directory_is_served(foreign: Foreign) -> None:
+    directory = model_path("bge-small-en-v1.5")  # as `es-tour export` writes one
+    response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}, "size": 5,
+                                            "ext": {"tour": {"method": "tour-hard"}}})
+    by_name = response.json()
+    httpx.put(f"{foreign.url}/{INDEX}/_settings",
+              json={"index.tour.labeler": str(directory)}).raise_for_status()
+    try:
+        response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}, "size": 5,
+                                                "ext": {"tour": {"method": "tour-hard"}}})
+    finally:
+        httpx.put(f"{foreign.url}/{INDEX}/_settings",
+                  json={"index.tour.labeler": "default"}).raise_for_status()
+    assert response.status_code == 200, response.text
+    tour = response.json()["ext"]["tour"]
+    assert tour["origins"]["labeler"] == "index" and tour["pairs_scored"] > 0
+    # the directory labels at fp32, the registry's default at int8: the same model's ranking
+    assert {h["_id"] for h in response.json()["hits"]["hits"]} & \
+        {h["_id"] for h in by_name["hits"]["hits"]}

@@ -16,9 +16,13 @@ from es_tour.engines._types import IndexSpec
 
 _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
 # knn_vector doc values answer neither docvalue_fields nor the fields API, but a script
-# reads them (the k-NN plugin's painless extension): one script field per hit
+# reads them (the k-NN plugin's painless extension): one script field per hit. The value is
+# copied: on 2.19 every hit's `value` is one shared buffer, so uncopied all hits would show
+# the last doc's vector (integration_tests/test_foreign_index.py).
 _VECTOR_KEY = "_tour_vector"
-_VECTOR_SCRIPT = "doc[params.field].size() == 0 ? null : doc[params.field].value"
+_VECTOR_SCRIPT = ("if (doc[params.field].size() == 0) { return null; } "
+                  "def v = doc[params.field].value; float[] copy = new float[v.length]; "
+                  "for (int i = 0; i < v.length; ++i) { copy[i] = v[i]; } return copy;")
 
 
 class OpenSearchEngine(ClientEngine):
