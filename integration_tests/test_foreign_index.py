@@ -90,6 +90,8 @@ async def foreign(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     response = httpx.post(f"{url}/{INDEX}/_bulk", params={"refresh": "true"}, content=lines,
                           headers={"content-type": "application/x-ndjson"}, timeout=120)
     assert response.status_code == 200 and not response.json()["errors"]
+    wide = {"headline": "wide", "body": QUERY, "vec": np.full(768, 768 ** -0.5).tolist()}
+    httpx.put(f"{url}/{WIDE}/_doc/1", params={"refresh": "true"}, json=wide).raise_for_status()
     config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
     with BackgroundServer(config, Models()) as server:
         yield Foreign(engine, server.url, url)
@@ -160,6 +162,9 @@ async def test_the_adapter_reads_vectors_outside_source_from_doc_values(
         assert (field.dimension, field.in_source) == (384, False)
         with pytest.raises(ConfigError, match=r"no vector field \[headline\]"):
             await adapter.vector_field(INDEX, "headline")
+        # no doc holds it (yet): nothing known, and the kNN search is the engine's to refuse
+        unknown = await adapter.vector_field(INDEX, "no_such_field")
+        assert (unknown.dimension, unknown.in_source) == (None, True)
         plain = await adapter.mget(INDEX, [second, first])
         assert [h.vector for h in plain] == [None, None]  # _source has none to give
         reader = adapter.with_doc_value_vectors("vec")

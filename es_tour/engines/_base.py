@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import fnmatch
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -333,24 +332,32 @@ class ClientEngine:
         return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
 
     async def vector_field(self, index: str, field: str) -> VectorField:
-        """`field` as `index`'s mapping has it: its dimension, and whether `_source` keeps
-        its vectors (an index may exclude them to save disk). A ConfigError (400) when the
-        index has no such field."""
-        mapping = await self._mappings(index)
-        spec: Any = {"properties": mapping.get("properties", {})}
-        for part in field.split("."):
-            spec = spec.get("properties", {}).get(part) if isinstance(spec, Mapping) else None
-        if not isinstance(spec, Mapping) or spec.get("type") not in ("knn_vector",
-                                                                     "dense_vector"):
+        """`field` as one doc of `index` holds it: its dimension, and whether `_source`
+        keeps its vectors (an index may exclude them to save disk). Read by a search, not
+        the mapping, so any caller who may search the index may ask; an index with no vector
+        yet says None and in_source. A ConfigError (400) when `field` holds no vectors."""
+        body = {"size": 1, "query": {"exists": {"field": field}}, "_source": [field]}
+        asked, key = self._asking_vectors(body, field)
+        try:
+            response = await self._client.search(index=index, body=asked)
+        except self._bad_request:  # e.g. a text field: no vector doc values to read
             raise ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector or "
-                              "dense_vector); name it in index.tour.vector_field")
-        dimension = spec.get("dimension", spec.get("dims"))  # knn_vector's / dense_vector's
-        source = mapping.get("_source", {})
-        includes, excludes = source.get("includes", []), source.get("excludes", [])
-        in_source = (source.get("enabled", True) is not False
-                     and not any(fnmatch.fnmatchcase(field, p) for p in excludes)
-                     and (not includes or any(fnmatch.fnmatchcase(field, p) for p in includes)))
-        return VectorField(field, None if dimension is None else int(dimension), in_source)
+                              "dense_vector); name it in index.tour.vector_field") from None
+        hits = response["hits"]["hits"]
+        if not hits:
+            return VectorField(field, None, True)
+        source = hits[0].get("_source", {})
+        in_source = source.get(field)  # a dotted name is flat or nested in the source
+        for part in field.split(".") if in_source is None else ():
+            source = source.get(part, {}) if isinstance(source, Mapping) else {}
+        in_source = in_source if in_source is not None else (source or None)
+        if isinstance(in_source, list):
+            return VectorField(field, len(in_source), True)
+        values = hits[0].get("fields", {}).get(key)
+        if values and isinstance(values[0], list):
+            return VectorField(field, len(values[0]), False)
+        raise ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector or "
+                          "dense_vector); name it in index.tour.vector_field")
 
     async def settings(self, index: str) -> dict[str, Any]:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""

@@ -30,7 +30,7 @@ FALLBACK = "knn"  # round 0 of every method: the query's nearest neighbours
 # past the deadline, the round-0 call gets this long: an engine that is restarting can
 # accept a connection and not answer, and the caller was promised an answer by now
 FALLBACK_TIMEOUT_MS = 1_000
-# how long an index's vector field mapping (dimension, in `_source` or not) is kept: it
+# how long what an index's vector field holds (dimension, in `_source` or not) is kept: it
 # cannot change while the index lives, but the name may be given to a new index
 VECTOR_FIELD_TTL_S = 60.0
 
@@ -59,7 +59,7 @@ class TourService:
         self.pool = ModelPool(config.model_workers)
         self._slots = asyncio.Semaphore(config.max_refinements)
         self._engine: ClientEngine | None = None
-        # (index, field) -> its mapping; bounded like the settings cache
+        # (index, field) -> what it holds; bounded like the settings cache
         self._vector_fields: TTLCache[tuple[str, str], VectorField] = TTLCache(
             maxsize=config.settings_cache_size, ttl=VECTOR_FIELD_TTL_S)
 
@@ -150,14 +150,15 @@ class TourService:
 
     async def _vector_field(self, engine: ClientEngine, index: str, chosen: Resolved,
                             dimension: int) -> VectorField:
-        """The index's vector field, read once and cached (no caller's answer depends on
-        who read it); a 400 naming both dimensions when the encoder's differs from it."""
+        """The index's vector field, read from one doc and cached (no caller's answer depends
+        on who read it); a 400 naming both dimensions when the encoder's differs from it."""
         key = (index, chosen.vector_field)
         found = self._vector_fields.get(key)
         if found is None:
             with engine.engine_errors():
                 found = await engine.vector_field(index, chosen.vector_field)
-            self._vector_fields[key] = found
+            if found.dimension is not None:  # an index with no vector yet is asked again
+                self._vector_fields[key] = found
         if found.dimension is not None and found.dimension != dimension:
             raise ConfigError(
                 f"encoder [{chosen.encoder}] makes {dimension}-d vectors, but the vector field "
