@@ -10,7 +10,8 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
-	bench-proxy bench-models bench-reliability bench-frontier engines-stop lint typecheck clean
+	bench-proxy bench-app bench-models bench-reliability bench-frontier engines-stop lint typecheck \
+	clean
 
 install: $(VENV)/.installed
 
@@ -97,6 +98,15 @@ bench-proxy: install models plugin
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--output docs/benchmarks/proxy.md
+
+# docs/benchmarks/app.md: application-shaped searches (bool filters, aggs, highlight, pages,
+# _msearch, query_string) from the SciFact test queries through the sidecar on both engines,
+# over the index scifact-app (SciFact with synthetic year/topic, which the bench indexes).
+# The first ingest embeds the corpus with the retriever (cached in the model cache after).
+bench-app: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.app --dataset $(DATASETS)/scifact --output docs/benchmarks/app.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it

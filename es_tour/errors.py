@@ -44,6 +44,13 @@ class NotFoundError(EsTourError):
     error_type = "resource_not_found_exception"
 
 
+class MethodNotAllowedError(EsTourError):
+    """An HTTP method a sidecar endpoint of its own does not take."""
+
+    status = 405
+    error_type = "method_not_allowed_exception"
+
+
 class BodyTooLargeError(EsTourError):
     status = 413
     error_type = "content_too_long_exception"

@@ -2,18 +2,27 @@
 
 The fixture starts OpenSearch with the Security plugin through the CLI's code path
 (`es-tour engine start --security`): `reader-a` may read indices tour-a* only, `reader-ab`
-tour-a* and tour-b* (and their settings). The sidecar holds no credentials of its own.
+tour-a* and tour-b* (and their settings), `reader-index` tour-a* and their settings with no
+cluster permission at all. The sidecar holds no credentials of its own.
+
+Every hop is HTTPS: the clients here and the sidecars trust the node's own CA only, and the
+sidecars listen with the certificate that CA signed for them.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from es_tour.cli import app
 from es_tour.cluster import LocalNode
 from es_tour.engines import connect
 from es_tour.errors import ConfigError
@@ -21,6 +30,7 @@ from es_tour.ingest import ingest
 from es_tour.paths import models_dir
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
+from es_tour.tls import UpstreamTls
 from integration_tests.conftest import PLUGIN_ZIPS, TEST_PORTS
 
 SECURED_PORT = TEST_PORTS["opensearch"] + 30
@@ -36,9 +46,32 @@ POLICY = models_dir() / "agent-policy"  # what learned-agent loads by default
 _ROUNDS = {"tour-hard", "tour-soft", "rm3-agent", "learned-agent", "oracle-agent"}
 
 
+def _node() -> LocalNode:
+    return LocalNode("opensearch", SECURED_PORT, heap="640m", security=True)
+
+
+@functools.cache
+def _tls() -> UpstreamTls:
+    """The node's CA, which signed its certificate and the sidecar's (made on first start)."""
+    return UpstreamTls(ca_certs=_node().ca_certs)
+
+
+@functools.cache
+def _http() -> httpx.Client:
+    """A client that trusts the node's CA and nothing else."""
+    return httpx.Client(verify=_tls().context(), timeout=300)
+
+
+def _config(secured: LocalNode, **options: Any) -> ServerConfig:
+    """A sidecar that checks the node's certificate and listens on HTTPS itself."""
+    cert, key = secured.security.sidecar_cert
+    return ServerConfig(upstream=secured.url, max_k=50, upstream_tls=_tls(),
+                        tls_cert=str(cert), tls_key=str(key), **options)
+
+
 @pytest.fixture(scope="module")
 def secured() -> Iterator[LocalNode]:
-    node = LocalNode("opensearch", SECURED_PORT, heap="640m", security=True)
+    node = _node()
     started = node.pid() is None
     node.start(plugins=[PLUGIN_ZIPS["opensearch"]])
     yield node
@@ -50,12 +83,11 @@ def secured() -> Iterator[LocalNode]:
 async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
     """The first SciFact docs in A (TOUR on by its settings) and in B, made by the admin."""
     user, password = secured.credentials("admin")  # type: ignore[misc]
-    admin_url = f"http://{user}:{password}@127.0.0.1:{secured.port}"
-    async with connect("opensearch", admin_url) as admin:
+    async with connect("opensearch", secured.url, _tls(), (user, password)) as admin:
         for name in (INDEX_A, INDEX_B):
             await ingest(admin, scifact, name, sidecar_models.encoder, max_docs=DOCS, replace=True,
                          reuse_embeddings=False, show_progress=False)
-    response = httpx.put(f"{secured.url}/{INDEX_A}/_settings", auth=(user, password),
+    response = _http().put(f"{secured.url}/{INDEX_A}/_settings", auth=(user, password),
                          json={"index": {"tour": {"enabled": True, "method": "tour-hard",
                                                   **SMALL}}})
     assert response.status_code == 200, response.text
@@ -63,7 +95,7 @@ async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
 
 @pytest.fixture(scope="module")
 def sidecar(secured: LocalNode, indices: None, sidecar_models: Models) -> Iterator[str]:
-    with BackgroundServer(ServerConfig(upstream=secured.url, max_k=50), sidecar_models) as server:
+    with BackgroundServer(_config(secured), sidecar_models) as server:
         yield server.url
 
 
@@ -78,14 +110,19 @@ def _search(url: str, index: str, auth: tuple[str, str], tour: dict | None = Non
     body: dict[str, Any] = {"query": {"match": {"text": QUERY}}, "size": 3}
     if tour is not None:
         body["ext"] = {"tour": tour}
-    return httpx.post(f"{url}/{index}/_search", json=body, auth=auth, timeout=300)
+    return _http().post(f"{url}/{index}/_search", json=body, auth=auth)
 
 
 def _forbidden(response: httpx.Response) -> None:
+    _forbidden_to("reader-a", response)
+
+
+def _forbidden_to(user: str, response: httpx.Response) -> None:
+    """The engine's own 403 for `user`."""
     assert response.status_code == 403, response.text
     payload = response.json()
     assert payload["status"] == 403 and payload["error"]["type"] == "security_exception"
-    assert "reader-a" in payload["error"]["reason"]
+    assert f"name={user}," in payload["error"]["reason"]
 
 
 def _options(method: str) -> dict[str, Any]:
@@ -97,9 +134,9 @@ def _options(method: str) -> dict[str, Any]:
 
 def test_pass_through_keeps_the_callers_identity(secured: LocalNode, sidecar: str) -> None:
     for user in ("reader-a", "reader-ab"):
-        response = httpx.get(f"{sidecar}/_plugins/_security/authinfo", auth=_as(secured, user))
+        response = _http().get(f"{sidecar}/_plugins/_security/authinfo", auth=_as(secured, user))
         assert response.status_code == 200 and response.json()["user_name"] == user
-    assert httpx.get(f"{sidecar}/_plugins/_security/authinfo").status_code == 401
+    assert _http().get(f"{sidecar}/_plugins/_security/authinfo").status_code == 401
 
 
 def test_reader_a_gets_the_engines_403_for_b_with_and_without_tour_through_every_method(
@@ -140,6 +177,27 @@ def test_nothing_leaks_between_callers_through_the_caches(secured: LocalNode,
     assert asked.status_code == 200 and asked.json()["ext"]["tour"]["method"] == "tour-hard"
 
 
+@pytest.mark.parametrize(("user", "tour"), [
+    ("reader-index", None),  # TOUR by A's settings, which reader-index may read
+    ("reader-a", {"method": "tour-hard", **SMALL}),  # asked for: reader-a may not read them
+])
+def test_a_fresh_sidecars_first_caller_needs_no_cluster_permission(
+        secured: LocalNode, indices: None, sidecar_models: Models, user: str,
+        tour: dict[str, Any] | None) -> None:
+    """A new sidecar cannot learn the engine's kind at startup (the anonymous GET / is
+    refused) and its first caller may not GET / either: searching an index the caller may
+    read is enough, whoever comes first."""
+    auth = _as(secured, user)
+    assert _http().get(secured.url).status_code == 401
+    assert _http().get(secured.url, auth=auth).status_code == 403
+    with BackgroundServer(_config(secured), sidecar_models) as server:
+        first = _search(server.url, INDEX_A, auth, tour)
+        assert first.status_code == 200, first.text
+        assert first.json()["ext"]["tour"]["method"] == "tour-hard"
+        assert first.json()["hits"]["hits"]
+        _forbidden_to(user, _search(server.url, INDEX_B, auth, tour))
+
+
 def test_engine_errors_keep_their_status_and_body(secured: LocalNode, sidecar: str) -> None:
     reader_ab = _as(secured, "reader-ab")
     tour = {"method": "tour-hard", **SMALL}
@@ -161,7 +219,7 @@ def test_no_password_in_any_error_or_log_line(secured: LocalNode, sidecar: str,
     answers = [
         _search(sidecar, INDEX_B, _as(secured, "reader-a"), {"method": "tour-hard", **SMALL}),
         _search(sidecar, INDEX_B, ("reader-a", passwords[0]), {"method": "knn"}),
-        httpx.get(f"{sidecar}/_cluster/settings", auth=_as(secured, "reader-a")),
+        _http().get(f"{sidecar}/_cluster/settings", auth=_as(secured, "reader-a")),
     ]
     assert [answer.status_code for answer in answers] == [403, 401, 403]
     with pytest.raises(ConfigError) as refused:
@@ -180,9 +238,8 @@ def test_the_sidecars_settings_identity_shapes_no_answer_for_a_caller_who_may_no
     settings_url = f"{secured.url}/{INDEX_B}/_settings"
     # k past this sidecar's max_k: a caller the settings reach gets a 400 that quotes k
     enabled = {"index": {"tour": {"enabled": True, "method": "tour-hard", "k": 60}}}
-    assert httpx.put(settings_url, auth=admin, json=enabled).status_code == 200
-    config = ServerConfig(upstream=secured.url, max_k=50,
-                          settings_credentials=":".join(admin))
+    assert _http().put(settings_url, auth=admin, json=enabled).status_code == 200
+    config = _config(secured, settings_credentials=":".join(admin))
     try:
         with BackgroundServer(config, sidecar_models) as server:
             past_max = _search(server.url, INDEX_B, _as(secured, "reader-ab"))
@@ -192,4 +249,49 @@ def test_the_sidecars_settings_identity_shapes_no_answer_for_a_caller_who_may_no
             assert "k [60]" not in refused.text
     finally:
         reset = {"index": {"tour": {"enabled": None, "method": None, "k": None}}}
-        assert httpx.put(settings_url, auth=admin, json=reset).status_code == 200
+        assert _http().put(settings_url, auth=admin, json=reset).status_code == 200
+
+
+def test_every_hop_is_https_and_checks_its_peer(secured: LocalNode, sidecar: str,
+                                               sidecar_models: Models) -> None:
+    reader_a = _as(secured, "reader-a")
+    assert secured.url.startswith("https://") and sidecar.startswith("https://")
+    assert _search(sidecar, INDEX_A, reader_a, {"method": "knn"}).status_code == 200
+    # a client that trusts only the system's CAs refuses both the sidecar and the node
+    for url in (sidecar, secured.url):
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(url, auth=reader_a)
+    # so does a sidecar given no CA: verification is on by default, and the caller gets
+    # a 502 in the engine's shape, not the engine's answer
+    with BackgroundServer(ServerConfig(upstream=secured.url), sidecar_models) as unverified:
+        refused = httpx.get(f"{unverified.url}/_plugins/_security/authinfo", auth=reader_a)
+    assert refused.status_code == 502, refused.text
+    assert refused.json()["error"]["type"] == "upstream_exception"
+    assert "certificate" in refused.json()["error"]["reason"].lower()
+
+
+def test_the_cli_reaches_the_node_over_https_as_the_environments_user(
+        secured: LocalNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = tmp_path / "tiny"
+    (dataset / "qrels").mkdir(parents=True)
+    (dataset / "corpus.jsonl").write_text("\n".join(
+        json.dumps({"_id": f"d{n}", "title": "vitamin D", "text": f"deficiency {n}"})
+        for n in range(3)))
+    (dataset / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": QUERY}))
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    index = "tour-a-cli"
+    args = ["index", "--dataset", str(dataset), "--index", index, "--url", secured.url,
+            "--replace"]
+    runner = CliRunner()
+    for user in ("admin", "reader-a"):
+        monkeypatch.setenv("ES_TOUR_USER", user)
+        monkeypatch.setenv("ES_TOUR_PASSWORD", _as(secured, user)[1])
+        untrusted = runner.invoke(app, args)  # the system's CAs do not know the node's
+        assert untrusted.exit_code == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.output
+        trusted = runner.invoke(app, [*args, "--ca-certs", str(secured.ca_certs)])
+        if user == "admin":
+            assert trusted.exit_code == 0, trusted.output
+        else:  # the engine judges the environment's user: reader-a may not write
+            assert trusted.exit_code == 1 and "AuthorizationException(403" in trusted.output
+    count = _http().get(f"{secured.url}/{index}/_count", auth=_as(secured, "admin"))
+    assert count.status_code == 200 and count.json()["count"] == 3

@@ -91,3 +91,31 @@ def test_logs_of_a_port_no_node_ran_on_say_so(tmp_path, monkeypatch):
     monkeypatch.setenv("ES_TOUR_HOME", str(tmp_path))
     result = runner.invoke(app, ["engine", "logs", "--port", "9399"])
     assert result.exit_code == 1 and "no node ran on port 9399" in result.output
+
+
+@pytest.mark.parametrize(("command", "args"), [
+    ("serve", ["--upstream", "https://127.0.0.1:9"]),
+    ("index", ["--dataset", "DATASET", "--url", "https://127.0.0.1:9"]),
+    ("eval", ["--dataset", "DATASET", "--url", "https://127.0.0.1:9"]),
+    ("train-agent", ["--dataset", "DATASET", "--url", "https://127.0.0.1:9"]),
+    ("demo", ["--dataset", "DATASET", "--url", "https://127.0.0.1:9"]),
+    ("train-reranker", ["--dataset", "DATASET", "--url", "https://127.0.0.1:9"]),
+])
+def test_every_command_that_talks_to_an_engine_checks_its_tls_files_first(
+        dataset, command, args):
+    args = [str(dataset) if arg == "DATASET" else arg for arg in args]
+    (dataset / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    missing = runner.invoke(app, [command, *args, "--ca-certs", "/no/such/ca.pem"])
+    assert missing.exit_code == 1, missing.output
+    assert "ca_certs [/no/such/ca.pem] is not a readable file" in missing.output
+    alone = runner.invoke(app, [command, *args, "--client-key", str(dataset / "corpus.jsonl")])
+    assert alone.exit_code == 1 and "needs its client certificate" in alone.output
+
+
+def test_cli_credentials_come_from_the_environment_only(dataset, monkeypatch):
+    monkeypatch.setenv("ES_TOUR_USER", "reader-a")
+    monkeypatch.delenv("ES_TOUR_PASSWORD", raising=False)
+    result = runner.invoke(app, ["index", "--dataset", str(dataset), "--url", CLOSED])
+    assert result.exit_code == 1 and "ES_TOUR_PASSWORD" in result.output
+    usage = runner.invoke(app, ["index", "--help"])
+    assert "--password" not in usage.output and "--user " not in usage.output

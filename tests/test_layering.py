@@ -47,7 +47,7 @@ def test_torch_is_imported_only_by_training_and_the_model_bench():
 # The flow, bottom to top: a package may import only from its own rank or below.
 # Rank 0 holds the leaf helpers every layer shares.
 LAYERS = {
-    "errors": 0, "paths": 0, "options": 0, "datasets": 0, "metrics": 0,
+    "errors": 0, "paths": 0, "options": 0, "datasets": 0, "metrics": 0, "tls": 0,
     "models": 1,
     "engines": 2, "cluster": 2,
     "tour": 3,

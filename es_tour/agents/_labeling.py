@@ -11,6 +11,7 @@ import numpy as np
 
 from es_tour.datasets import BeirDataset
 from es_tour.models import DualEncoder, DualEncoderLabeler, corpus_embeddings
+from es_tour.models._labelers import DocKey
 
 
 class CorpusLabeler(DualEncoderLabeler):
@@ -24,11 +25,13 @@ class CorpusLabeler(DualEncoderLabeler):
         self._vectors = (vectors / norms).astype(np.float32)
         self._rows = {text: row for row, text in enumerate(texts)}
 
-    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
         rows = [self._rows.get(text) for text in texts]
-        unknown = [text for text, row in zip(texts, rows, strict=True) if row is None]
+        unknown = [(key, text) for key, text, row in zip(keys, texts, rows, strict=True)
+                   if row is None]
         if unknown:  # the parent encodes them (and embeds and caches the query)
-            encoded = iter(super()._score_new(query, unknown).tolist())
+            encoded = iter(super()._score_new(
+                query, [key for key, _ in unknown], [text for _, text in unknown]).tolist())
         q = self._query(query)
         return np.array([float(self._vectors[row] @ q) if row is not None else next(encoded)
                          for row in rows], dtype=np.float32)

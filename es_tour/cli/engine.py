@@ -33,7 +33,8 @@ def start(
     plugin: Annotated[list[Path] | None, typer.Option(help="a plugin zip to install")] = None,
     security: Annotated[bool, typer.Option(
         help="OpenSearch only: the Security plugin with demo users admin, reader-a (indices "
-             "tour-a*) and reader-ab (tour-a* and tour-b*)")] = False,
+             "tour-a*), reader-ab (tour-a* and tour-b*) and reader-index (tour-a*, no "
+             "cluster permission)")] = False,
     nodes: Annotated[int, typer.Option(
         help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
     transport_port: Annotated[int | None, typer.Option(
@@ -48,7 +49,7 @@ def start(
     first = cluster.nodes[0]
     if first.secured:
         console.print(f"security on: users {', '.join(USERS)}; their passwords are in "
-                      f"{first.security.users_file}")
+                      f"{first.security.users_file}; HTTPS with the CA {first.ca_certs}")
 
 
 @engine_app.command()

@@ -12,7 +12,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from es_tour.cli import app
-from es_tour.cli._checks import engine_url
+from es_tour.cli._checks import (
+    CaCerts,
+    ClientCert,
+    ClientKey,
+    EngineTarget,
+    VerifyCerts,
+    engine_target,
+)
 from es_tour.cli._errors import clean_errors
 from es_tour.errors import ConfigError
 from es_tour.training._reranker import DEFAULT_BASE, TrainOptions
@@ -142,8 +149,7 @@ def _progress() -> Progress:
 
 
 def _mine(
-    engine: str,
-    url: str | None,
+    target: EngineTarget,
     index: str,
     queries: Mapping[str, str],
     depth: int,
@@ -151,18 +157,15 @@ def _mine(
     progress: Progress,
 ) -> dict[str, list[str]]:
     """Candidates of `queries` from the engine's index, built by `es-tour index`."""
-    from es_tour.engines import connect
     from es_tour.training._mining import mine_candidates
 
-    address = engine_url(engine, url)
-
     async def run() -> dict[str, list[str]]:
-        async with connect(engine, address) as adapter:
+        async with target.connect() as adapter:
             try:
                 await adapter.count(index)
             except Exception as exc:  # the clients raise their own connection/404 types
                 raise ConfigError(
-                    f"cannot read index [{index}] at {address} ({type(exc).__name__}); start "
+                    f"cannot read index [{index}] at {target.url} ({type(exc).__name__}); start "
                     "the engine (`es-tour engine start`) and index the dataset (`es-tour index`)"
                 ) from exc
             return await mine_candidates(adapter, index, queries, depth, retriever, progress)
@@ -212,6 +215,10 @@ def train_reranker(
     validation_queries: Annotated[
         int, typer.Option(help="Train queries held out.")
     ] = _TRAINING.validation_queries,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """Fine-tune a cross-encoder reranker on a split's judgements, with hard negatives from
     the engine and the default labeler as teacher; writes a cross model directory."""
@@ -228,6 +235,7 @@ def train_reranker(
         validation_queries=validation_queries,
     )
     check_training_split(split)
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     data = BeirDataset(dataset).split(split)
     index = index or dataset.name
     out = out or models_dir() / f"{dataset.name}-reranker"
@@ -235,7 +243,7 @@ def train_reranker(
     with _progress() as progress:
         started = time.perf_counter()
         candidates = _mine(
-            engine, url, index, dict(zip(data.query_ids, data.query_texts, strict=True)),
+            target, index, dict(zip(data.query_ids, data.query_texts, strict=True)),
             depth, retriever, progress,
         )
         mined = {"engine": engine, "index": index, "depth": depth,
@@ -268,6 +276,10 @@ def rerank(
         str | None, typer.Option(help="fp32 or int8 (default: each model's labeler precision).")
     ] = None,
     threads: Annotated[int | None, typer.Option(help="onnxruntime threads.")] = None,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """nDCG@10 of reranking the engine's BM25 top-DEPTH with each model, one line per model.
 
@@ -277,11 +289,12 @@ def rerank(
     from es_tour.models._labelers import labeler_precision
     from es_tour.training._mining import first_stage_ndcg, model_scorer, rerank_ndcg
 
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     data = BeirDataset(dataset).split(split)
     queries = dict(zip(data.query_ids, data.query_texts, strict=True))
     rows = []
     with _progress() as progress:
-        candidates = _mine(engine, url, index or dataset.name, queries, depth, None, progress)
+        candidates = _mine(target, index or dataset.name, queries, depth, None, progress)
         rows.append(("bm25 (no reranking)", "-", first_stage_ndcg(data, candidates), 0.0))
         for name in names:
             started = time.perf_counter()

@@ -15,7 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from es_tour.cli import app
-from es_tour.cli._checks import engine_url, writable
+from es_tour.cli._checks import (
+    CaCerts,
+    ClientCert,
+    ClientKey,
+    EngineTarget,
+    VerifyCerts,
+    engine_target,
+    writable,
+)
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
@@ -49,6 +57,9 @@ Labeler_ = Annotated[str, typer.Option(
 Qrels = Annotated[bool, typer.Option(
     help="also store the dataset's judgements (every qrels split) in the side index "
          "<index>-qrels, where the playground finds them")]
+Metadata = Annotated[bool, typer.Option(
+    help="also index each doc's synthetic `year` (integer) and `topic` (keyword), to "
+         "filter and facet on (the application workload of `make bench-app`)")]
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
@@ -67,12 +78,13 @@ DEMO_FIRST_STAGE = ("bm25", "knn")
 LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
 
 
-def _context(engine: str, url: str | None, index: str, labeler: str) -> SearchContext:
-    return open_context(engine, engine_url(engine, url), index, labeler=labeler)
+def _context(target: EngineTarget, index: str, labeler: str) -> SearchContext:
+    return open_context(target.engine, target.url, index, labeler=labeler, tls=target.tls,
+                        auth=target.auth)
 
 
 async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
-                  qrels: bool = False) -> None:
+                  qrels: bool = False, metadata: bool = False) -> None:
     if qrels:
         stored = await store_qrels(context.engine, dataset, context.index)
         console.print(f"stored {stored.queries} judged queries ({', '.join(stored.splits)}) "
@@ -84,6 +96,7 @@ async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
         context.encoder,
         replace=replace,
         if_missing=not replace,
+        metadata=metadata,
     )
     if report.skipped:
         console.print(f"index [bold]{report.index}[/] already holds all {report.docs} docs")
@@ -105,14 +118,20 @@ def index_command(
     index: Index = None,
     replace: bool = False,
     qrels: Qrels = False,
+    metadata: Metadata = False,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
     data = BeirDataset(dataset)
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
 
     async def run() -> None:
-        context = _context(engine, url, index or data.name, "default")
+        context = _context(target, index or data.name, "default")
         async with context.engine:
-            await _ingest(context, data, replace, qrels)
+            await _ingest(context, data, replace, qrels, metadata)
 
     asyncio.run(run())
 
@@ -136,8 +155,7 @@ def _table(title: str, reports: list[MethodReport]) -> Table:
 
 
 async def _evaluate(
-    engine: str,
-    url: str | None,
+    target: EngineTarget,
     data: BeirDataset,
     index: str | None,
     methods: list[MethodSpec],
@@ -147,7 +165,7 @@ async def _evaluate(
     cold_labels: bool = True,
     corpus_vectors: bool = False,
 ) -> list[MethodReport]:
-    context = _context(engine, url, index or data.name, labeler)
+    context = _context(target, index or data.name, labeler)
     if corpus_vectors:
         context.labeler = _corpus_labeler(context.labeler, data)
     # a typo fails now, not after the ingest
@@ -200,9 +218,14 @@ def eval_command(
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
     ] = None,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
     data = BeirDataset(dataset)
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     specs = parse_methods(methods)
     if not specs:
         raise ConfigError("--methods names no method")
@@ -212,7 +235,7 @@ def eval_command(
     levels = parse_budgets(budgets) if budgets is not None else []
     if levels:
         specs = with_budgets(specs, levels)
-    reports = asyncio.run(_evaluate(engine, url, data, index, specs, split, max_queries,
+    reports = asyncio.run(_evaluate(target, data, index, specs, split, max_queries,
                                     labeler, cold_labels, corpus_vectors))
     title = f"{data.name} {split} on {engine}" + (
         "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
@@ -256,6 +279,10 @@ def train_agent_command(
         help="the oracle tries the learned agent's own candidates (from A_t's best docs by "
              "the labeler), not its judged pools: trials from the pool the policy acts on")
     ] = False,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """Run the oracle agent on a split's queries and fit the learned agent's policy on its
     trials (gradient-boosted trees); writes it to the policy registry under NAME."""
@@ -267,9 +294,10 @@ def train_agent_command(
     check_policy_name(name)
     data = BeirDataset(dataset)
     data.qrels(split)  # an unknown split fails now, not after the ingest
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
 
     async def run() -> None:
-        context = _context(engine, url, index or data.name, labeler)
+        context = _context(target, index or data.name, labeler)
         if corpus_vectors:
             context.labeler = _corpus_labeler(context.labeler, data)
         async with context.engine:
@@ -310,11 +338,15 @@ def demo_command(
     later_round_scan: Annotated[int, typer.Option(
         help="more test queries to search for one where a later round finds a relevant doc, "
              "when the sample has none", min=0)] = LATER_ROUND_SCAN,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
 ) -> None:
     """Index the dataset, show a query's hits before and after TOUR, compare methods, then
     (unless --no-serve) store the judgements and serve the playground on that query."""
     data = BeirDataset(dataset)
-    upstream = engine_url(engine, url)
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     if serve:
         parse_listen(listen)  # a bad --listen fails now, not after the comparison
     qid, text = next(iter(data.queries("test").items()))
@@ -323,7 +355,7 @@ def demo_command(
     async def show() -> None:
         from es_tour.pipeline import build_method
 
-        context = _context(engine, url, data.name, "default")
+        context = _context(target, data.name, "default")
         async with context.engine:
             await _ingest(context, data, replace=False, qrels=serve)  # for the playground
             console.print(f"\n[bold]query {qid}:[/] {text}")
@@ -337,7 +369,7 @@ def demo_command(
     asyncio.run(show())
     methods = [*DEMO_FIRST_STAGE, *(m for budget in DEMO_BUDGETS.values() for m in budget)]
     # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times
-    reports = asyncio.run(_evaluate(engine, url, data, None, parse_methods(",".join(methods)),
+    reports = asyncio.run(_evaluate(target, data, None, parse_methods(",".join(methods)),
                                     "test", queries, "default", cold_labels=False))
     by_label = {report.spec.label: report for report in reports}
     for budget, labelling in DEMO_BUDGETS.items():
@@ -345,10 +377,9 @@ def demo_command(
             f"At {budget} labeler pairs per query: first {queries} {data.name} test queries "
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
             [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)]))
-    asyncio.run(_show_later_round_find(engine, url, data, by_label["tour-hard"],
-                                       later_round_scan))
+    asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
-        _serve_playground(upstream, engine, data.name, text, listen)
+        _serve_playground(target, data.name, text, listen)
 
 
 def _later_round_find(result: SearchResult, relevant: Mapping[str, int]
@@ -361,7 +392,7 @@ def _later_round_find(result: SearchResult, relevant: Mapping[str, int]
     return None
 
 
-async def _show_later_round_find(engine: str, url: str | None, data: BeirDataset,
+async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
                                  report: MethodReport, scan: int) -> None:
     """The first query of the demo's sample with a later round's find; past the sample,
     the method runs on up to `scan` more test queries until one has one."""
@@ -371,7 +402,7 @@ async def _show_later_round_find(engine: str, url: str | None, data: BeirDataset
     found = next(((qid, find) for qid, result in report.results.items()
                   if (find := _later_round_find(result, qrels.get(qid, {})))), None)
     if found is None:
-        context = _context(engine, url, data.name, "default")
+        context = _context(target, data.name, "default")
         async with context.engine:
             method = build_method(report.spec.name, context, report.spec.options)
             for qid in list(queries)[len(report.results):][:scan]:
@@ -390,7 +421,7 @@ async def _show_later_round_find(engine: str, url: str | None, data: BeirDataset
                   f"not hold; it ranks {rank}.")
 
 
-def _serve_playground(upstream: str, engine: str, index: str, query: str, listen: str) -> None:
+def _serve_playground(target: EngineTarget, index: str, query: str, listen: str) -> None:
     """The sidecar in the foreground; the playground's URL is printed once it listens."""
     from es_tour.server import ServerConfig
     from es_tour.server import serve as run_sidecar
@@ -398,8 +429,8 @@ def _serve_playground(upstream: str, engine: str, index: str, query: str, listen
     link = f"http://{listen}/_tour/playground?" + urlencode({"index": index, "q": query})
 
     def ready() -> None:
-        console.print(f"\n[bold]playground[/] (the sidecar in front of {upstream}; Ctrl-C "
+        console.print(f"\n[bold]playground[/] (the sidecar in front of {target.url}; Ctrl-C "
                       f"stops it):\n{link}", soft_wrap=True)
 
-    run_sidecar(ServerConfig(upstream=upstream, engine=engine), listen, log_level="warning",
-                ready=ready)
+    run_sidecar(ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls),
+                listen, log_level="warning", ready=ready)

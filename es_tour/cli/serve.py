@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from es_tour.cli import app
+from es_tour.cli._checks import (
+    CaCerts,
+    ClientCert,
+    ClientKey,
+    VerifyCerts,
+    path_text,
+    upstream_tls,
+)
 from es_tour.cli._errors import clean_errors
 from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
@@ -54,6 +63,18 @@ def serve_command(
              "(default: each caller's own credentials); best given by its environment "
              "variable")] = None,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
+    tls_cert: Annotated[Path | None, typer.Option(
+        help="PEM certificate to listen with: the sidecar then serves https")] = None,
+    tls_key: Annotated[Path | None, typer.Option(
+        help="the --tls-cert certificate's PEM key, when its file does not hold it")] = None,
+    access_log: Annotated[bool, typer.Option(
+        "--access-log/--no-access-log",
+        help="log one line per request (method, path, status, ms, refined or why not); "
+             "never query text or credentials")] = False,
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
@@ -64,7 +85,11 @@ def serve_command(
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
                           model_workers=model_workers, max_refinements=max_refinements,
                           when_full=when_full, settings_ttl_s=settings_ttl,
-                          settings_credentials=settings_credentials)
+                          settings_credentials=settings_credentials,
+                          upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
+                                                    verify_certs),
+                          tls_cert=path_text(tls_cert), tls_key=path_text(tls_key),
+                          access_log=access_log)
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
@@ -72,6 +97,7 @@ def serve_command(
         check_model(model)
 
     def ready() -> None:
-        typer.echo(f"es-tour sidecar on http://{listen} -> {', '.join(config.upstreams)}")
+        scheme = "https" if config.tls_cert else "http"
+        typer.echo(f"es-tour sidecar on {scheme}://{listen} -> {', '.join(config.upstreams)}")
 
     serve(config, listen, log_level, ready=ready)

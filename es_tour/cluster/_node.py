@@ -21,6 +21,7 @@ from es_tour.cluster._java import java_env
 from es_tour.cluster._security import SecuritySetup
 from es_tour.errors import ConfigError, EngineSetupError
 from es_tour.paths import work_dir
+from es_tour.tls import UpstreamTls
 
 DEFAULT_PORTS = {"opensearch": 9200, "elasticsearch": 9210}
 _UNPRIVILEGED_UID = 65534  # `nobody`: the engines refuse to run as root
@@ -61,20 +62,31 @@ class LocalNode:
         self.port = port or DEFAULT_PORTS[engine]
         self.heap = heap
         self.dir = work_dir() / f"{engine}-{self.port}"
-        self.url = f"http://127.0.0.1:{self.port}"
         self.name = f"es-tour-{engine}-{self.port}"
         self.transport_port = transport_port
         self.peers = peers
         self.security = SecuritySetup(self.dir / "security")
         # A node once started with --security stays secured (its data holds the security index).
         self.secured = security or self.security.exists()
+        # a secured node speaks https with the certificate its own CA signed
+        self.url = f"{'https' if self.secured else 'http'}://127.0.0.1:{self.port}"
         self.dist: Distribution = distribution(engine, security=self.secured)
 
     def credentials(self, user: str = "admin") -> tuple[str, str] | None:
         """(user, password) of a demo user of a secured node; None for a plain node."""
         if not (self.secured and self.security.exists()):
             return None
-        return user, self.security.passwords()[user]
+        passwords = self.security.passwords()
+        if user not in passwords:
+            raise EngineSetupError(
+                f"no demo user [{user}] on {self.url}: its security setup predates it; stop "
+                f"the node, delete {self.dir} and start it again to make every demo user")
+        return user, passwords[user]
+
+    @property
+    def ca_certs(self) -> str | None:
+        """The CA bundle a client checks a secured node's https certificate with."""
+        return str(self.security.ca_file) if self.secured else None
 
     @property
     def pid_file(self) -> Path:
@@ -175,7 +187,8 @@ class LocalNode:
     def status(self) -> NodeStatus:
         pid = self.pid()
         try:
-            with httpx.Client(auth=self.credentials(), timeout=2.0) as client:
+            with httpx.Client(auth=self.credentials(), timeout=2.0,
+                              verify=UpstreamTls(ca_certs=self.ca_certs).context()) as client:
                 # GET / lives in a module the Elasticsearch integ-test zip lacks; _nodes is core.
                 nodes = client.get(f"{self.url}/_nodes/_local?filter_path=nodes.*.version")
                 version = next(iter(nodes.json()["nodes"].values()))["version"]

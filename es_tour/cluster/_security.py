@@ -1,10 +1,10 @@
-"""A demo OpenSearch Security setup: transport TLS, an admin and two readers of their own.
+"""A demo OpenSearch Security setup: TLS, an admin and three readers of their own.
 
-`es-tour engine start --security` writes it into the node's work dir once: a CA and a node
-certificate made with openssl (the transport layer needs TLS; HTTP stays plain on
-loopback), random passwords hashed with the plugin's own Hasher, and the users and roles
-below. The plugin loads them into its index on first start
-(`plugins.security.allow_default_init_securityindex`).
+`es-tour engine start --security` writes it into the node's work dir once: with openssl a
+CA, the node's certificate it signs (for the transport layer and for HTTPS) and one for a
+sidecar in front of the node (`es-tour serve --tls-cert`); random passwords hashed with the
+plugin's own Hasher, and the users and roles below. The plugin loads them into its index
+on first start (`plugins.security.allow_default_init_securityindex`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,19 @@ INDEX_A, INDEX_B = "tour-a*", "tour-b*"
 _READ = ["read", "indices:admin/analyze"]
 # Reading `index.tour.*` lets the sidecar serve an index by its settings alone.
 _READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
-_ROLES = {
-    "tour_reader_a": [{"index_patterns": [INDEX_A], "allowed_actions": _READ}],
-    "tour_reader_ab": [{"index_patterns": [INDEX_A, INDEX_B], "allowed_actions": _READ_SETTINGS}],
+# Multi-get and friends are cluster actions to the plugin; the agents' mget needs them.
+_COMPOSITE_READS = ["cluster_composite_ops_ro"]
+# role -> (cluster permissions, index permissions). `tour_reader_index` has no cluster
+# permission at all, not even `cluster:monitor/main` (GET /): the sidecar must serve it
+# whoever came before it.
+_ROLES: dict[str, tuple[list[str], list[dict[str, list[str]]]]] = {
+    "tour_reader_a": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A], "allowed_actions": _READ}]),
+    "tour_reader_ab": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A, INDEX_B],
+                                           "allowed_actions": _READ_SETTINGS}]),
+    "tour_reader_index": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ_SETTINGS}]),
 }
-USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab"}
+USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab",
+         "reader-index": "tour_reader_index"}
 _NODE_DN = "CN=es-tour-node,O=es-tour demo"
 
 
@@ -42,6 +50,17 @@ class SecuritySetup:
     @property
     def users_file(self) -> Path:
         return self.directory / "users.json"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA that signed the node's certificate and the sidecar's."""
+        return self.directory / "root-ca.pem"
+
+    @property
+    def sidecar_cert(self) -> tuple[Path, Path]:
+        """(certificate, key) a sidecar on this machine may listen with: 127.0.0.1 and
+        localhost, signed by `ca_file`."""
+        return self.directory / "sidecar.pem", self.directory / "sidecar-key.pem"
 
     def exists(self) -> bool:
         return self.users_file.is_file()
@@ -75,7 +94,10 @@ class SecuritySetup:
             "plugins.security.ssl.transport.pemkey_filepath": "node-key.pem",
             "plugins.security.ssl.transport.pemtrustedcas_filepath": "root-ca.pem",
             "plugins.security.ssl.transport.enforce_hostname_verification": False,
-            "plugins.security.ssl.http.enabled": False,
+            "plugins.security.ssl.http.enabled": True,
+            "plugins.security.ssl.http.pemcert_filepath": "node.pem",
+            "plugins.security.ssl.http.pemkey_filepath": "node-key.pem",
+            "plugins.security.ssl.http.pemtrustedcas_filepath": "root-ca.pem",
             "plugins.security.nodes_dn": [_NODE_DN],
             "plugins.security.allow_default_init_securityindex": True,
             "plugins.security.restapi.roles_enabled": ["all_access"],
@@ -83,22 +105,27 @@ class SecuritySetup:
 
 
 def _certificates(directory: Path) -> None:
-    """A self-signed CA and a node certificate it signs (PKCS#8 key, as the plugin wants)."""
+    """A self-signed CA, and a node and a sidecar certificate it signs (PKCS#8 keys, as the
+    plugin wants)."""
     if shutil.which("openssl") is None:
         raise EngineSetupError("--security needs openssl to make the demo certificates; "
                                "install it, e.g. `apt-get install openssl`")
     extensions = directory / "node.ext"
     extensions.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
                           "extendedKeyUsage=serverAuth,clientAuth\n")
-    subject = "/O=es-tour demo/CN=es-tour-node"
-    for command in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
-         "/O=es-tour demo/CN=es-tour demo CA", "-keyout", "root-ca-key.pem", "-out", "root-ca.pem"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "node-key.pem",
-         "-out", "node.csr"],
-        ["x509", "-req", "-in", "node.csr", "-CA", "root-ca.pem", "-CAkey", "root-ca-key.pem",
-         "-CAcreateserial", "-days", "3650", "-extfile", "node.ext", "-out", "node.pem"],
-    ):
+    commands = [["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj",
+                 "/O=es-tour demo/CN=es-tour demo CA", "-keyout", "root-ca-key.pem",
+                 "-out", "root-ca.pem"]]
+    for name, subject in (("node", "/O=es-tour demo/CN=es-tour-node"),
+                          ("sidecar", "/O=es-tour demo/CN=es-tour-sidecar")):
+        commands += [
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+             "-keyout", f"{name}-key.pem", "-out", f"{name}.csr"],
+            ["x509", "-req", "-in", f"{name}.csr", "-CA", "root-ca.pem", "-CAkey",
+             "root-ca-key.pem", "-CAcreateserial", "-days", "3650", "-extfile", "node.ext",
+             "-out", f"{name}.pem"],
+        ]
+    for command in commands:
         result = subprocess.run(["openssl", *command], cwd=directory, capture_output=True,
                                 text=True)
         if result.returncode != 0:
@@ -132,8 +159,8 @@ def _internal_users(hashes: dict[str, str]) -> str:
 
 def _roles() -> str:
     return _yaml("roles", {
-        role: {"cluster_permissions": ["cluster_composite_ops_ro"], "index_permissions": perms}
-        for role, perms in _ROLES.items()})
+        role: {"cluster_permissions": cluster, "index_permissions": indices}
+        for role, (cluster, indices) in _ROLES.items()})
 
 
 def _roles_mapping() -> str:

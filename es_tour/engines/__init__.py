@@ -20,23 +20,32 @@ from es_tour.engines._types import (
     VectorField,
 )
 from es_tour.errors import ConfigError
+from es_tour.tls import UpstreamTls, uses_https
 
-# each takes the URL (or the URLs of one cluster's nodes) of the engine it adapts
-ENGINES: dict[str, Callable[[str | Sequence[str]], ClientEngine]] = {
+# each takes the URL (or the URLs of one cluster's nodes) of the engine it adapts, and
+# its client's TLS and authentication options
+ENGINES: dict[str, Callable[..., ClientEngine]] = {
     "opensearch": OpenSearchEngine,
     "elasticsearch": ElasticsearchEngine,
 }
+# the official clients' names for the credentials of the client's own calls
+_AUTH_OPTION = {"opensearch": "http_auth", "elasticsearch": "basic_auth"}
 
 
-def connect(engine: str, url: str | Sequence[str]) -> ClientEngine:
+def connect(engine: str, url: str | Sequence[str], tls: UpstreamTls | None = None,
+            auth: tuple[str, str] | None = None) -> ClientEngine:
     """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`, or at several
-    nodes of one cluster (the client fails over between them)."""
-    try:
-        return ENGINES[engine](url)
-    except KeyError:
-        raise ConfigError(
-            f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}"
-        ) from None
+    nodes of one cluster (the client fails over between them). `tls` says how to check an
+    https engine (default: the system's CAs); `auth` is (user, password) for every call,
+    which the sidecar never gives (its calls carry each caller's own headers)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}")
+    options: dict[str, object] = {}
+    if uses_https(url):  # the clients refuse TLS options on a plain http node
+        options["ssl_context"] = (tls or UpstreamTls()).context()
+    if auth is not None:
+        options[_AUTH_OPTION[engine]] = auth
+    return ENGINES[engine](url, **options)
 
 
 __all__ = [

@@ -1,4 +1,8 @@
-"""Labelers: a relevance score φ(query, doc), computed once per query, index, doc id and text."""
+"""Labelers: a relevance score φ(query, doc), computed once per query, index, doc id and text.
+
+A dual encoder's doc vector does not depend on the query, so it is embedded once per
+(index, doc id, text digest) and reused by every later query that reaches the doc.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from cachetools import LRUCache
 
 from es_tour.errors import ConfigError
 from es_tour.models._manifest import read_manifest
@@ -20,14 +25,18 @@ from es_tour.paths import models_dir
 DEFAULT_CACHED_QUERIES = 256
 # scores held across the cached queries (~250 bytes each): one query may label thousands
 DEFAULT_CACHED_PAIRS = 200_000
+# doc vectors a dual-encoder labeler keeps, least recently used dropped first: 4 bytes per
+# dimension each, so ~75 MB at 384 dimensions and ~150 MB at 768 when full
+DEFAULT_CACHED_DOCS = 50_000
 
 
 @runtime_checkable
 class Labeler(Protocol):
-    """Scores documents for a query; `pairs_scored` counts model work done so far.
+    """Scores documents for a query; `pairs_scored` counts the new pairs scored so far.
 
-    One unit of work is one new (query, index, doc id, text): a cross-encoder pair, or a
-    document embedded by a dual encoder. Scores already computed for them are reused.
+    One pair is one new (query, index, doc id, text): a cross-encoder run, or a dual
+    encoder's dot product of the query with the doc's vector (the doc is embedded only the
+    first time any query reaches it). Scores already computed for them are reused.
     """
 
     name: str
@@ -74,7 +83,7 @@ class _CachedLabeler:
             new = {key: text for key, (_, text) in zip(keys, docs, strict=True)
                    if key not in known}
         if new:
-            fresh = self._score_new(query, list(new.values()))
+            fresh = self._score_new(query, list(new), list(new.values()))
             with self._lock:
                 known.update(zip(new, fresh.tolist(), strict=True))
                 self.pairs_scored += len(new)
@@ -105,7 +114,8 @@ class _CachedLabeler:
         with self._lock:
             self._cache.clear()
 
-    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
+        """φ of the docs `keys` names, whose texts are `texts`: (n,) float32."""
         raise NotImplementedError
 
 
@@ -119,23 +129,47 @@ class CrossEncoderLabeler(_CachedLabeler):
         super().__init__(name or encoder.manifest.name or encoder.path.name, cached_queries)
         self.encoder = encoder
 
-    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
         return self.encoder.score(query, texts)
 
 
 class DualEncoderLabeler(_CachedLabeler):
-    """φ = cosine of the query embedding (computed once per query) and each new doc's."""
+    """φ = cosine of the query embedding (computed once per query) and each doc's.
+
+    A doc is embedded once per (index, doc id, text digest) while it is among the
+    `cached_docs` most recently used; `docs_embedded` counts the docs the model ran on.
+    """
 
     def __init__(
         self, encoder: DualEncoder, name: str | None = None,
-        cached_queries: int = DEFAULT_CACHED_QUERIES,
+        cached_queries: int = DEFAULT_CACHED_QUERIES, cached_docs: int = DEFAULT_CACHED_DOCS,
     ) -> None:
         super().__init__(name or encoder.manifest.name or encoder.path.name, cached_queries)
+        if cached_docs < 1:
+            raise ConfigError(f"cached_docs [{cached_docs}] must be >= 1")
         self.encoder = encoder
+        self.docs_embedded = 0
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._doc_vectors: LRUCache[DocKey, np.ndarray] = LRUCache(maxsize=cached_docs)
 
-    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
-        return _unit(self.encoder.encode_docs(texts)) @ self._query(query)
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
+        return self._docs(keys, texts) @ self._query(query)
+
+    def _docs(self, keys: list[DocKey], texts: list[str]) -> np.ndarray:
+        """(n, d) unit vectors of the docs: cached ones reused, the rest embedded together
+        (the same rows a labeler without the cache computes for them in one batch)."""
+        with self._lock:
+            held = {key: vector for key in keys
+                    if (vector := self._doc_vectors.get(key)) is not None}
+        new = {key: text for key, text in zip(keys, texts, strict=True) if key not in held}
+        if new:
+            embedded = _unit(self.encoder.encode_docs(list(new.values())))
+            held.update(zip(new, embedded, strict=True))
+            with self._lock:
+                self.docs_embedded += len(new)
+                for key, vector in zip(new, embedded, strict=True):
+                    self._doc_vectors[key] = vector
+        return np.stack([held[key] for key in keys])
 
     def _query(self, query: str) -> np.ndarray:
         """The query's unit embedding, computed once per cached query."""
@@ -148,9 +182,11 @@ class DualEncoderLabeler(_CachedLabeler):
         return q
 
     def clear_cache(self) -> None:
+        """Forget every cached score and vector (a cold start); the counters keep counting."""
         super().clear_cache()
         with self._lock:
             self._query_vectors.clear()
+            self._doc_vectors.clear()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
+from es_tour.tls import UpstreamTls
 from es_tour.tour import MAX_K, LabelCache
 
 T = TypeVar("T")
@@ -147,15 +148,17 @@ class SearchContext:
 
 
 def open_context(
-    engine: str, url: str, index: str, *, encoder: str = "retriever", labeler: str = "default"
+    engine: str, url: str, index: str, *, encoder: str = "retriever", labeler: str = "default",
+    tls: UpstreamTls | None = None, auth: tuple[str, str] | None = None,
 ) -> SearchContext:
-    """A context over a running engine with registry models (built by `es-tour models build`)."""
+    """A context over a running engine with registry models (built by `es-tour models build`);
+    `tls` and `auth` as `es_tour.engines.connect` takes them."""
     from es_tour.engines import connect
     from es_tour.models import load_labeler, model_path
     from onnx_models import spec
 
     return SearchContext(
-        connect(engine, url),
+        connect(engine, url, tls, auth),
         index,
         DualEncoder(model_path(spec(encoder).name)),
         load_labeler(labeler),

@@ -10,10 +10,12 @@ from __future__ import annotations
 from es_tour.server._app import create_app
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._ops import DEGRADED_HEADER
 from es_tour.server._run import BackgroundServer, parse_listen, serve
 from es_tour.server._upstream import PASSTHROUGH_HEADER
 
 __all__ = [
+    "DEGRADED_HEADER",
     "PASSTHROUGH_HEADER",
     "BackgroundServer",
     "Models",

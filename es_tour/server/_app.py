@@ -19,6 +19,15 @@ from starlette.routing import Route
 from es_tour.errors import BodyTooLargeError, ConfigError, EsTourError, InternalError
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._ops import (
+    DEADLINE,
+    DEGRADED_HEADER,
+    OUTCOME,
+    AccessLog,
+    is_degraded,
+    ops_answer,
+    passthrough_outcome,
+)
 from es_tour.server._options import index_settings
 from es_tour.server._playground import playground_routes
 from es_tour.server._request import (
@@ -36,6 +45,7 @@ from es_tour.server._request import (
     wants_tour,
 )
 from es_tour.server._service import TourService
+from es_tour.server._stats import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from es_tour.server._template import rendered_search, template_target
 from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 
@@ -56,6 +66,7 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if config.preload:
             await asyncio.to_thread(shared.preload, config.labeler)
+        await upstream.detect_startup()
         try:
             yield
         finally:
@@ -64,6 +75,12 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
 
     async def handle(request: Request) -> Response:
         try:
+            ops = await ops_answer(request, upstream, service)
+            if ops is not None:
+                status, payload = ops
+                if isinstance(payload, str):
+                    return Response(payload, status, media_type=METRICS_CONTENT_TYPE)
+                return _json(payload, status, upstream.engine)
             return await _dispatch(request, upstream, service)
         except EsTourError as exc:
             return _error(exc, upstream.engine)
@@ -73,7 +90,10 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
         return _error(InternalError(), upstream.engine)
 
     routes = [*playground_routes(config), Route("/{path:path}", handle, methods=METHODS)]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crash})
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crash})
+    if config.access_log:
+        app.add_middleware(AccessLog)
+    return app
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:
@@ -103,11 +123,15 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
             body = await rendered_search(upstream, body, request.headers)
         search = _servable(target, dict(request.query_params), body, settings, service)
     except Passthrough as verdict:
-        _log_passthrough(request.method, target, verdict)
+        _log_passthrough(service, request.method, target, verdict)
+        request.scope[OUTCOME] = passthrough_outcome(verdict.reason)
         return await upstream.forward(request, raw, reason=verdict.header())
-    engine = await upstream.detect_engine(request.headers)
+    engine = await upstream.detect_engine(request.headers, target)
     answer = await service.search(search, settings, engine, identity(request.headers))
-    return _json(answer, 200, engine, pretty=search.pretty)
+    degraded = is_degraded(answer)
+    request.scope[OUTCOME] = f"degraded: {DEADLINE}" if degraded else "refined"
+    return _json(answer, 200, engine, pretty=search.pretty,
+                 headers={DEGRADED_HEADER: DEADLINE} if degraded else None)
 
 
 async def _settings(upstream: Upstream, index: str, headers: Mapping[str, str]
@@ -141,7 +165,9 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
         raise
 
 
-def _log_passthrough(method: str, index: str, verdict: Passthrough) -> None:
+def _log_passthrough(service: TourService, method: str, index: str,
+                     verdict: Passthrough) -> None:
+    service.stats.passthrough(verdict.reason)
     passthrough_log.info("passed through %s %s/_search: %s", method, index or "_all",
                          verdict.header())
 
@@ -158,32 +184,35 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
                                        service.config.max_body_bytes), default_index)
     except (MalformedJson, BodyTooLargeError, ConfigError):
         return await upstream.forward(request, raw)  # the engine's own 400
-    plans: list[SearchRequest | Passthrough | EsTourError] = []
+    # per item: (the search and its index's settings) to refine, a Passthrough, or an error
+    plans: list[tuple[SearchRequest, dict[str, Any] | None] | Passthrough | EsTourError] = []
     for item in items:
         try:
             settings = await _settings(upstream, item.index, request.headers)
-            plans.append(_servable(item.index, item.params, item.body, settings, service))
+            plans.append((_servable(item.index, item.params, item.body, settings, service),
+                          settings))
         except Passthrough as verdict:
-            _log_passthrough("POST", item.index, verdict)
+            _log_passthrough(service, "POST", item.index, verdict)
             plans.append(verdict)
         except EsTourError as exc:
             plans.append(exc)
-    passed = [i for i, plan in enumerate(plans) if isinstance(plan, Passthrough)]
-    reasons = "; ".join(f"[{i}] {plans[i].header()}" for i in passed)  # type: ignore[union-attr]
+    passed = {i: plan.header() for i, plan in enumerate(plans) if isinstance(plan, Passthrough)}
+    reasons = "; ".join(f"[{i}] {reason}" for i, reason in passed.items())
+    request.scope[OUTCOME] = f"msearch: {len(plans)} items, {len(passed)} passed through"
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    engine = await upstream.detect_engine(request.headers)
+    servable = [plan[0] for plan in plans if isinstance(plan, tuple)]
+    engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
+        else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
 
-    async def answer(plan: SearchRequest) -> dict[str, Any]:
+    async def answer(search: SearchRequest, settings: dict[str, Any] | None) -> dict[str, Any]:
         try:
-            return {**await service.search(plan, await _settings(upstream, plan.index,
-                                                                  request.headers),
-                                           engine, caller), "status": 200}
+            return {**await service.search(search, settings, engine, caller), "status": 200}
         except EsTourError as exc:
             return exc.to_engine_error()
 
-    refined = [answer(plan) for plan in plans if isinstance(plan, SearchRequest)]
+    refined = [answer(*plan) for plan in plans if isinstance(plan, tuple)]
     forwarded = upstream.msearch([items[i] for i in passed], request.headers,
                                  request.scope["query_string"]) if passed else _nothing()
     *ours, theirs = await asyncio.gather(*refined, forwarded)
@@ -191,7 +220,12 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     responses = [next(engines) if isinstance(plan, Passthrough)
                  else plan.to_engine_error() if isinstance(plan, EsTourError) else next(mine)
                  for plan in plans]
-    headers = {PASSTHROUGH_HEADER: reasons} if reasons else None
+    refined_at = [i for i, plan in enumerate(plans) if isinstance(plan, tuple)]
+    degraded = "; ".join(f"[{i}] {DEADLINE}" for i, response in zip(refined_at, ours, strict=True)
+                         if is_degraded(response))
+    headers = {PASSTHROUGH_HEADER: reasons} if reasons else {}
+    if degraded:
+        headers[DEGRADED_HEADER] = degraded
     return _json({"took": round((time.perf_counter() - started) * 1000),
                   "responses": responses}, 200, engine, headers=headers)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from es_tour.errors import ConfigError
+from es_tour.tls import UpstreamTls
 
 ENGINE_KINDS = ("opensearch", "elasticsearch")
 WHEN_FULL = ("queue", "reject")
@@ -37,6 +39,10 @@ class ServerConfig:
         used dropped first.
     settings_credentials: "USER:PASSWORD" the sidecar reads index settings with, and
         nothing else; None (the default) reads them with each caller's own credentials.
+    upstream_tls: how an https upstream is checked (its CA, verification, a client
+        certificate), for the proxy and the official client alike.
+    tls_cert, tls_key: PEM certificate and key the sidecar itself listens with (https);
+        None listens in plain http.
     method, labeler, encoder, vector_field, text_fields, options: the server defaults,
     used when neither the request's `ext.tour` nor the index settings say otherwise.
     """
@@ -58,6 +64,9 @@ class ServerConfig:
     settings_ttl_s: float = 5.0
     settings_cache_size: int = 1024
     settings_credentials: str | None = field(default=None, repr=False)
+    upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
+    tls_cert: str | None = None
+    tls_key: str | None = None
     connect_timeout_s: float = 2.0
     upstream_timeout_s: float = 120.0
     max_connections: int = 100
@@ -68,6 +77,7 @@ class ServerConfig:
     text_fields: tuple[str, ...] = ("title", "text")
     options: Mapping[str, Any] = field(default_factory=lambda: {"k": 10})
     preload: bool = True  # load the encoder and default labeler at startup, not on first use
+    access_log: bool = False  # one line per request on the es_tour.server.access logger
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -84,6 +94,12 @@ class ServerConfig:
                     "--settings-credentials)")
         if self.settings_credentials is not None and ":" not in self.settings_credentials:
             raise ConfigError("settings_credentials must be USER:PASSWORD")
+        if self.tls_key is not None and self.tls_cert is None:
+            raise ConfigError("tls_key needs tls_cert, the certificate it belongs to")
+        for name in ("tls_cert", "tls_key"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"{name} [{path}] is not a readable file")
         if self.engine is not None and self.engine not in ENGINE_KINDS:
             raise ConfigError(f"engine must be one of {list(ENGINE_KINDS)} or None, "
                               f"got {self.engine!r}")

@@ -45,6 +45,15 @@ class Models:
         when it is unknown, not built or not a model."""
         return self._labelers.get(name)
 
+    def loaded(self) -> dict[str, Labeler]:
+        """The labelers loaded now, by name (never waits for a load)."""
+        return self._labelers.loaded()
+
+    @property
+    def encoder_loaded(self) -> bool:
+        """Whether the default encoder is loaded now."""
+        return self.default_encoder in self._encoders.loaded()
+
     def preload(self, labeler: str) -> None:
         _ = self.encoder
         self.labeler(labeler)
@@ -81,6 +90,11 @@ class _Loaded(Generic[T]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._cache)
+
+    def loaded(self) -> dict[str, T]:
+        """The models loaded now, by name; the lock is never held while one loads."""
+        with self._lock:
+            return dict(self._cache.items())
 
 
 def check_model(name: str) -> Manifest:

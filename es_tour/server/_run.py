@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import socket
 import threading
 import time
@@ -12,6 +14,8 @@ from es_tour.errors import ConfigError, EsTourError
 from es_tour.server._app import create_app
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
+from es_tour.server._ops import access_log
+from es_tour.server._service import FALLBACK_TIMEOUT_MS
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -27,7 +31,16 @@ def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models |
     import uvicorn
 
     return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
-                          access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+                          access_log=False, lifespan="on",
+                          timeout_graceful_shutdown=drain_seconds(config),
+                          ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key)
+
+
+def drain_seconds(config: ServerConfig) -> int:
+    """How long a shutdown waits for requests in flight: a refinement at the configured
+    deadline, then its round-0 fallback. A request that asked for a longer timeout_ms is
+    cut when this runs out."""
+    return math.ceil((config.deadline_ms + FALLBACK_TIMEOUT_MS) / 1000)
 
 
 def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
@@ -42,6 +55,12 @@ def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str =
                 ready()
 
     host, port = parse_listen(listen)
+    if config.access_log:  # uvicorn's logging setup covers its own loggers only
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
     Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
 
 
@@ -58,10 +77,12 @@ class BackgroundServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        scheme = "https" if config.tls_cert else "http"
+        self.url = f"{scheme}://{host}:{self._sock.getsockname()[1]}"
         self._server = uvicorn.Server(
             _uvicorn_config(config, host, 0, models, "warning"))  # type: ignore[arg-type]
         self._timeout = startup_timeout_s
+        self._drain_s = drain_seconds(config)
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self._sock]}, daemon=True)
 
@@ -78,5 +99,5 @@ class BackgroundServer:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=self._drain_s + 5)  # requests in flight drain first
         self._sock.close()

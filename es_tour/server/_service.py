@@ -25,6 +25,7 @@ from es_tour.server._models import Models
 from es_tour.server._options import Resolved, build, index_settings, resolve
 from es_tour.server._render import render
 from es_tour.server._request import SearchRequest
+from es_tour.server._stats import Stats
 
 FALLBACK = "knn"  # round 0 of every method: the query's nearest neighbours
 # past the deadline, the round-0 call gets this long: an engine that is restarting can
@@ -62,10 +63,11 @@ class TourService:
         # (index, field) -> what it holds; bounded like the settings cache
         self._vector_fields: TTLCache[tuple[str, str], VectorField] = TTLCache(
             maxsize=config.settings_cache_size, ttl=VECTOR_FIELD_TTL_S)
+        self.stats = Stats(models.loaded)
 
     def engine(self, kind: str) -> ClientEngine:
         if self._engine is None:
-            self._engine = connect(kind, self.config.upstreams)
+            self._engine = connect(kind, self.config.upstreams, self.config.upstream_tls)
         return self._engine
 
     async def close(self) -> None:
@@ -106,6 +108,7 @@ class TourService:
         holding = self.config.when_full == "reject"
         if holding:
             if self._slots.locked():
+                self.stats.rejected.inc()
                 raise OverloadedError(
                     f"all {self.config.max_refinements} refinement slots are busy; retry later",
                     self.config.retry_after_s)
@@ -133,9 +136,12 @@ class TourService:
                 self._slots.release()
             if facets is not None and not facets.done():
                 facets.cancel()
+        took = time.perf_counter() - started
+        self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
+                            result.timings.model_ms)
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback}
-        return render(result, request, (time.perf_counter() - started) * 1000, extra,
+        return render(result, request, took * 1000, extra,
                       aggregations=aggregations, highlights=highlights)
 
     async def _refine(self, method: SearchMethod, text: str, depth: int,
@@ -145,8 +151,15 @@ class TourService:
         batch running finishes on its thread)."""
         if holding:
             return await method.search(text, depth)
-        async with self._slots:
+        self.stats.queue.inc()
+        try:
+            await self._slots.acquire()
+        finally:  # a request cancelled at its deadline while waiting leaves the queue too
+            self.stats.queue.dec()
+        try:
             return await method.search(text, depth)
+        finally:
+            self._slots.release()
 
     async def _vector_field(self, engine: ClientEngine, index: str, chosen: Resolved,
                             dimension: int) -> VectorField:

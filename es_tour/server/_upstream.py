@@ -7,9 +7,11 @@ GET / HEAD / OPTIONS) whose node died while answering it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -23,11 +25,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from yarl import URL
 
-from es_tour.errors import EngineError, UpstreamError
+from es_tour.errors import EngineError, EsTourError, UpstreamError
 from es_tour.server._config import ServerConfig
 from es_tour.server._request import MsearchItem
+from es_tour.tls import uses_https
+
+log = logging.getLogger("es_tour.server")
 
 PASSTHROUGH_HEADER = "X-Es-Tour-Passthrough"
+STARTUP_DETECT_S = 5.0  # the longest startup waits for the engine to say what it is
 BUFFERED_BYTES = 256 * 1024  # answers up to this size (by Content-Length) are not streamed
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # POSTed only because they carry a body; they change nothing, so a retry is harmless
@@ -93,7 +99,7 @@ class Upstream:
 
     def __init__(self, config: ServerConfig):
         self.config = config
-        self.engine = config.engine  # detected from the first response when None
+        self.engine = config.engine  # when None: detected at startup or from an answer
         self.hosts = Hosts(config.upstreams)
         self._session: aiohttp.ClientSession | None = None  # made inside the event loop
         # (caller, index) -> (expiry, settings), least recently used first
@@ -102,6 +108,9 @@ class Upstream:
         self._settings_generation = 0  # moves on each time a write empties the cache
         # the sidecar's own identity, for the settings lookup only, when configured
         self._settings_identity: dict[str, str] | None = None
+        # made now, so a bad CA or client certificate fails at startup, not on a request
+        self._ssl = (config.upstream_tls.context() if uses_https(config.upstreams)
+                     else True)
         if config.settings_credentials:
             token = base64.b64encode(config.settings_credentials.encode()).decode()
             self._settings_identity = {"authorization": f"Basic {token}"}
@@ -112,7 +121,8 @@ class Upstream:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.config.max_connections,
-                                               limit_per_host=self.config.max_connections),
+                                               limit_per_host=self.config.max_connections,
+                                               ssl=self._ssl),
                 timeout=aiohttp.ClientTimeout(connect=self.config.connect_timeout_s,
                                               sock_read=self.config.upstream_timeout_s),
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
@@ -212,11 +222,14 @@ class Upstream:
         return None
 
     async def _may_search(self, index: str, caller: Mapping[str, str]) -> bool:
-        """Whether the engine lets `caller` search `index`: the cheapest search there is."""
-        answer = await self._settled(
+        """Whether the engine lets `caller` search `index`."""
+        return (await self._search_nothing(index, caller)).status == 200
+
+    async def _search_nothing(self, index: str, who: Mapping[str, str]) -> _Answer:
+        """The cheapest search of `index` there is, as `who`."""
+        return await self._settled(
             f"/{quote(index, safe='')}/_search?size=0&track_total_hits=false&terminate_after=1",
-            caller)
-        return answer.status == 200
+            who)
 
     async def _settled(self, path: str, who: Mapping[str, str]) -> _Answer:
         """A GET of `path` as `who` that settles the lookup (`_SETTLED`); any other answer
@@ -226,14 +239,39 @@ class Upstream:
             raise EngineError(answer.status, answer.payload())
         return answer
 
-    async def detect_engine(self, headers: Mapping[str, str]) -> str:
-        """"elasticsearch" when the upstream sends X-Elastic-Product, else "opensearch";
-        asked with the caller's credentials, since a secured engine answers others 401."""
+    async def detect_startup(self) -> None:
+        """The engine's kind from an anonymous `GET /`, before any caller comes; a secured
+        or unreachable engine leaves it unknown, to be found on a later answer."""
+        if self.engine is not None:
+            return
+        try:
+            await asyncio.wait_for(self._exchange("GET", b"/", {}), STARTUP_DETECT_S)
+        except (EsTourError, TimeoutError) as exc:
+            log.info("engine kind not known at startup (%s); found on the first answer",
+                     type(exc).__name__)
+
+    async def detect_engine(self, headers: Mapping[str, str], index: str) -> str:
+        """"elasticsearch" when the upstream sends X-Elastic-Product, else "opensearch":
+        given, found at startup or on any answer so far, or else from a size-0 search of
+        `index` as the caller. Never a `GET /` as the caller: that needs
+        `cluster:monitor/main`, which a reader of one index may lack, and the answer would
+        then depend on who came first. The caller is about to search `index`, so a refusal
+        here is the engine's own answer to its search."""
         if self.engine is None:
-            answer = await self._exchange("GET", b"/", identity(headers))
+            answer = await self._search_nothing(index, identity(headers))
             if self.engine is None:
                 raise EngineError(answer.status, answer.payload())
         return self.engine
+
+    @property
+    def own_identity(self) -> dict[str, str]:
+        """The sidecar's own credentials (`settings_credentials`); empty: anonymous."""
+        return dict(self._settings_identity or {})
+
+    async def get_json(self, path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        """(status, body) of a small GET of `path` made as `headers` name."""
+        answer = await self._exchange("GET", path.encode(), headers)
+        return answer.status, answer.payload()
 
     async def read_json(self, path: str, payload: Any, headers: Mapping[str, str]
                         ) -> tuple[int, Any]:

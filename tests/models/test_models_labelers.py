@@ -11,7 +11,7 @@ from es_tour.models import (
     DualEncoderLabeler,
     Labeler,
 )
-from es_tour.models._labelers import _CachedLabeler
+from es_tour.models._labelers import DocKey, _CachedLabeler
 
 DOCS = [("d1", "Vitamin D and bone fractures."), ("d2", "Elasticsearch shards."),
         ("d3", "BRCA1 and breast cancer risk.")]
@@ -85,7 +85,7 @@ class _CountingLabeler(_CachedLabeler):
     def __init__(self, cached_pairs: int):
         super().__init__("counting", cached_pairs=cached_pairs)
 
-    def _score_new(self, query: str, texts: list[str]) -> np.ndarray:
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
         return np.array([len(t) for t in texts], dtype=np.float32)
 
 
@@ -101,3 +101,55 @@ def test_the_score_cache_holds_at_most_cached_pairs_keeping_the_latest_query() -
     assert labeler.pairs_scored == 9  # q1's were dropped, and are scored again
     labeler.score("q3", docs)  # one query past the cap keeps all of its own
     assert labeler.score("q3", docs).tolist() == [0, 1, 2, 3] and labeler.pairs_scored == 13
+
+
+class _CountingDualEncoder(DualEncoder):
+    """Records every batch of docs the model is asked to embed."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.doc_batches: list[list[str]] = []
+
+    def encode_docs(self, texts):
+        self.doc_batches.append(list(texts))
+        return super().encode_docs(texts)
+
+
+def test_a_second_query_over_the_same_docs_embeds_nothing_new(minilm_dir):
+    encoder = _CountingDualEncoder(minilm_dir)
+    labeler = DualEncoderLabeler(encoder)
+    labeler.score("vitamin d", DOCS, "index-a")
+    assert len(encoder.doc_batches) == 1 and labeler.docs_embedded == 3
+    labeler.score("breast cancer", DOCS, "index-a")
+    labeler.score("shards", list(reversed(DOCS)), "index-a")
+    assert len(encoder.doc_batches) == 1 and labeler.docs_embedded == 3
+    assert labeler.pairs_scored == 9  # pairs are still counted per query
+    labeler.score("shards", DOCS[:1], "index-b")  # another index: its own vector
+    assert encoder.doc_batches[-1] == [DOCS[0][1]] and labeler.docs_embedded == 4
+
+
+def test_reused_doc_vectors_give_the_phi_a_fresh_labeler_gives(minilm_dir):
+    warm = DualEncoderLabeler(DualEncoder(minilm_dir))
+    warm.score("vitamin d", DOCS)
+    for query in ("bone fractures", "BRCA1 risk"):
+        fresh = DualEncoderLabeler(DualEncoder(minilm_dir)).score(query, DOCS)
+        assert warm.score(query, DOCS).tolist() == fresh.tolist()
+    assert warm.docs_embedded == 3
+
+
+def test_the_doc_vector_cache_is_bounded_and_drops_the_least_recent(minilm_dir):
+    encoder = _CountingDualEncoder(minilm_dir)
+    labeler = DualEncoderLabeler(encoder, cached_docs=2)
+    labeler.score("q1", DOCS)  # three embedded, two kept: d2 and d3 (d1 least recent)
+    labeler.score("q2", DOCS[1:])
+    assert labeler.docs_embedded == 3
+    labeler.score("q3", DOCS[:1])
+    assert labeler.docs_embedded == 4 and encoder.doc_batches[-1] == [DOCS[0][1]]
+
+
+def test_clear_cache_forgets_doc_vectors(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    labeler.score("q1", DOCS)
+    labeler.clear_cache()
+    labeler.score("q2", DOCS)
+    assert labeler.docs_embedded == 6

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,21 +23,30 @@ ENABLED = {"index.tour.enabled": "true"}
 class _Engine:
     """An HTTP server on loopback that answers GET /{index}/_settings with `status`,
     recording the headers of each request; and GET /{index}/_search with 200 for the
-    callers in `searchers`, 403 for any other, recording theirs in `searches`."""
+    callers in `searchers`, 403 for any other, recording theirs in `searches`. GET / is
+    refused to everyone (401 anonymous, else 403: no caller holds cluster:monitor/main),
+    recorded in `roots`. `product` is the X-Elastic-Product header of its answers."""
 
-    def __init__(self, status: int = 200, searchers: tuple[str, ...] = ()):
+    def __init__(self, status: int = 200, searchers: tuple[str, ...] = (),
+                 product: str | None = None):
         self.status = status
         self.requests: list[dict[str, str]] = []
         self.searchers = searchers
         self.searches: list[str] = []
+        self.roots: list[str] = []
+        self.product = {"X-Elastic-Product": product} if product else {}
 
     async def search(self, request: web.Request) -> web.Response:
         caller = request.headers.get("authorization", "")
         self.searches.append(caller)
         if caller in self.searchers:
-            return web.json_response({"hits": {"hits": []}})
-        return web.json_response({"error": {"type": "security_exception", "reason": "no"},
-                                  "status": 403}, status=403)
+            return web.json_response({"hits": {"hits": []}}, headers=self.product)
+        return _refused(403)
+
+    async def root(self, request: web.Request) -> web.Response:
+        caller = request.headers.get("authorization", "")
+        self.roots.append(caller)
+        return _refused(403 if caller else 401)
 
     async def settings(self, request: web.Request) -> web.Response:
         self.requests.append({k.lower(): v for k, v in request.headers.items()})
@@ -47,14 +57,20 @@ class _Engine:
                                   "status": self.status}, status=self.status)
 
 
+def _refused(status: int) -> web.Response:
+    return web.json_response({"error": {"type": "security_exception", "reason": "no"},
+                              "status": status}, status=status)
+
+
 @asynccontextmanager
-async def _upstream(engine: _Engine, **options) -> AsyncIterator[Upstream]:
+async def _upstream(fake: _Engine, **options) -> AsyncIterator[Upstream]:
     app = web.Application()
-    app.router.add_get("/{index}/_settings/{pattern}", engine.settings)
-    app.router.add_get("/{index}/_search", engine.search)
+    app.router.add_get("/", fake.root)
+    app.router.add_get("/{index}/_settings/{pattern}", fake.settings)
+    app.router.add_get("/{index}/_search", fake.search)
     async with TestServer(app, host="127.0.0.1") as server:
         config = ServerConfig(upstream=f"http://127.0.0.1:{server.port}",
-                              engine="opensearch", **options)
+                              **{"engine": "opensearch", **options})
         upstream = Upstream(config)
         try:
             yield upstream
@@ -133,6 +149,55 @@ async def test_a_write_during_a_lookup_keeps_the_answer_it_made_stale_out_of_the
         assert not upstream._settings
         await upstream.tour_settings("docs", {})
         assert len(engine.requests) == 2 and len(upstream._settings) == 1
+
+
+@pytest.mark.parametrize(("product", "kind"), [(None, "opensearch"),
+                                               ("Elasticsearch", "elasticsearch")])
+async def test_the_engine_is_found_by_any_caller_who_may_search_not_by_who_came_first(
+        product: str | None, kind: str) -> None:
+    alice, bob = _basic("alice", "pw-a"), _basic("bob", "pw-b")
+    engine = _Engine(searchers=(alice["authorization"],), product=product)
+    async with _upstream(engine, engine=None) as upstream:
+        await upstream.detect_startup()  # the anonymous GET / is refused: still unknown
+        assert upstream.engine is None and engine.roots == [""]
+        # bob may not search docs: he gets the engine's own 403, and decides nothing
+        with pytest.raises(EngineError) as refused:
+            await upstream.detect_engine(bob, "docs")
+        assert refused.value.status == 403 and upstream.engine is None
+        # alice may search docs though GET / is refused to her: her search names the engine
+        assert await upstream.detect_engine(alice, "docs") == kind
+        assert await upstream.detect_engine(bob, "docs") == kind  # known now: no call
+        assert engine.roots == [""]  # GET / was never asked as a caller
+        assert engine.searches == [bob["authorization"], alice["authorization"]]
+
+
+async def test_an_engine_that_answers_at_startup_is_known_before_any_caller() -> None:
+    async def root(request: web.Request) -> web.Response:
+        assert "authorization" not in request.headers
+        return web.json_response({"version": {"number": "8.19.21"}},
+                                 headers={"X-Elastic-Product": "Elasticsearch"})
+
+    app = web.Application()
+    app.router.add_get("/", root)
+    async with TestServer(app, host="127.0.0.1") as server:
+        upstream = Upstream(ServerConfig(upstream=f"http://127.0.0.1:{server.port}"))
+        try:
+            await upstream.detect_startup()
+            assert upstream.engine == "elasticsearch"
+        finally:
+            await upstream.close()
+
+
+async def test_an_unreachable_engine_at_startup_leaves_the_kind_unknown() -> None:
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    upstream = Upstream(ServerConfig(upstream=f"http://127.0.0.1:{port}"))
+    try:
+        await upstream.detect_startup()  # no exception: the sidecar starts anyway
+        assert upstream.engine is None
+    finally:
+        await upstream.close()
 
 
 @pytest.mark.parametrize(("path", "changes"), [

@@ -1,0 +1,641 @@
+"""Application-shaped searches through the sidecar: how many get refined, and whether they
+keep the application's filters, facets and highlights.
+
+    python -m es_tour.bench.app --dataset ../shared/datasets/scifact \
+        --output docs/benchmarks/app.md [--smoke]
+
+SciFact with synthetic `year` / `topic` metadata is indexed as `scifact-app` on each engine,
+with the budget frontier's 20-pair settings (hybrid-tour over hybrid-linear's pool, fused
+with w_bm25 0.3). A deterministic workload built from the test queries (bool queries with
+filters, multi_match with a filter, should with must_not, aggregations, highlight, pages 1
+and 2, `_msearch` batches, query_string) is replayed through one sidecar per engine, over
+the HTTP API as the engines define it: whatever the sidecar does not refine passes through
+to the engine, and is measured as such. Writes the page and `app.json` beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import ir_measures
+import numpy as np
+from ir_measures import nDCG
+
+from es_tour.bench._machine import machine, now
+from es_tour.datasets import TOPICS, BeirDataset, synthetic_metadata
+from es_tour.engines import connect
+from es_tour.evaluation import progress_bar
+from es_tour.ingest import ingest
+from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
+
+INDEX = "scifact-app"
+# the budget frontier's choice on train at 20 labeler pairs per query (docs/dev-tools.md)
+FRONTIER_20 = {
+    "index.tour.enabled": True, "index.tour.method": "hybrid-tour",
+    "index.tour.pool": "hybrid-linear", "index.tour.lexical": "none", "index.tour.k": 10,
+    "index.tour.budget": 20, "index.tour.bm25_weight": 0.3, "index.tour.dense_weight": 0.0,
+}
+FRONTIER_LABEL = "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
+# the baseline at the same budget, plain: the index's fusion weights must not apply to it
+BASELINE = {"method": "rerank-hybrid", "k": 20, "w_bm25": 0.0, "w_dense": 0.0}
+BASELINE_LABEL = "rerank-hybrid:k=20"
+SHAPES = ("bool-filter", "multi-match-filter", "should-must-not", "aggs", "highlight",
+          "pages", "msearch", "query-string", "query-string-field")
+SHAPES_PER_QUERY = 4  # each test query gets the next 4 shapes of the rotation
+SIZE = 10
+SOURCE = ["title", "year", "topic"]  # what an application shows and filters on
+AGGS = {"topics": {"terms": {"field": "topic"}},
+        "years": {"histogram": {"field": "year", "interval": 5}}}
+# no_match_size: the engine gives every hit a snippet, so a hit without one was dropped
+HIGHLIGHT = {"fields": {"text": {"no_match_size": 150}}}
+SMOKE_REQUESTS = 40
+TARGETS = {"refined": 0.95, "violations": 0, "agg_diffs": 0, "missing_highlights": 0,
+           "ndcg_gain": 0.010}
+
+
+# ---- filters: the constraints a request puts on every hit --------------------------------
+
+@dataclass(frozen=True)
+class Range:
+    """year in [gte, lte]; an open end is None."""
+
+    field: str
+    gte: int | None = None
+    lte: int | None = None
+
+    def clause(self) -> dict[str, Any]:
+        bounds = {k: v for k, v in (("gte", self.gte), ("lte", self.lte)) if v is not None}
+        return {"range": {self.field: bounds}}
+
+    def passes(self, meta: Mapping[str, Any]) -> bool:
+        value = meta.get(self.field)
+        return (value is not None and (self.gte is None or value >= self.gte)
+                and (self.lte is None or value <= self.lte))
+
+
+@dataclass(frozen=True)
+class Term:
+    """field == value, or != value when `negated` (a must_not clause)."""
+
+    field: str
+    value: Any
+    negated: bool = False
+
+    def clause(self) -> dict[str, Any]:
+        return {"term": {self.field: self.value}}
+
+    def passes(self, meta: Mapping[str, Any]) -> bool:
+        return (meta.get(self.field) == self.value) != self.negated
+
+
+Filter = Range | Term
+
+
+def satisfies(meta: Mapping[str, Any] | None, filters: Sequence[Filter]) -> bool:
+    """Whether a doc with metadata `meta` (None: unknown doc) passes every filter."""
+    return meta is not None and all(f.passes(meta) for f in filters)
+
+
+def violations(hit_ids: Sequence[str], filters: Sequence[Filter],
+               metadata: Mapping[str, Mapping[str, Any]]) -> int:
+    """Hits that fail the request's filters, judged on the metadata the engine stores."""
+    return sum(not satisfies(metadata.get(doc_id), filters) for doc_id in hit_ids)
+
+
+def filtered_qrels(judged: Mapping[str, int], filters: Sequence[Filter],
+                   metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """A query's relevant docs restricted to those that pass the filters: what the best
+    filtered ranking can find."""
+    return {doc_id: rel for doc_id, rel in judged.items()
+            if rel > 0 and satisfies(metadata.get(doc_id), filters)}
+
+
+# ---- the workload ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Search:
+    """One search body and the filters it puts on its hits."""
+
+    body: dict[str, Any]
+    filters: tuple[Filter, ...] = ()
+
+    @property
+    def first_page(self) -> bool:
+        return self.body.get("from", 0) == 0
+
+
+@dataclass(frozen=True)
+class AppRequest:
+    """A `_search` (one item) or an `_msearch` (several), from test query `query_id`."""
+
+    id: str
+    shape: str
+    query_id: str
+    text: str
+    items: tuple[Search, ...]
+
+    @property
+    def msearch(self) -> bool:
+        return self.shape == "msearch"
+
+
+_QUERY_SYNTAX = re.compile(r'[+\-=&|><!(){}\[\]^"~*?:\\/]')
+_OPERATORS = re.compile(r"\b(AND|OR|NOT|TO)\b")
+
+
+def query_string_text(text: str) -> str:
+    """Free text as a query bar sends it: Lucene syntax characters and operators removed,
+    so the engine reads words."""
+    return " ".join(_OPERATORS.sub(lambda m: m.group(0).lower(),
+                                   _QUERY_SYNTAX.sub(" ", text)).split())
+
+
+def _anchor(judged: Mapping[str, int], query_id: str) -> dict[str, Any]:
+    """The metadata filters are drawn around: a judged doc's (the first relevant one by id),
+    so most requests keep a judged doc; a query without one takes its id's."""
+    relevant = sorted(doc_id for doc_id, rel in judged.items() if rel > 0)
+    return synthetic_metadata(relevant[0] if relevant else query_id)
+
+
+def _searches(shape: str, text: str, anchor: Mapping[str, Any],
+              rng: random.Random) -> list[Search]:
+    """The searches one shape sends for one query (pages: two; the others: one)."""
+    year, topic = anchor["year"], anchor["topic"]
+    match = {"match": {"text": text}}
+    base = {"size": SIZE, "_source": SOURCE}
+    if shape == "bool-filter":
+        width = rng.randint(2, 6)
+        filters: tuple[Filter, ...] = (Range("year", year - width, year + width),
+                                       Term("topic", topic))
+        return [Search({**base, "query": {"bool": {
+            "must": [match], "filter": [f.clause() for f in filters]}}}, filters)]
+    if shape == "multi-match-filter":
+        filters = (Range("year", gte=year - rng.randint(0, 8)),)
+        return [Search({**base, "query": {"bool": {
+            "must": [{"multi_match": {"query": text, "fields": ["title", "text"]}}],
+            "filter": [f.clause() for f in filters]}}}, filters)]
+    if shape == "should-must-not":
+        excluded = rng.choice([t for t in TOPICS if t != topic])
+        filters = (Term("topic", excluded, negated=True),)
+        return [Search({**base, "query": {"bool": {
+            "should": [{"match": {"title": text}}, match],
+            "must_not": [filters[0].clause()]}}}, filters)]
+    if shape == "aggs":
+        filters = (Range("year", year - 5, year + 5),)
+        return [Search({**base, "query": {"bool": {
+            "must": [match], "filter": [f.clause() for f in filters]}}, "aggs": AGGS}, filters)]
+    if shape == "highlight":
+        filters = (Term("topic", topic),)
+        return [Search({**base, "query": {"bool": {
+            "must": [match], "filter": [f.clause() for f in filters]}},
+            "highlight": HIGHLIGHT}, filters)]
+    if shape == "pages":
+        return [Search({**base, "from": start, "query": match}) for start in (0, SIZE)]
+    if shape == "query-string":
+        return [Search({**base, "query": {"query_string": {
+            "query": query_string_text(text), "fields": ["title", "text"]}}})]
+    if shape == "query-string-field":  # a field-qualified term is a filter on that field
+        filters = (Term("year", year),)
+        return [Search({**base, "query": {"query_string": {
+            "query": f"({query_string_text(text)}) AND year:{year}",
+            "fields": ["title", "text"]}}}, filters)]
+    raise ValueError(f"unknown shape [{shape}]")
+
+
+MSEARCH_ITEMS = ("bool-filter", "multi-match-filter", "query-string")
+
+
+def workload(queries: Sequence[tuple[str, str]], qrels: Mapping[str, Mapping[str, int]],
+             shapes_per_query: int = SHAPES_PER_QUERY) -> list[AppRequest]:
+    """The requests, in replay order: query i gets shapes i·n .. i·n + n − 1 of the rotation
+    (n = shapes_per_query), so every shape recurs evenly; filters are drawn from a judged
+    doc's metadata and a random generator seeded by the query id: the same input gives the
+    same workload."""
+    requests: list[AppRequest] = []
+    for number, (query_id, text) in enumerate(queries):
+        anchor = _anchor(qrels.get(query_id, {}), query_id)
+        rng = random.Random(f"bench-app {query_id}")
+        for turn in range(shapes_per_query):
+            shape = SHAPES[(number * shapes_per_query + turn) % len(SHAPES)]
+            if shape == "msearch":
+                items = [s for item in MSEARCH_ITEMS for s in _searches(item, text, anchor, rng)]
+                requests.append(AppRequest(f"{query_id}/{shape}", shape, query_id, text,
+                                           tuple(items)))
+                continue
+            for page, search in enumerate(_searches(shape, text, anchor, rng)):
+                suffix = f"/{page + 1}" if shape == "pages" else ""
+                requests.append(AppRequest(f"{query_id}/{shape}{suffix}", shape, query_id,
+                                           text, (search,)))
+    return requests
+
+
+# ---- replay ------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What the sidecar answered to one request; per-item lists for `_msearch`."""
+
+    request: AppRequest
+    status: int
+    ms: float
+    refined: list[bool]
+    reasons: list[str]  # the passthrough reason of each item not refined ("" if refined)
+    hits: list[list[dict[str, Any]]]
+    errors: int  # items answered with an error
+    aggregations: list[Any] = field(default_factory=list)
+    degraded: int = 0
+
+
+def passthrough_reason(headers: Mapping[str, str]) -> str | None:
+    return headers.get(PASSTHROUGH_HEADER)
+
+
+def _answers(request: AppRequest, response: httpx.Response) -> list[dict[str, Any]]:
+    """The response body of each item: the msearch items, or the search itself."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {}
+    if request.msearch:
+        items = payload.get("responses", [])
+        return [*items, *[{} for _ in range(len(request.items) - len(items))]]
+    return [payload]
+
+
+def _msearch_body(index: str, searches: Sequence[Search]) -> bytes:
+    lines = [json.dumps(line) for s in searches for line in ({"index": index}, s.body)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def send(client: httpx.Client, base: str, index: str, request: AppRequest) -> Outcome:
+    """Send one request to `base` and read the refinement status of each item.
+
+    An item is refined when it carries `ext.tour`; a `_search` must also lack the
+    passthrough header (an `_msearch` item has no headers of its own)."""
+    started = time.perf_counter()
+    if request.msearch:
+        response = client.post(f"{base}/_msearch", content=_msearch_body(index, request.items),
+                               headers={"Content-Type": "application/x-ndjson"})
+    else:
+        response = client.post(f"{base}/{index}/_search", json=request.items[0].body)
+    ms = (time.perf_counter() - started) * 1000
+    header = passthrough_reason(response.headers)
+    outcome = Outcome(request, response.status_code, ms, [], [], [], 0)
+    for answer in _answers(request, response):
+        failed = response.status_code != 200 or "error" in answer or "hits" not in answer
+        tour = answer.get("ext", {}).get("tour") if isinstance(answer.get("ext"), dict) else None
+        refined = not failed and tour is not None and (request.msearch or header is None)
+        outcome.errors += failed
+        outcome.refined.append(refined)
+        outcome.reasons.append("" if refined else
+                               "error" if failed else header or "no reason given")
+        outcome.hits.append([] if failed else answer["hits"]["hits"])
+        outcome.aggregations.append(answer.get("aggregations"))
+        outcome.degraded += bool(tour and tour.get("degraded"))
+    return outcome
+
+
+def stored_metadata(client: httpx.Client, url: str, index: str) -> dict[str, dict[str, Any]]:
+    """doc id -> {year, topic} as the engine stores them, read once: what filters judge."""
+    count = client.get(f"{url}/{index}/_count").json()["count"]
+    response = client.post(f"{url}/{index}/_search", json={
+        "size": count, "_source": ["year", "topic"], "query": {"match_all": {}}})
+    response.raise_for_status()
+    return {hit["_id"]: hit["_source"] for hit in response.json()["hits"]["hits"]}
+
+
+@dataclass
+class EngineRun:
+    engine: str
+    version: str
+    outcomes: list[Outcome]
+    metadata: dict[str, dict[str, Any]]
+    agg_diffs: int
+    agg_checked: int
+    baselines: dict[str, list[str]]  # request id -> rerank-hybrid's top ids
+    baseline_failures: Counter[str]
+    seconds: float
+
+
+def _prepare(engine: str, url: str, dataset: BeirDataset, models: Models) -> None:
+    """Index the dataset with metadata (skipped when complete) and apply the frontier's
+    settings."""
+    async def run() -> None:
+        async with connect(engine, url) as adapter:
+            await ingest(adapter, dataset, INDEX, models.encoder, if_missing=True,
+                         metadata=True)
+
+    asyncio.run(run())
+    response = httpx.put(f"{url}/{INDEX}/_settings", json=FRONTIER_20, timeout=60)
+    response.raise_for_status()
+
+
+def _baseline_body(search: Search) -> dict[str, Any]:
+    """The same query and filters, ranked by the baseline (aggs and highlight do not change
+    the hits)."""
+    body = {k: v for k, v in search.body.items() if k not in ("aggs", "highlight")}
+    return {**body, "ext": {"tour": BASELINE}}
+
+
+def replay(engine: str, url: str, requests: Sequence[AppRequest], models: Models,
+           deadline_ms: int) -> EngineRun:
+    started = time.perf_counter()
+    config = ServerConfig(upstream=url, engine=engine, deadline_ms=deadline_ms,
+                          max_timeout_ms=deadline_ms)
+    outcomes: list[Outcome] = []
+    baselines: dict[str, list[str]] = {}
+    failures: Counter[str] = Counter()
+    agg_diffs = agg_checked = 0
+    with BackgroundServer(config, models) as sidecar, httpx.Client(timeout=300) as client:
+        nodes = client.get(f"{url}/_nodes/_local?filter_path=nodes.*.version").json()
+        version = str(next(iter(nodes["nodes"].values()))["version"])
+        metadata = stored_metadata(client, url, INDEX)
+        judged = [r for r in requests if not r.msearch and r.items[0].first_page]
+        total = len(requests) + len(judged)
+        with progress_bar(f"{engine}", total) as advance:
+            for request in requests:
+                outcome = send(client, sidecar.url, INDEX, request)
+                outcomes.append(outcome)
+                for search, aggs in zip(request.items, outcome.aggregations, strict=True):
+                    if "aggs" in search.body:  # the engine's own answer to the same body
+                        direct = client.post(f"{url}/{INDEX}/_search", json=search.body)
+                        agg_checked += 1
+                        agg_diffs += aggs != direct.json().get("aggregations")
+                advance(request.shape)
+            for request in judged:  # the baseline under the same filters, same sidecar
+                response = client.post(f"{sidecar.url}/{INDEX}/_search",
+                                       json=_baseline_body(request.items[0]))
+                if response.status_code == 200:
+                    baselines[request.id] = [h["_id"] for h in response.json()["hits"]["hits"]]
+                else:
+                    failures[_error_reason(response)] += 1
+                advance("baseline")
+    return EngineRun(engine, version, outcomes, metadata, agg_diffs, agg_checked, baselines,
+                     failures, time.perf_counter() - started)
+
+
+def _error_reason(response: httpx.Response) -> str:
+    try:
+        reason = response.json()["error"]["reason"]
+    except (ValueError, KeyError, TypeError):
+        reason = response.text[:80]
+    return f"{response.status_code} {reason}"
+
+
+# ---- the report --------------------------------------------------------------------------
+
+def ndcg_at_10(runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]
+               ) -> float:
+    """Mean nDCG@10 over every query of `qrels`; a query the run lacks scores 0."""
+    run = [ir_measures.ScoredDoc(qid, doc_id, float(len(ranked) - rank))
+           for qid, ranked in runs.items() if qid in qrels
+           for rank, doc_id in enumerate(ranked)]
+    judged = [ir_measures.Qrel(qid, doc_id, rel)
+              for qid, docs in qrels.items() for doc_id, rel in docs.items()]
+    scores = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], judged, run)}
+    return float(np.mean([scores.get(qid, 0.0) for qid in qrels])) if qrels else float("nan")
+
+
+def _quantiles(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50_ms": None, "p95_ms": None}
+    return {"n": len(values), "p50_ms": round(float(np.quantile(values, 0.5)), 1),
+            "p95_ms": round(float(np.quantile(values, 0.95)), 1)}
+
+
+def summarise(run: EngineRun, qrels: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """The figures the page reports for one engine."""
+    units = [refined for o in run.outcomes for refined in o.refined]
+    reasons = Counter(reason for o in run.outcomes for reason in o.reasons if reason)
+    shapes: dict[str, Counter[str]] = {}
+    for o in run.outcomes:
+        shapes.setdefault(o.request.shape, Counter()).update(
+            "refined" if refined else "passed" for refined in o.refined)
+    answered = [(search, hits) for o in run.outcomes
+                for search, hits in zip(o.request.items, o.hits, strict=True)]
+    bad = sum(violations([h["_id"] for h in hits], search.filters, run.metadata)
+              for search, hits in answered)
+    missing = sum(not hit.get("highlight", {}).get("text")
+                  for search, hits in answered if "highlight" in search.body for hit in hits)
+    # nDCG: first-page searches whose query keeps a judged doc under the filters, and whose
+    # baseline answered
+    judged: dict[str, dict[str, int]] = {}
+    frontier: dict[str, list[str]] = {}
+    dropped = 0
+    for o in run.outcomes:
+        search = o.request.items[0]
+        if o.request.msearch or not search.first_page or o.request.id not in run.baselines:
+            continue
+        kept = filtered_qrels(qrels.get(o.request.query_id, {}), search.filters, run.metadata)
+        if not kept:
+            dropped += 1
+            continue
+        judged[o.request.id] = kept
+        frontier[o.request.id] = [h["_id"] for h in o.hits[0]]
+    ndcg_frontier = ndcg_at_10(frontier, judged)
+    ndcg_baseline = ndcg_at_10(run.baselines, judged)
+    all_refined = [o.ms for o in run.outcomes if all(o.refined)]
+    none_refined = [o.ms for o in run.outcomes if not any(o.refined)]
+    mixed = [o.ms for o in run.outcomes if any(o.refined) and not all(o.refined)]
+    return {
+        "engine": run.engine, "version": run.version, "requests": len(run.outcomes),
+        "items": len(units), "refined": sum(units),
+        "refined_share": round(sum(units) / max(len(units), 1), 4),
+        "errors": sum(o.errors for o in run.outcomes),
+        "degraded": sum(o.degraded for o in run.outcomes),
+        "passthrough_reasons": dict(reasons.most_common()),
+        "by_shape": {shape: dict(c) for shape, c in shapes.items()},
+        "filter_violations": bad,
+        "hits_checked": sum(len(h) for o in run.outcomes for h in o.hits),
+        "agg_diffs": run.agg_diffs, "agg_checked": run.agg_checked,
+        "missing_highlights": missing,
+        "ndcg": {"requests": len(judged), "dropped_no_judged_doc": dropped,
+                 "baseline_failed": dict(run.baseline_failures),
+                 "frontier": round(ndcg_frontier, 4), "baseline": round(ndcg_baseline, 4),
+                 "gain": round(ndcg_frontier - ndcg_baseline, 4)},
+        "latency": {"refined": _quantiles(all_refined), "passed_through": _quantiles(none_refined),
+                    "mixed_msearch": _quantiles(mixed)},
+        "seconds": round(run.seconds, 1),
+    }
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    engines = report["engines"]
+    header = "| | " + " | ".join(f"{e['engine']} {e['version']}" for e in engines) + " | target |"
+    rule = "|---|" + "---|" * (len(engines) + 1)
+
+    def row(label: str, cells: list[str], target: str) -> str:
+        return f"| {label} | " + " | ".join(cells) + f" | {target} |"
+
+    def latency(e: Mapping[str, Any], group: str) -> str:
+        q = e["latency"][group]
+        return "–" if not q["n"] else f"{q['p50_ms']:.0f} / {q['p95_ms']:.0f} (n={q['n']})"
+
+    t = TARGETS
+    lines = [
+        "# Application searches through the sidecar",
+        "",
+        "Written by `python -m es_tour.bench.app` (and `make bench-app`); never edited by hand.",
+        "",
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']}; machine: {report['machine']}",
+        f"- index `{INDEX}`: SciFact with synthetic `year` / `topic` per doc "
+        "(`es-tour index --metadata`), settings the budget frontier's 20-pair choice: "
+        f"`{FRONTIER_LABEL}`",
+        f"- workload: {report['requests']} requests ({report['items']} searches counting each "
+        f"`_msearch` item) from {report['queries']} SciFact test queries, "
+        f"{report['shapes_per_query']} shapes each in rotation: {', '.join(SHAPES)}"
+        + (" (**smoke run**: a prefix of the workload)" if report["smoke"] else ""),
+        "- one sidecar per engine, in the process of the client, sharing one labeler (the "
+        "second engine's run finds the doc vectors the first embedded); requests one at a time",
+        "",
+        header, rule,
+        row("refined (items with `ext.tour`, no passthrough header)",
+            [f"{e['refined']} / {e['items']} ({e['refined_share']:.1%})" for e in engines],
+            f"≥ {t['refined']:.0%}"),
+        row("filter violations (hits failing the request's filters)",
+            [f"{e['filter_violations']} of {e['hits_checked']} hits" for e in engines], "0"),
+        row("aggregations differing from the engine's for the same body",
+            [f"{e['agg_diffs']} of {e['agg_checked']}" for e in engines], "0"),
+        row("hits missing a requested highlight",
+            [str(e["missing_highlights"]) for e in engines], "0"),
+        row(f"nDCG@10, filtered judged set: frontier 20 pairs / `{BASELINE_LABEL}`",
+            [f"{e['ndcg']['frontier']:.4f} / {e['ndcg']['baseline']:.4f}" for e in engines], ""),
+        row("nDCG@10 gain", [f"{e['ndcg']['gain']:+.4f} (n={e['ndcg']['requests']})"
+                             for e in engines], f"≥ +{t['ndcg_gain']:.3f}"),
+        row("p50 / p95 ms, refined requests", [latency(e, "refined") for e in engines], ""),
+        row("p50 / p95 ms, passed-through requests",
+            [latency(e, "passed_through") for e in engines], ""),
+        row("p50 / p95 ms, `_msearch` partly refined",
+            [latency(e, "mixed_msearch") for e in engines], ""),
+        row("errors / degraded", [f"{e['errors']} / {e['degraded']}" for e in engines], ""),
+        row("run time", [f"{e['seconds']:.0f} s" for e in engines], ""),
+        "",
+        "Verdicts: " + "; ".join(
+            f"{e['engine']}: refined {_verdict(e['refined_share'] >= t['refined'])}, "
+            f"violations {_verdict(e['filter_violations'] == 0)}, "
+            f"aggregations {_verdict(e['agg_diffs'] == 0)}, "
+            f"highlight {_verdict(e['missing_highlights'] == 0)}, "
+            f"nDCG {_verdict(e['ndcg']['gain'] >= t['ndcg_gain'])}" for e in engines) + ".",
+        "",
+        "## By shape (items refined / passed through)",
+        "",
+        "| shape | " + " | ".join(e["engine"] for e in engines) + " |",
+        "|---|" + "---|" * len(engines),
+        *[f"| {shape} | " + " | ".join(
+            f"{e['by_shape'].get(shape, {}).get('refined', 0)} / "
+            f"{e['by_shape'].get(shape, {}).get('passed', 0)}" for e in engines) + " |"
+          for shape in SHAPES],
+        "",
+        "## Why requests passed through",
+        "",
+        *[f"- {e['engine']}: " + ("; ".join(f"`{reason}` {n}" for reason, n
+                                            in e["passthrough_reasons"].items()) or "none")
+          for e in engines],
+        "",
+        "## How it is measured",
+        "",
+        "- **Filters** are judged on the `year` / `topic` the engine stores for each hit (read "
+        "once from the index). Range and term filters are drawn around the metadata of a "
+        "judged doc of the query (the first relevant one by id), widths and the excluded "
+        "topic from a generator seeded by the query id; `year:Y` in a query_string is a "
+        "filter on year = Y.",
+        "- **Aggregations** (terms on `topic`, histogram on `year`) are compared, as JSON, "
+        "with the engine's answer to the same body sent to it directly.",
+        "- **Highlight** asks for `text` with `no_match_size`, so the engine gives every hit "
+        "a snippet: a hit without one lost it on the way.",
+        f"- **nDCG@10** (ir-measures) on first-page `_search` requests (pages 2 and `_msearch` "
+        "items left out), over the query's relevant docs that pass the request's filters; "
+        "requests with none left are dropped. The frontier's figure is the workload's own "
+        f"answer; the baseline is the same query and filters (aggs and highlight removed) "
+        f"with `\"ext\": {{\"tour\": {json.dumps(BASELINE)}}}` through the same sidecar "
+        "(weights 0: the index's fusion weights do not apply to it). Requests whose baseline "
+        "the sidecar refused are left out of both.",
+        *[f"- {e['engine']}: nDCG over {e['ndcg']['requests']} requests; "
+          f"{e['ndcg']['dropped_no_judged_doc']} dropped with no judged doc left; baseline "
+          "refused: " + ("; ".join(f"`{r}` {n}" for r, n in e["ndcg"]["baseline_failed"].items())
+                         or "none") for e in engines],
+        "- **Latency** is the client's wall time per HTTP request, grouped by whether all, "
+        "none or some of its items were refined.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """The command line that reproduces the run, paths relative to the working directory
+    (make passes absolute ones) and options left at their defaults omitted."""
+    words = ["python -m es_tour.bench.app"]
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest == "help" or value == action.default:
+            continue
+        if isinstance(value, Path):
+            value = Path(os.path.relpath(value.resolve()))
+        words.append(action.option_strings[0] if value is True else
+                     f"{action.option_strings[0]} {value}")
+    return " ".join(words)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/app.md"))
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"only the first {SMOKE_REQUESTS} requests of the workload")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="only the first N requests of the workload")
+    parser.add_argument("--shapes-per-query", type=int, default=SHAPES_PER_QUERY)
+    parser.add_argument("--deadline-ms", type=int, default=60_000,
+                        help="the sidecar's refinement deadline (generous: a shared CPU)")
+    args = parser.parse_args(argv)
+    dataset = BeirDataset(args.dataset)
+    qrels = dataset.qrels("test")
+    queries = sorted(dataset.queries("test").items())
+    requests = workload(queries, qrels, args.shapes_per_query)
+    limit = SMOKE_REQUESTS if args.smoke else args.requests
+    requests = requests[:limit]
+    models = Models("retriever")
+    models.preload("default")
+    urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    summaries = []
+    for engine in args.engines.split(","):
+        _prepare(engine, urls[engine], dataset, models)
+        run = replay(engine, urls[engine], requests, models, args.deadline_ms)
+        summaries.append(summarise(run, qrels))
+        print(json.dumps(summaries[-1]), file=sys.stderr)
+    report = {
+        "command": _command(args, parser),
+        "date": now(), "machine": machine(), "smoke": args.smoke or args.requests is not None,
+        "queries": len({r.query_id for r in requests}), "requests": len(requests),
+        "items": sum(len(r.items) for r in requests), "shapes_per_query": args.shapes_per_query,
+        "settings": FRONTIER_20, "baseline": BASELINE, "engines": summaries,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(markdown(report))
+    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.output} and {args.output.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""The sidecar's own operator endpoints in front of the real engines: health, stats and
+metrics counting a refined, a passed-through and a degraded search, the degraded header,
+and the access log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from es_tour.cluster import NodeStatus
+from es_tour.engines import IndexSpec, connect
+from es_tour.server import (
+    DEGRADED_HEADER,
+    PASSTHROUGH_HEADER,
+    BackgroundServer,
+    Models,
+    ServerConfig,
+)
+
+ENGINES = ("opensearch", "elasticsearch")
+INDEX = "it-sidecar-ops"
+QUERY = "vitamin D deficiency"
+TEXTS = [f"{topic} study number {n}" for n in range(6) for topic in (
+    "vitamin D deficiency and bone health", "sleep and memory consolidation",
+    "statins and heart disease", "gut bacteria and immunity")]
+REFINE = {"method": "rerank", "k": 5}  # small: the labeler runs on a shared CPU
+
+
+@dataclass
+class Ops:
+    engine: str
+    url: str  # the sidecar
+    direct: str  # the engine itself
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+async def ops(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+              sidecar_models: Models) -> Any:
+    engine, url = request.param, nodes[request.param].url
+    vectors = sidecar_models.encoder.encode_docs(TEXTS)
+    async with connect(engine, url) as adapter:
+        await adapter.create_index(IndexSpec(INDEX, dimension=vectors.shape[1]), replace=True)
+        await adapter.bulk_index(INDEX, [
+            {"_id": str(i), "title": "", "text": text, "embedding": vector.tolist()}
+            for i, (text, vector) in enumerate(zip(TEXTS, vectors, strict=True))])
+        await adapter.refresh(INDEX)
+    # a generous deadline: the refined search must not degrade on a busy CPU
+    config = ServerConfig(upstream=url, deadline_ms=120_000, access_log=True)
+    with BackgroundServer(config, sidecar_models) as server:
+        yield Ops(engine, server.url, url)
+
+
+def _search(url: str, body: dict[str, Any]) -> httpx.Response:
+    response = httpx.post(f"{url}/{INDEX}/_search", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    return response
+
+
+def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = httpx.get(f"{url}/_tour/metrics", timeout=30)
+    assert response.status_code == 200 and response.headers["content-type"].startswith(
+        "text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.text)
+            for s in family.samples}
+
+
+def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_search(
+        ops: Ops, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="es_tour.server.access")
+    refined = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3,
+                                "ext": {"tour": REFINE}})
+    passed = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3})
+    degraded = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3,
+                                 "ext": {"tour": {**REFINE, "timeout_ms": 1}}})
+
+    assert DEGRADED_HEADER not in refined.headers and DEGRADED_HEADER not in passed.headers
+    assert passed.headers[PASSTHROUGH_HEADER] == "index.tour.enabled is not true"
+    assert degraded.headers[DEGRADED_HEADER] == "deadline"
+    assert degraded.json()["ext"]["tour"]["degraded"] is True
+
+    stats = httpx.get(f"{ops.url}/_tour/stats", timeout=30)
+    assert stats.status_code == 200
+    counts = stats.json()["es_tour"]
+    assert counts["refined"]["by_method"] == {"rerank": 1.0}
+    assert counts["degraded"]["by_method"] == {"rerank": 1.0}
+    assert counts["passed_through"]["by_reason"] == {"index.tour.enabled is not true": 1.0}
+    assert counts["search_duration_seconds"]["by_method"]["rerank"]["count"] == 2.0
+    assert counts["pairs_labelled"]["by_method"]["rerank"] >= 5
+    assert counts["queue_depth"] == 0.0 and counts["rejected"]["total"] == 0.0
+    assert 0.0 <= counts["label_cache"]["hit_rate"] <= 1.0  # pairs were labelled
+    assert QUERY not in stats.text
+
+    samples = _metrics(ops.url)
+    assert samples[("es_tour_refined_total", (("method", "rerank"),))] == 1.0
+    assert samples[("es_tour_degraded_total", (("method", "rerank"),))] == 1.0
+    assert samples[("es_tour_passed_through_total",
+                    (("reason", "index.tour.enabled is not true"),))] == 1.0
+    assert samples[("es_tour_search_duration_seconds_count", (("method", "rerank"),))] == 2.0
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "es_tour.server.access"]
+    searches = [line for line in lines if line.startswith(f"POST /{INDEX}/_search 200 ")]
+    assert [line.rsplit("ms ", 1)[1] for line in searches] == [
+        "refined", "passthrough: index.tour.enabled is not true", "degraded: deadline"]
+    assert not any(QUERY in line for line in lines)
+
+
+def test_an_msearch_names_its_degraded_items_in_the_header(ops: Ops) -> None:
+    lines = [{"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3},
+             {"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3,
+                                "ext": {"tour": {**REFINE, "timeout_ms": 1}}}]
+    response = httpx.post(f"{ops.url}/_msearch", content="".join(
+        json.dumps(line) + "\n" for line in lines), timeout=120,
+        headers={"content-type": "application/x-ndjson"})
+    assert response.status_code == 200, response.text
+    assert response.headers[DEGRADED_HEADER] == "[1] deadline"
+    assert response.json()["responses"][1]["ext"]["tour"]["degraded"] is True
+
+
+def test_health_answers_200_with_the_engine_up(ops: Ops) -> None:
+    response = httpx.get(f"{ops.url}/_tour/health", timeout=30)
+    assert response.status_code == 200
+    health = response.json()
+    assert health["status"] == "serving" and health["engine"] == ops.engine
+    # the engine's own answer to `GET /` (this Elasticsearch test node answers it 405)
+    assert health["upstream"] == {"reachable": True,
+                                  "status": httpx.get(f"{ops.direct}/").status_code}
+    assert health["models"]["encoder"]["loaded"] is True
+    assert "default" in health["models"]["labelers"]
+
+
+def test_an_unsupported_method_on_an_endpoint_of_the_sidecar_is_a_405_in_the_engine_shape(
+        ops: Ops) -> None:
+    response = httpx.post(f"{ops.url}/_tour/health", timeout=30)
+    assert response.status_code == 405
+    assert response.json()["error"]["type"] == "method_not_allowed_exception"
+
+
+@pytest.fixture
+def closed_port() -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+
+
+def test_health_answers_503_when_the_upstream_is_unreachable(
+        closed_port: str, sidecar_models: Models) -> None:
+    with BackgroundServer(ServerConfig(upstream=closed_port), sidecar_models) as server:
+        response = httpx.get(f"{server.url}/_tour/health", timeout=30)
+    assert response.status_code == 503
+    health = response.json()
+    assert health["status"] == "upstream_unavailable"
+    assert health["upstream"] == {"reachable": False, "status": None}

@@ -1,0 +1,75 @@
+"""The sidecar's counters: bounded labels, one registry read as Prometheus text and as JSON."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from es_tour.server._stats import MAX_REASONS, OTHER, Stats, reason_label
+
+
+@pytest.mark.parametrize(("reason", "label"), [
+    ("unsupported body key [secret words]", "unsupported body key"),
+    ("unsupported ext ['mine']", "unsupported ext"),
+    ("optional query string term [title:vitamin d] on a non-text field (+title:... filters)",
+     "optional query string term"),
+    ("index.tour.enabled is not true", "index.tour.enabled is not true"),
+    ("size 0", "size 0"),
+    ("[only brackets]", OTHER),
+])
+def test_a_reason_keeps_its_fixed_prefix_and_drops_what_the_request_put_in_it(
+        reason: str, label: str) -> None:
+    assert reason_label(reason) == label
+
+
+def test_passthrough_reasons_past_the_cap_count_as_other() -> None:
+    stats = Stats()
+    for i in range(MAX_REASONS + 5):
+        stats.passthrough(f"reason {i}")
+    by_reason = stats.to_json()["es_tour"]["passed_through"]["by_reason"]
+    assert len(by_reason) == MAX_REASONS + 1 and by_reason[OTHER] == 5
+
+
+def test_json_and_prometheus_text_report_the_same_counts() -> None:
+    dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1)
+    cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
+    stats = Stats(lambda: {"default": dual, "cross": cross})
+    stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0)
+    stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0)
+    stats.passthrough("unsupported body key [x]")
+    stats.rejected.inc()
+    stats.queue.inc()
+
+    body = stats.to_json()["es_tour"]
+    assert body["refined"] == {"total": 1.0, "by_method": {"tour-hard": 1.0}}
+    assert body["degraded"]["by_method"] == {"tour-hard": 1.0}
+    assert body["passed_through"]["by_reason"] == {"unsupported body key": 1.0}
+    assert body["rejected"]["total"] == 1.0 and body["queue_depth"] == 1.0
+    latency = body["search_duration_seconds"]["by_method"]["tour-hard"]
+    assert latency["count"] == 2.0 and latency["buckets"]["0.25"] == 1.0
+    assert body["model_seconds"]["total"] == pytest.approx(0.155)
+    # 4 pairs scored anew of 10 labelled; 1 doc embedded of the dual encoder's 3 new pairs
+    assert body["label_cache"] == {"hit_rate": 0.6, "doc_vector_hit_rate": 0.6667}
+
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(stats.prometheus().decode())
+               for s in family.samples}
+    assert samples[("es_tour_refined_total", (("method", "tour-hard"),))] == 1.0
+    assert samples[("es_tour_passed_through_total", (("reason", "unsupported body key"),))] == 1
+    assert samples[("es_tour_labeler_pairs_scored_total", (("labeler", "default"),))] == 3.0
+    assert samples[("es_tour_labeler_docs_embedded_total", (("labeler", "default"),))] == 1.0
+    assert ("es_tour_labeler_docs_embedded_total", (("labeler", "cross"),)) not in samples
+    assert samples[("es_tour_queue_depth", ())] == 1.0
+
+
+def test_no_search_answered_yet_has_no_hit_rate() -> None:
+    assert Stats().to_json()["es_tour"]["label_cache"] == {"hit_rate": None,
+                                                           "doc_vector_hit_rate": None}
+
+
+def test_each_app_counts_apart() -> None:
+    first, second = Stats(), Stats()
+    first.rejected.inc()
+    assert second.to_json()["es_tour"]["rejected"]["total"] == 0.0
