@@ -338,26 +338,22 @@ class ClientEngine:
         yet says None and in_source. A ConfigError (400) when `field` holds no vectors."""
         body = {"size": 1, "query": {"exists": {"field": field}}, "_source": [field]}
         asked, key = self._asking_vectors(body, field)
+        no_vectors = ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector "
+                                 "or dense_vector); name it in index.tour.vector_field")
         try:
             response = await self._client.search(index=index, body=asked)
         except self._bad_request:  # e.g. a text field: no vector doc values to read
-            raise ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector or "
-                              "dense_vector); name it in index.tour.vector_field") from None
+            raise no_vectors from None
         hits = response["hits"]["hits"]
         if not hits:
             return VectorField(field, None, True)
-        source = hits[0].get("_source", {})
-        in_source = source.get(field)  # a dotted name is flat or nested in the source
-        for part in field.split(".") if in_source is None else ():
-            source = source.get(part, {}) if isinstance(source, Mapping) else {}
-        in_source = in_source if in_source is not None else (source or None)
+        in_source = _source_value(hits[0].get("_source", {}), field)
         if isinstance(in_source, list):
             return VectorField(field, len(in_source), True)
         values = hits[0].get("fields", {}).get(key)
         if values and isinstance(values[0], list):
             return VectorField(field, len(values[0]), False)
-        raise ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector or "
-                          "dense_vector); name it in index.tour.vector_field")
+        raise no_vectors
 
     async def settings(self, index: str) -> dict[str, Any]:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""
@@ -454,6 +450,16 @@ def _contains(actual: Any, expected: Any) -> bool:
 def _error_id(error: Mapping[str, Any]) -> str:
     (item,) = error.values()
     return str(item["_id"])
+
+
+def _source_value(source: Mapping[str, Any], field: str) -> Any:
+    """The value of `field` in a source, its dotted name flat (`{"a.b": v}`) or nested."""
+    if field in source:
+        return source[field]
+    value: Any = source
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
 
 
 def _hits(response: Mapping[str, Any], vector_field: str | None,
