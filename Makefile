@@ -46,7 +46,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# Ends by serving the playground (the sidecar on 127.0.0.1:9201) until Ctrl-C; its URL is
+# Ends by serving the playground (the sidecar on 127.0.0.1:9201) until Ctrl-C, which ends it
+# with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is
 # the last line printed. `es-tour demo --no-serve` stops after the comparison.
 demo: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g

@@ -32,6 +32,16 @@ from es_tour.pipeline import (
 )
 
 RUN_DEPTH = 100  # Recall@100 needs 100 results per query
+# Corpus vectors encode every doc once in large batches (and are cached for later runs);
+# live labelling by a dual encoder embeds each distinct labelled doc once, a query's handful
+# at a time, which costs more per doc. Pairs bound those docs from above (queries share few
+# docs in a large corpus), so the vectors pay once a run labels half as many pairs as the
+# corpus has docs.
+CORPUS_VECTORS_BREAK_EVEN = 0.5
+# A labelling method given no budget labels at least its first window (k=10 for TOUR and
+# the agents); counting only that keeps a run off the corpus on a guess.
+LEAST_PAIRS_PER_QUERY = 10
+ETA_AFTER = 10  # searches done before the one-line ETA: the rate of fewer is noise
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,30 @@ def parse_budgets(text: str) -> list[int]:
     if not budgets or min(budgets) < 1:
         raise ConfigError(f"budgets must be at least 1 pair per query, got [{text}]")
     return budgets
+
+
+def expected_pairs(methods: Sequence[MethodSpec], queries: int, cold_labels: bool) -> int:
+    """About how many (query, doc) pairs a run labels: each labelling method's budget (its
+    budget option, else `LEAST_PAIRS_PER_QUERY`) per query; with labels shared across
+    methods a pair is labelled once, so the largest budget counts, else their sum."""
+    per_query = [_pairs_per_query(spec) for spec in methods if spec.name in BUDGET_OPTIONS]
+    if not per_query:
+        return 0
+    return queries * (sum(per_query) if cold_labels else max(per_query))
+
+
+def _pairs_per_query(spec: MethodSpec) -> int:
+    if spec.budget is not None:
+        return spec.budget
+    given = spec.options.get(BUDGET_OPTIONS[spec.name])
+    return given if isinstance(given, int) and given > 0 else LEAST_PAIRS_PER_QUERY
+
+
+def corpus_vectors_pay(pairs: int, corpus_docs: int, cached: bool) -> bool:
+    """Whether a dual-encoder labeler should label by corpus vectors: always once they are
+    cached (loading costs nothing), else when the run labels enough pairs to outweigh
+    encoding the whole corpus. φ is the same either way."""
+    return pairs > 0 and (cached or pairs >= CORPUS_VECTORS_BREAK_EVEN * corpus_docs)
 
 
 @dataclass
@@ -173,17 +207,38 @@ async def evaluate(
 @contextmanager
 def progress_bar(description: str, total: int, console: Console | None = None
                  ) -> Iterator[Callable[[str], None]]:
-    """A bar with elapsed time and an ETA over `total` searches; yields the `on_query`
-    callback `evaluate` takes."""
+    """A bar with elapsed time and time remaining over `total` searches, and one printed
+    line with the ETA once the first `ETA_AFTER` are done (a log or a pipe shows no bar);
+    yields the `on_query` callback `evaluate` takes."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
                   console=console) as progress:
         task = progress.add_task(description, total=total)
+        started = time.perf_counter()
+        done = 0
 
         def advance(label: str) -> None:
+            nonlocal done
+            done += 1
             progress.update(task, advance=1, description=f"{description} {label}")
+            if done == min(ETA_AFTER, total) and done < total:
+                progress.console.print(eta_line(done, total, time.perf_counter() - started))
 
         yield advance
+
+
+def eta_line(done: int, total: int, elapsed_s: float) -> str:
+    """`done` of `total` searches took `elapsed_s`: the rest at the same rate."""
+    left = elapsed_s / done * (total - done)
+    return (f"{done}/{total} searches in {_duration(elapsed_s)}: about {_duration(left)} "
+            "left at this rate (methods differ; the bar's estimate follows)")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else (
+        f"{minutes} min {secs:02d} s" if minutes else f"{secs} s")
 
 
 def _forget_labels(context: SearchContext) -> None:

@@ -119,3 +119,20 @@ def test_cli_credentials_come_from_the_environment_only(dataset, monkeypatch):
     assert result.exit_code == 1 and "ES_TOUR_PASSWORD" in result.output
     usage = runner.invoke(app, ["index", "--help"])
     assert "--password" not in usage.output and "--user " not in usage.output
+
+
+@pytest.mark.parametrize(("flags", "given"), [
+    ([], None), (["--corpus-vectors"], True), (["--no-corpus-vectors"], False)])
+def test_eval_decides_on_corpus_vectors_unless_told(dataset, monkeypatch, flags, given):
+    from es_tour.cli import search
+
+    seen = {}
+
+    async def evaluate(*args):
+        seen["corpus_vectors"] = args[-1]
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(search, "_evaluate", evaluate)
+    result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED, *flags])
+    assert "stop here" in result.output
+    assert seen == {"corpus_vectors": given}  # None: eval weighs the cost itself

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions, policy_dir
 from es_tour.bench import proxy, results
+from es_tour.bench._commands import portable_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import (
     AGENT_SWEEPS,
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     collected = asyncio.run(run(dataset, urls, args.index or dataset.name, args.labeler,
                                 args.cross_encoder, SMOKE if args.smoke else FULL))
     given = sys.argv[1:] if argv is None else argv
-    collected["command"] = " ".join(["python -m es_tour.bench", *given])
+    collected["command"] = portable_command("python -m es_tour.bench", given)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(collected, indent=1, default=str))
     print(f"wrote {results.write(collected, args.out)}")

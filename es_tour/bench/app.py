@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import re
 import sys
@@ -34,6 +33,7 @@ import ir_measures
 import numpy as np
 from ir_measures import nDCG
 
+from es_tour.bench._commands import portable_path
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import TOPICS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
@@ -580,15 +580,15 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    """The command line that reproduces the run, paths relative to the working directory
-    (make passes absolute ones) and options left at their defaults omitted."""
+    """The command line that reproduces the run, paths as `portable_path` writes them (make
+    passes absolute ones) and options left at their defaults omitted."""
     words = ["python -m es_tour.bench.app"]
     for action in parser._actions:
         value = getattr(args, action.dest, None)
         if not action.option_strings or action.dest == "help" or value == action.default:
             continue
         if isinstance(value, Path):
-            value = Path(os.path.relpath(value.resolve()))
+            value = portable_path(value)
         words.append(action.option_strings[0] if value is True else
                      f"{action.option_strings[0]} {value}")
     return " ".join(words)

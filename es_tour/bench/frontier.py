@@ -26,6 +26,7 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 from rich.console import Console
 
+from es_tour.bench._commands import portable_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.fusion import fit, pools
 from es_tour.bench.retrieval import ndcg_per_round, operator_counts
@@ -278,8 +279,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--add takes entries of METHODS, not {unknown}")
     previous = (json.loads((args.out / "frontier.json").read_text())
                 if args.rerender or args.reuse_weights else None)
-    command = " ".join(["python -m es_tour.bench.frontier",
-                        *(sys.argv[1:] if argv is None else argv)])
+    command = portable_command("python -m es_tour.bench.frontier",
+                               sys.argv[1:] if argv is None else argv)
     if args.rerender and previous is not None:
         collected = previous
     else:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from es_tour.bench._commands import portable_command, portable_path
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import BeirDataset
 from es_tour.models import CrossEncoder, DualEncoder, model_path, read_manifest
@@ -105,7 +106,7 @@ def _cross_model(reranker: Path | None, scratch: Path) -> tuple[Path, str]:
     built = models_dir() / "scifact-reranker"
     chosen = reranker or (built if (built / PYTORCH_DIR).is_dir() else None)
     if chosen is not None:
-        return chosen, f"fine-tuned reranker {chosen.name} ({chosen})"
+        return chosen, f"fine-tuned reranker {chosen.name} ({portable_path(chosen)})"
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     base = spec(DEFAULT_BASE).source.fetch(scratch / "source")
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     result = run(args.smoke, args.dataset, args.reranker, args.threads)
     given = sys.argv[1:] if argv is None else argv
-    result["command"] = " ".join(["python -m es_tour.bench.models", *given])
+    result["command"] = portable_command("python -m es_tour.bench.models", given)
     text = render_markdown(result)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)

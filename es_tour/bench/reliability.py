@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from es_tour.bench._commands import portable_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench._sidecar import SidecarProcess, server_stack
 from es_tour.bench.proxy import QUERIES
@@ -485,8 +486,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     plan = Plan(clients=args.clients, seconds=args.seconds)
     results = run_all(args.dataset, args.port_base, plan)
-    command = (f"python -m es_tour.bench.reliability --dataset {args.dataset} "
-               f"--port-base {args.port_base} --clients {args.clients} --seconds {args.seconds:g}")
+    command = portable_command("python -m es_tour.bench.reliability", [
+        "--dataset", str(args.dataset), "--port-base", str(args.port_base),
+        "--clients", str(args.clients), "--seconds", f"{args.seconds:g}"])
     text = markdown(results, plan, command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)

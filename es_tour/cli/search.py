@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlencode
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from es_tour.cli import app
 from es_tour.cli._checks import (
@@ -31,7 +32,9 @@ from es_tour.evaluation import (
     MethodReport,
     MethodSpec,
     build_methods,
+    corpus_vectors_pay,
     evaluate,
+    expected_pairs,
     parse_budgets,
     parse_methods,
     progress_bar,
@@ -40,7 +43,7 @@ from es_tour.evaluation import (
 )
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
-from es_tour.models import DualEncoderLabeler, Labeler
+from es_tour.models import DualEncoderLabeler, Labeler, has_corpus_embeddings
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, open_context
 from es_tour.server import parse_listen
 
@@ -136,14 +139,30 @@ def index_command(
     asyncio.run(run())
 
 
-def _table(title: str, reports: list[MethodReport]) -> Table:
+# The method column's share of 80 columns beside the six figures: a longer label shows as
+# its method's name and a key, spelled out under the table, so no label is cut off.
+LABEL_WIDTH = 18
+
+
+def short_labels(labels: Sequence[str]) -> dict[str, str]:
+    """Each label that fits `LABEL_WIDTH` as itself, a longer one as `name [n]`."""
+    long = [label for label in dict.fromkeys(labels) if len(label) > LABEL_WIDTH]
+    keys = {label: f"{label.split(':')[0]} [{n}]" for n, label in enumerate(long, start=1)}
+    return {label: keys.get(label, label) for label in labels}
+
+
+def print_table(out: Console, title: str, reports: list[MethodReport]) -> None:
+    """The methods' figures, then the legend of the labels `short_labels` shortened, each
+    on one line (a terminal narrower than a label wraps it, but it stays one string)."""
+    shown = short_labels([report.spec.label for report in reports])
     table = Table(
-        "method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
+        Column("method", no_wrap=True, min_width=LABEL_WIDTH),
+        "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
     )
     for report in reports:
         s = report.summary()
         table.add_row(
-            report.spec.label,
+            Text(shown[report.spec.label]),
             f"{s['ndcg@10']:.4f}",
             f"{s['recall@100']:.4f}",
             f"{s['mrr@10']:.4f}",
@@ -151,7 +170,10 @@ def _table(title: str, reports: list[MethodReport]) -> Table:
             f"{s['latency_ms_p95']:.1f}",
             f"{s['pairs_scored_mean']:.1f}",
         )
-    return table
+    out.print(table)
+    for label, short in shown.items():
+        if short != label:
+            out.print(Text(f"  {short[short.rindex('['):]} {label}"), soft_wrap=True)
 
 
 async def _evaluate(
@@ -163,21 +185,48 @@ async def _evaluate(
     max_queries: int | None,
     labeler: str,
     cold_labels: bool = True,
-    corpus_vectors: bool = False,
+    corpus_vectors: bool | None = False,
 ) -> list[MethodReport]:
     context = _context(target, index or data.name, labeler)
+    queries = len(list(data.queries(split))[:max_queries])
+    if corpus_vectors is None:
+        corpus_vectors = _corpus_vectors_pay(context.labeler, data,
+                                             expected_pairs(methods, queries, cold_labels))
     if corpus_vectors:
         context.labeler = _corpus_labeler(context.labeler, data)
     # a typo fails now, not after the ingest
     build_methods(context, methods, data.qrels(split), data.queries(split))
     async with context.engine:
         await _ingest(context, data, replace=False)
-        queries = len(list(data.queries(split))[:max_queries])
         with progress_bar(f"{data.name} {split}", len(methods) * queries,
                           err_console) as advance:
             return await evaluate(context, data, methods, split=split,
                                   max_queries=max_queries, cold_labels=cold_labels,
                                   on_query=advance)
+
+
+def _corpus_vectors_pay(labeler: Labeler, data: BeirDataset, pairs: int) -> bool:
+    """Whether corpus vectors cost less than labelling live (`corpus_vectors_pay`), said in
+    one line; only a dual encoder has them, and a run that labels nothing needs neither."""
+    if not isinstance(labeler, DualEncoderLabeler) or pairs == 0:
+        return False
+    texts = [doc.contents for doc in data.corpus()]
+    cached = has_corpus_embeddings(labeler.encoder, data.root / "corpus.jsonl", texts)
+    chosen = corpus_vectors_pay(pairs, len(texts), cached)
+    err_console.print(corpus_vectors_line(chosen, cached, pairs, len(texts)))
+    return chosen
+
+
+def corpus_vectors_line(chosen: bool, cached: bool, pairs: int, docs: int) -> str:
+    """What `_corpus_vectors_pay` chose, and why, in one line."""
+    if not chosen:
+        return (f"labelling by encoding each labelled doc: about {pairs:,} pairs, fewer than "
+                f"half the corpus's {docs:,} docs (--corpus-vectors encodes the corpus "
+                "instead; the same φ)")
+    why = ("cached for this corpus" if cached else
+           f"about {pairs:,} pairs to label, at least half the {docs:,} docs encoded once")
+    return (f"labelling by corpus vectors ({why}): the same φ as encoding each labelled "
+            "doc (--no-corpus-vectors)")
 
 
 def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
@@ -210,10 +259,12 @@ def eval_command(
         "--cold-labels/--label-once",
         help="time each method with an empty label cache, or label each (query, doc) pair "
              "once for the whole run (faster; latencies then hold only new labels)")] = False,
-    corpus_vectors: Annotated[bool, typer.Option(
+    corpus_vectors: Annotated[bool | None, typer.Option(
+        "--corpus-vectors/--no-corpus-vectors",
         help="a dual-encoder labeler encodes the whole corpus once (cached in the model "
-             "cache) and labels by dot products: for runs that label more pairs than the "
-             "corpus has docs")] = False,
+             "cache) and labels by dot products, or encodes each labelled doc; the same φ. "
+             "Default: corpus vectors when cached, or when the run labels at least half as "
+             "many pairs as the corpus has docs")] = None,
     output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
@@ -240,10 +291,10 @@ def eval_command(
     title = f"{data.name} {split} on {engine}" + (
         "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
     if not levels:
-        console.print(_table(title, reports))
+        print_table(console, title, reports)
     for budget in levels:  # methods without a budget option show in every table
-        console.print(_table(f"{title}, at {budget} labeler pairs per query",
-                             [r for r in reports if r.spec.budget in (None, budget)]))
+        print_table(console, f"{title}, at {budget} labeler pairs per query",
+                    [r for r in reports if r.spec.budget in (None, budget)])
     summary = report_json(data, engine, split, reports)
     if output:
         output.write_text(json.dumps(summary, indent=2))
@@ -373,10 +424,11 @@ def demo_command(
                                     "test", queries, "default", cold_labels=False))
     by_label = {report.spec.label: report for report in reports}
     for budget, labelling in DEMO_BUDGETS.items():
-        console.print(_table(
+        print_table(
+            console,
             f"At {budget} labeler pairs per query: first {queries} {data.name} test queries "
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
-            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)]))
+            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)])
     asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
         _serve_playground(target, data.name, text, listen)
@@ -423,8 +475,8 @@ async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
 
 def _serve_playground(target: EngineTarget, index: str, query: str, listen: str) -> None:
     """The sidecar in the foreground; the playground's URL is printed once it listens."""
+    from es_tour.cli.serve import serve_until_stopped
     from es_tour.server import ServerConfig
-    from es_tour.server import serve as run_sidecar
 
     link = f"http://{listen}/_tour/playground?" + urlencode({"index": index, "q": query})
 
@@ -432,5 +484,5 @@ def _serve_playground(target: EngineTarget, index: str, query: str, listen: str)
         console.print(f"\n[bold]playground[/] (the sidecar in front of {target.url}; Ctrl-C "
                       f"stops it):\n{link}", soft_wrap=True)
 
-    run_sidecar(ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls),
-                listen, log_level="warning", ready=ready)
+    serve_until_stopped(ServerConfig(upstream=target.url, engine=target.engine,
+                                     upstream_tls=target.tls), listen, "warning", ready)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from es_tour.cli._checks import (
     path_text,
     upstream_tls,
 )
-from es_tour.cli._errors import clean_errors
+from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_model
@@ -100,4 +101,11 @@ def serve_command(
         scheme = "https" if config.tls_cert else "http"
         typer.echo(f"es-tour sidecar on {scheme}://{listen} -> {', '.join(config.upstreams)}")
 
+    serve_until_stopped(config, listen, log_level, ready)
+
+
+def serve_until_stopped(config: ServerConfig, listen: str, log_level: str,
+                        ready: Callable[[], None]) -> None:
+    """The sidecar in the foreground; Ctrl-C ends it with exit status 0 and one line."""
     serve(config, listen, log_level, ready=ready)
+    err_console.print("sidecar stopped")

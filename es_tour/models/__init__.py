@@ -6,7 +6,7 @@ Exporting, building registry models and training live in `es_tour.training`.
 
 from __future__ import annotations
 
-from es_tour.models._corpus_cache import corpus_embeddings
+from es_tour.models._corpus_cache import corpus_embeddings, has_corpus_embeddings
 from es_tour.models._labelers import (
     CrossEncoderLabeler,
     DualEncoderLabeler,
@@ -27,6 +27,7 @@ __all__ = [
     "Ranked",
     "available_providers",
     "corpus_embeddings",
+    "has_corpus_embeddings",
     "load_labeler",
     "model_path",
     "read_manifest",

@@ -43,10 +43,15 @@ def cached_corpus_embeddings(
     encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
 ) -> tuple[np.ndarray, float] | None:
     """What `corpus_embeddings` returns when it is cached, else None (nothing is encoded)."""
+    if not has_corpus_embeddings(encoder, corpus_path, texts):
+        return None
     vectors, meta = _cache_files(encoder, corpus_path, texts)
-    if vectors.is_file() and meta.is_file():
-        return np.load(vectors), float(json.loads(meta.read_text())["docs_per_s"])
-    return None
+    return np.load(vectors), float(json.loads(meta.read_text())["docs_per_s"])
+
+
+def has_corpus_embeddings(encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]) -> bool:
+    """Whether `corpus_embeddings` would load its vectors rather than encode them."""
+    return all(path.is_file() for path in _cache_files(encoder, corpus_path, texts))
 
 
 def _cache_files(

@@ -45,7 +45,8 @@ def drain_seconds(config: ServerConfig) -> int:
 
 def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
           ready: Callable[[], None] | None = None) -> None:
-    """Serve until interrupted; `ready` is called once the sidecar listens."""
+    """Serve until interrupted (Ctrl-C returns, once the sidecar has shut down); `ready` is
+    called once the sidecar listens."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -61,7 +62,12 @@ def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str =
         access_log.addHandler(handler)
         access_log.setLevel(logging.INFO)
         access_log.propagate = False
-    Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+    try:
+        Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on SIGINT, then raises it again: for a sidecar in the
+        # foreground, Ctrl-C is how it ends, not a failure (make would report Error 130)
+        pass
 
 
 class BackgroundServer:

@@ -1,0 +1,48 @@
+"""Command lines and paths as the generated docs record them: usable on any checkout.
+
+A page that names `/work/shared/...` or the cache of the machine that ran the benchmark
+cannot be followed by a reader, so paths are written relative to the repository (data
+beside it as `../shared/...`) and model cache paths under `<ES_TOUR_HOME>`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from es_tour import paths
+
+REPO = Path(__file__).resolve().parents[2]
+HOME_PLACEHOLDER = "<ES_TOUR_HOME>"
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def portable_path(path: str | os.PathLike[str], repo: Path = REPO) -> str:
+    """`path` under `<ES_TOUR_HOME>` when it is in the cache, relative to `repo` when it
+    lies in or beside it, else unchanged (nothing better to say of it)."""
+    absolute = os.path.abspath(path)
+    home = os.path.abspath(paths.home())
+    if _under(absolute, home):
+        return HOME_PLACEHOLDER + absolute[len(home):]
+    for root in {str(repo), str(repo.resolve())}:
+        if _under(absolute, os.path.dirname(root)):
+            return os.path.relpath(absolute, root)
+    return os.fspath(path)
+
+
+def _portable_argument(argument: str, repo: Path) -> str:
+    option, equals, value = argument.partition("=") if argument.startswith("--") else (
+        "", "", argument)
+    # only what names a path: absolute, or a relative path that exists from here
+    if value and (os.path.isabs(value) or (os.sep in value and os.path.exists(value))):
+        value = portable_path(value, repo)
+    return option + equals + value
+
+
+def portable_command(program: str, arguments: Sequence[str], repo: Path = REPO) -> str:
+    """`program arguments…` with every path argument made portable (`portable_path`)."""
+    return " ".join([program, *(_portable_argument(a, repo) for a in arguments)])

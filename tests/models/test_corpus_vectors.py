@@ -1,0 +1,87 @@
+"""Corpus vectors are a faster route to the same dual-encoder φ, which `es-tour eval`
+takes by itself when it pays."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from es_tour.agents import CorpusLabeler, _labeling
+from es_tour.cli import search
+from es_tour.datasets import BeirDataset
+from es_tour.evaluation import CORPUS_VECTORS_BREAK_EVEN
+from es_tour.models import DualEncoder, DualEncoderLabeler
+
+DOCS = {
+    "d1": ("Aspirin", "Aspirin lowers the risk of a second heart attack."),
+    "d2": ("Vitamin D", "Vitamin D deficiency is common in northern winters."),
+    "d3": ("Sleep", "Short sleep is associated with higher blood pressure."),
+    "d4": ("Statins", "Statins reduce LDL cholesterol in most adults."),
+    "d5": ("Exercise", "Regular exercise improves insulin sensitivity."),
+    "d6": ("Smoking", "Smoking cessation lowers lung cancer incidence over time."),
+}
+QUERIES = ["does aspirin prevent heart attacks", "what lowers cholesterol"]
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> BeirDataset:
+    root = tmp_path / "tiny"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": i, "title": title, "text": text}) + "\n"
+        for i, (title, text) in DOCS.items()))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{n}", "text": text}) + "\n" for n, text in enumerate(QUERIES)))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td1\t1\n")
+    return BeirDataset(root)
+
+
+@pytest.fixture
+def encoder(minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> DualEncoder:
+    # the vectors of a throwaway corpus stay out of the shared model cache
+    monkeypatch.setattr(_labeling, "corpus_embeddings",
+                        lambda enc, path, texts: (enc.encode_docs(texts), 0.0))
+    return DualEncoder(minilm_dir)
+
+
+def test_corpus_vectors_give_the_phi_of_encoding_each_doc(collection: BeirDataset,
+                                                         encoder: DualEncoder) -> None:
+    live = DualEncoderLabeler(encoder, "minilm")
+    corpus = CorpusLabeler(encoder, collection, "minilm")
+    docs = [(doc.id, doc.contents) for doc in collection.corpus()]
+    for query in QUERIES:
+        # a query's handful at a time, as a search labels them, against the whole corpus
+        for window in (docs[:2], docs[1:5], docs):
+            assert np.allclose(corpus.score(query, window), live.score(query, window),
+                               atol=1e-5), (query, [i for i, _ in window])
+    assert not np.allclose(live.score(QUERIES[0], docs), live.score(QUERIES[1], docs))
+
+
+def test_eval_chooses_by_the_pairs_it_will_label(collection: BeirDataset, encoder: DualEncoder,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    labeler = DualEncoderLabeler(encoder, "minilm")
+    even = int(np.ceil(CORPUS_VECTORS_BREAK_EVEN * len(DOCS)))
+    assert search._corpus_vectors_pay(labeler, collection, even)
+    assert "labelling by corpus vectors" in capsys.readouterr().err
+    assert not search._corpus_vectors_pay(labeler, collection, even - 1)
+    assert "labelling by encoding each labelled doc" in capsys.readouterr().err
+
+
+def test_cached_corpus_vectors_are_always_taken(collection: BeirDataset, encoder: DualEncoder,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(search, "has_corpus_embeddings", lambda *args: True)
+    assert search._corpus_vectors_pay(DualEncoderLabeler(encoder, "minilm"), collection, 1)
+    assert "cached for this corpus" in capsys.readouterr().err
+
+
+def test_a_labeler_without_vectors_labels_live_and_says_nothing(
+        collection: BeirDataset, capsys: pytest.CaptureFixture[str]) -> None:
+    class CrossLike:  # scores (query, doc) pairs jointly: no corpus vectors exist
+        name = "cross"
+
+    assert not search._corpus_vectors_pay(CrossLike(), collection, 10_000)  # type: ignore[arg-type]
+    assert capsys.readouterr().err == ""
