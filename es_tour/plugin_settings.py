@@ -37,12 +37,14 @@ NOTES = {
                       "`hybrid-tour`'s `hybrid-linear` pool)",
     "bm25_weight": "(final-score fusion: z(BM25)'s weight beside the labeler's z(φ))",
     "dense_weight": "(final-score fusion: z(q·c)'s weight beside z(φ))",
+    "labeler": "(dual or cross; a directory `es-tour export` or `train-reranker` wrote)",
+    "encoder": "(a dual model of the vector field's dimension, checked at first use)",
 }
 
 
 @dataclass(frozen=True)
 class PluginSetting:
-    """One declaration: `kind` is int, double, boolean, enum, string or list."""
+    """One declaration: `kind` is int, double, boolean, enum, string, model or list."""
 
     name: str
     kind: str
@@ -108,6 +110,8 @@ def _parse(constant_name: str, text: str, source: str) -> PluginSetting:
     if match := re.search(r'listSetting\( PREFIX \+ "(\w+)", List\.of\(([^)]*)\)', flat):
         items = re.findall(r'"([^"]+)"', match.group(2))
         return PluginSetting(match.group(1), "list", "[" + ", ".join(items) + "]")
+    if match := re.search(r'^model\("(\w+)", "([^"]*)"\)$', flat):
+        return PluginSetting(match.group(1), "model", match.group(2))
     if match := re.search(r'simpleString\( PREFIX \+ "(\w+)", "([^"]*)"', flat):
         return PluginSetting(match.group(1), "string", match.group(2))
     raise ValueError(f"cannot read the declaration of TourSettings.{constant_name}")
@@ -148,18 +152,18 @@ def _allowed(setting: PluginSetting) -> str:
         text = ", ".join(f"`{choice}`" for choice in setting.choices)
     elif setting.name == "text_fields":
         text = "at least one entry; no blank entries"
-    elif setting.name == "labeler":
-        text = "a model name matching `" + choices_pattern() + "`"
+    elif setting.kind == "model":
+        text = "a registry name or a model directory's path, matching `" + model_pattern() + "`"
     else:
         text = "any non-blank field name"
     note = NOTES.get(setting.name)
     return f"{text} {note}" if note else text
 
 
-def choices_pattern() -> str:
-    match = re.search(r'LABELER_PATTERN = Pattern\.compile\("([^"]+)"\)', settings_source())
+def model_pattern() -> str:
+    match = re.search(r'MODEL_PATTERN = Pattern\.compile\("([^"]+)"\)', settings_source())
     if not match:
-        raise ValueError("TourSettings declares no LABELER_PATTERN")
+        raise ValueError("TourSettings declares no MODEL_PATTERN")
     return match.group(1)
 
 
@@ -173,7 +177,7 @@ def _default(setting: PluginSetting) -> str:
 
 
 TYPES = {"int": "int", "double": "double", "boolean": "boolean", "enum": "enum",
-         "string": "string", "list": "list of strings"}
+         "string": "string", "model": "string", "list": "list of strings"}
 
 
 def render_table() -> str:

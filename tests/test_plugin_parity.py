@@ -9,6 +9,7 @@ needs no build.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -31,7 +32,14 @@ from es_tour.pipeline._methods import (
     RocchioOptions,
     VectorRerankOptions,
 )
-from es_tour.plugin_settings import by_name, choices, constant, methods, settings_source
+from es_tour.plugin_settings import (
+    by_name,
+    choices,
+    constant,
+    methods,
+    model_pattern,
+    settings_source,
+)
 from es_tour.server import ServerConfig
 from es_tour.server._options import _SETTING_NAMES, resolve, setting_names
 from es_tour.tour import TourConfig
@@ -156,8 +164,26 @@ def test_declared_defaults_that_differ_from_a_methods_own_are_left_to_the_method
             if str(DECLARED[setting].default) not in (str(getattr(own, option)),
                                                       f"{getattr(own, option)}.0"):
                 differing.append((method, setting))
-                server = {"method": method, "labeler": "default", "vector_field": "embedding",
+                server = {"method": method, "labeler": "default", "encoder": "retriever",
+                          "vector_field": "embedding",
                           "text_fields": ("title", "text"), "options": {"k": 10}}
                 resolved = resolve({}, {}, server)
                 assert option not in resolved.options, (method, option)
     assert ("rocchio", "lambda") in differing and ("rm3-agent", "max_rounds") in differing
+
+
+def test_the_model_and_field_settings_default_to_the_servers_and_take_its_model_names():
+    from es_tour.server._options import CONTEXT_KEYS, index_settings
+    from onnx_models import ALIASES, MODELS
+
+    config = ServerConfig(upstream="http://x")
+    for name, default in (("labeler", config.labeler), ("encoder", config.encoder)):
+        assert f'model("{name}", "{default}")' in SETTINGS
+        assert name in CONTEXT_KEYS
+        assert index_settings({f"index.tour.{name}": "models/x"}) == {name: "models/x"}
+    assert f'PREFIX + "vector_field", "{config.vector_field}"' in SETTINGS
+    pattern = re.compile(model_pattern())
+    # every registry name, and the paths `es-tour export` and `train-reranker` write to
+    for model in [*MODELS, *ALIASES, "models/my-reranker", "/srv/es-tour/e5-ft_2"]:
+        assert pattern.fullmatch(model), model
+    assert not pattern.fullmatch("two words")

@@ -20,7 +20,7 @@ from es_tour.cli._checks import (
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
-from es_tour.server._models import built_labeler
+from es_tour.server._models import check_model
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
@@ -36,7 +36,12 @@ def serve_command(
         help="opensearch or elasticsearch (default: detected from the upstream)")] = None,
     method: Annotated[str, typer.Option(
         help="default method when neither request nor index names one")] = "tour-hard",
-    labeler: Annotated[str, typer.Option(help="default labeler model")] = "default",
+    labeler: Annotated[str, typer.Option(
+        help="default labeler: a registry name, or a model directory (es-tour export, "
+             "train-reranker), dual or cross")] = "default",
+    encoder: Annotated[str, typer.Option(
+        help="default query encoder: a registry name, or a dual model directory (es-tour "
+             "export); its dimension must be the index's vector field's")] = "retriever",
     deadline_ms: Annotated[int, typer.Option(
         help="round-0 results are returned when a refinement runs longer")] = 10_000,
     max_k: Annotated[int, typer.Option(help="largest k a request may ask")] = 1000,
@@ -75,7 +80,7 @@ def serve_command(
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
     config = ServerConfig(upstream=",".join(upstream), engine=engine, method=method,
-                          labeler=labeler,
+                          labeler=labeler, encoder=encoder,
                           deadline_ms=deadline_ms, max_k=max_k, max_size=max_size,
                           max_rounds=max_rounds, max_top_k=max_top_k,
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
@@ -89,7 +94,8 @@ def serve_command(
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
-    built_labeler(labeler)  # an unknown or unbuilt labeler fails now, not at startup
+    for model in (labeler, encoder):  # an unknown or unbuilt model fails now, not at startup
+        check_model(model)
 
     def ready() -> None:
         scheme = "https" if config.tls_cert else "http"

@@ -17,6 +17,7 @@ from es_tour.engines._types import (
     KnnReturns,
     SearchEngine,
     TermStats,
+    VectorField,
 )
 from es_tour.errors import ConfigError
 from es_tour.tls import UpstreamTls, uses_https
@@ -58,5 +59,6 @@ __all__ = [
     "OpenSearchEngine",
     "SearchEngine",
     "TermStats",
+    "VectorField",
     "connect",
 ]

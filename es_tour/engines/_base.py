@@ -10,8 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.engines._types import BulkReport, Hit, IndexSpec, KnnReturns, TermStats
-from es_tour.errors import EngineError, EngineSetupError, UpstreamError
+from es_tour.engines._types import (
+    BulkReport,
+    Hit,
+    IndexSpec,
+    KnnReturns,
+    TermStats,
+    VectorField,
+)
+from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
 
 _BULK_CHUNK = 500
 
@@ -33,6 +40,8 @@ class ClientEngine:
         self._bad_request = bad_request
         self._owns_client = True
         self._filters: tuple[Mapping[str, Any], ...] = ()
+        # the vector field whose vectors this view reads from doc values, not `_source`
+        self._doc_value_vectors: str | None = None
 
     def with_headers(self, headers: Mapping[str, str]) -> ClientEngine:
         """This engine sending `headers` (a caller's credentials) on every call, over the
@@ -50,6 +59,26 @@ class ClientEngine:
         view._filters = (*self._filters, *filters)
         view._owns_client = False
         return view
+
+    def with_doc_value_vectors(self, field: str) -> ClientEngine:
+        """This engine reading `field`'s stored vectors from doc values, for an index whose
+        `_source` lacks them: each call that would return them in `_source` asks for them the
+        engine's way (`_vector_request`) and fills Hit.vector."""
+        view = copy.copy(self)
+        view._doc_value_vectors = field
+        view._owns_client = False
+        return view
+
+    def _vectors_wanted(self, exclude: Sequence[str]) -> str | None:
+        """The field to read from doc values when a call keeps every source field but
+        `exclude`; None when this view reads vectors from `_source` or the call drops them."""
+        field = self._doc_value_vectors
+        return field if field is not None and field not in exclude else None
+
+    def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
+        """The search body keys that return `field`'s vectors from doc values, and the key of
+        `hit["fields"]` they come back under."""
+        raise NotImplementedError
 
     def _constraints(self, ids: Sequence[str] | None) -> list[Mapping[str, Any]]:
         return [*self._filters, *([] if ids is None else [_ids_filter(ids)])]
@@ -240,8 +269,10 @@ class ClientEngine:
             body["_source"] = False
         elif returns != "vectors":
             raise ValueError(f"returns must be vectors, text or ids, got {returns!r}")
-        response = await self._client.search(index=index, body={"size": k, **body})
-        return _hits(response, field)
+        asked, fetched = self._asking_vectors(
+            {"size": k, **body}, self._vectors_wanted(() if returns == "vectors" else (field,)))
+        response = await self._client.search(index=index, body=asked)
+        return _hits(response, field, fetched)
 
     async def bool_search(
         self,
@@ -259,8 +290,19 @@ class ClientEngine:
         body: dict[str, Any] = {"size": k, "query": query}
         if exclude:
             body["_source"] = {"excludes": list(exclude)}
-        response = await self._client.search(index=index, body=body)
-        return _hits(response, None)
+        asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
+        response = await self._client.search(index=index, body=asked)
+        return _hits(response, None, fetched)
+
+    def _asking_vectors(self, body: dict[str, Any], field: str | None
+                        ) -> tuple[dict[str, Any], str | None]:
+        """`body` asking for `field`'s vectors from doc values, and the key of the hits'
+        `fields` they come back under; `body` as is and None for no field."""
+        if field is None:
+            return body, None
+        extra, key = self._vector_request(field)
+        # script_fields alone would drop the source: keep it as the body asked
+        return {"_source": True, **body, **extra}, key
 
     async def search(self, index: str, body: Mapping[str, Any], **params: Any
                      ) -> dict[str, Any]:
@@ -271,12 +313,47 @@ class ClientEngine:
     async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
                    ) -> list[Hit]:
         """The docs of `ids` that exist, in order; `exclude` drops source fields."""
+        wanted = self._vectors_wanted(exclude)
+        if wanted is not None:  # mget reads no doc values: an ids search, in `ids`' order
+            unique = list(dict.fromkeys(ids))
+            body: dict[str, Any] = {"size": len(unique), "query": _ids_filter(unique)}
+            if exclude:
+                body["_source"] = {"excludes": list(exclude)}
+            asked, fetched = self._asking_vectors(body, wanted)
+            response = await self._client.search(index=index, body=asked)
+            found = {hit.id: hit for hit in _hits(response, None, fetched)}
+            return [Hit(found[i].id, 0.0, found[i].source, found[i].vector)
+                    for i in ids if i in found]
         options = {"_source_excludes": list(exclude)} if exclude else {}
         response = await self._client.mget(index=index, body={"ids": list(ids)}, **options)
         failed = [doc["error"] for doc in response["docs"] if "error" in doc]
         if failed:  # e.g. an alias over several indices: the engine's reason, as a 400
             raise EngineError(400, {"error": failed[0], "status": 400})
         return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
+
+    async def vector_field(self, index: str, field: str) -> VectorField:
+        """`field` as one doc of `index` holds it: its dimension, and whether `_source`
+        keeps its vectors (an index may exclude them to save disk). Read by a search, not
+        the mapping, so any caller who may search the index may ask; an index with no vector
+        yet says None and in_source. A ConfigError (400) when `field` holds no vectors."""
+        body = {"size": 1, "query": {"exists": {"field": field}}, "_source": [field]}
+        asked, key = self._asking_vectors(body, field)
+        no_vectors = ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector "
+                                 "or dense_vector); name it in index.tour.vector_field")
+        try:
+            response = await self._client.search(index=index, body=asked)
+        except self._bad_request:  # e.g. a text field: no vector doc values to read
+            raise no_vectors from None
+        hits = response["hits"]["hits"]
+        if not hits:
+            return VectorField(field, None, True)
+        in_source = _source_value(hits[0].get("_source", {}), field)
+        if isinstance(in_source, list):
+            return VectorField(field, len(in_source), True)
+        values = hits[0].get("fields", {}).get(key)
+        if values and isinstance(values[0], list):
+            return VectorField(field, len(values[0]), False)
+        raise no_vectors
 
     async def settings(self, index: str) -> dict[str, Any]:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""
@@ -375,12 +452,28 @@ def _error_id(error: Mapping[str, Any]) -> str:
     return str(item["_id"])
 
 
-def _hits(response: Mapping[str, Any], vector_field: str | None) -> list[Hit]:
+def _source_value(source: Mapping[str, Any], field: str) -> Any:
+    """The value of `field` in a source, its dotted name flat (`{"a.b": v}`) or nested."""
+    if field in source:
+        return source[field]
+    value: Any = source
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _hits(response: Mapping[str, Any], vector_field: str | None,
+          fetched: str | None = None) -> list[Hit]:
+    """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
+    under `fetched` (vectors read from doc values)."""
     hits = []
     for hit in response["hits"]["hits"]:
         source = hit.get("_source", {})
         vector = None
         if vector_field is not None and vector_field in source:
             vector = np.asarray(source[vector_field], dtype=np.float32)
+        values = hit.get("fields", {}).get(fetched) if fetched else None
+        if values and values[0] is not None:  # one vector per doc, as a list of one
+            vector = np.asarray(values[0], dtype=np.float32)
         hits.append(Hit(hit["_id"], float(hit["_score"]), source, vector))
     return hits

@@ -44,6 +44,10 @@ class ElasticsearchEngine(ClientEngine):
             "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100},
         }
 
+    def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
+        # an indexed dense_vector answers docvalue_fields (8.x); the fields API reads _source
+        return {"docvalue_fields": [field]}, field
+
     def _knn_body(
         self,
         vector: list[float],

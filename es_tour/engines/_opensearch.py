@@ -15,6 +15,14 @@ from es_tour.engines._base import ClientEngine
 from es_tour.engines._types import IndexSpec
 
 _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
+# knn_vector doc values answer neither docvalue_fields nor the fields API, but a script
+# reads them (the k-NN plugin's painless extension): one script field per hit. The value is
+# copied: on 2.19 every hit's `value` is one shared buffer, so uncopied all hits would show
+# the last doc's vector (integration_tests/test_foreign_index.py).
+_VECTOR_KEY = "_tour_vector"
+_VECTOR_SCRIPT = ("if (doc[params.field].size() == 0) { return null; } "
+                  "def v = doc[params.field].value; float[] copy = new float[v.length]; "
+                  "for (int i = 0; i < v.length; ++i) { copy[i] = v[i]; } return copy;")
 
 
 class OpenSearchEngine(ClientEngine):
@@ -51,6 +59,10 @@ class OpenSearchEngine(ClientEngine):
                 "parameters": {"m": 16, "ef_construction": 100},
             },
         }
+
+    def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
+        script = {"source": _VECTOR_SCRIPT, "params": {"field": field}}
+        return {"script_fields": {_VECTOR_KEY: {"script": script}}}, _VECTOR_KEY
 
     def _knn_body(
         self,

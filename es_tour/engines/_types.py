@@ -43,6 +43,16 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class VectorField:
+    """What an index's mapping says of one vector field: its dimension (None until the
+    engine has seen a vector) and whether `_source` keeps its vectors."""
+
+    name: str
+    dimension: int | None
+    in_source: bool
+
+
+@dataclass(frozen=True)
 class TermStats:
     """Term vectors of some docs with the index's own statistics, over the text fields.
 

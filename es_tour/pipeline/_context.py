@@ -97,17 +97,16 @@ class SearchContext:
         return await self.pool.label(lambda: self.labeler.score(query, docs, self.index))
 
     def stored_vector(self, hit: Hit) -> np.ndarray:
-        """The doc's stored vector: a kNN hit's own, else read from its source (BM25 and
-        mget hits carry it there unless the call excluded it). A doc without one is a
-        ConfigError (400): the method needs every doc's vector, which the index keeps only
-        in `_source`."""
+        """The doc's stored vector: the hit's own (a kNN hit's, or one the engine read from
+        doc values for an index whose `_source` lacks them), else read from its source (BM25
+        and mget hits carry it there unless the call excluded it). A doc without one is a
+        ConfigError (400): the method needs every doc's vector."""
         if hit.vector is not None:
             return hit.vector
         if self.vector_field not in hit.source:
             raise ConfigError(
                 f"doc [{hit.id}] of [{self.index}] has no [{self.vector_field}] in its _source, "
-                "and this method reads every doc's stored vector: index one for each doc, and "
-                "keep the field in _source")
+                "and this method reads every doc's stored vector: index one for each doc")
         return np.asarray(hit.source[self.vector_field], dtype=np.float32)
 
     async def knn(

@@ -1,62 +1,124 @@
-"""The models every request shares: one retriever, and labelers loaded once per name."""
+"""The models every request shares: query encoders and labelers, each loaded by name on
+first use and a bounded number of each kept.
+
+A name is what `eval --labeler` takes: a registry name or alias, or a model directory
+that `es-tour export` or `train-reranker` wrote (`es_tour.models.model_directory`).
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
-from es_tour.errors import NotFoundError
-from es_tour.models import DualEncoder, Labeler, load_labeler, model_path
+from cachetools import LRUCache
+
+from es_tour.errors import ConfigError, ModelError
+from es_tour.models import DualEncoder, Labeler, Manifest, load_labeler, read_manifest
+from es_tour.models._labelers import model_directory
+
+T = TypeVar("T")
+# models of each kind kept loaded; one small model holds ~100-500 MB of onnxruntime memory
+MAX_LOADED = 4
 
 
 class Models:
-    """Loaded lazily (or by `preload`) and kept for the server's lifetime."""
+    """Loaded on first use (or by `preload`), off the event loop: callers run these
+    methods on a thread. `encoder` is the server's default query encoder."""
 
-    def __init__(self, encoder: str = "retriever"):
-        self._encoder_name = encoder
-        self._encoder: DualEncoder | None = None
-        self._labelers: dict[str, Labeler] = {}
-        self._lock = threading.Lock()
+    def __init__(self, encoder: str = "retriever", max_loaded: int = MAX_LOADED):
+        self.default_encoder = encoder
+        self._encoders = _Loaded(max_loaded, _open_encoder)
+        self._labelers = _Loaded(max_loaded, _open_labeler)
 
     @property
     def encoder(self) -> DualEncoder:
-        with self._lock:
-            if self._encoder is None:
-                from onnx_models import spec
+        return self.query_encoder(self.default_encoder)
 
-                self._encoder = DualEncoder(model_path(spec(self._encoder_name).name))
-            return self._encoder
+    def query_encoder(self, name: str) -> DualEncoder:
+        """The dual model `name` as a query encoder; a ConfigError (400) naming it when it
+        is unknown, not built, not a model, or a cross model."""
+        return self._encoders.get(name)
 
     def labeler(self, name: str) -> Labeler:
-        """The labeler of a registry model; an unknown name is a ConfigError (400).
-
-        Names come from requests and index settings, so only registry names are taken:
-        `load_labeler` also opens any model directory by path, which a client must not pick.
-        """
-        with self._lock:
-            if name not in self._labelers:
-                self._labelers[name] = load_labeler(built_labeler(name))
-            return self._labelers[name]
+        """The labeler of the model `name`, dual or cross; a ConfigError (400) naming it
+        when it is unknown, not built or not a model."""
+        return self._labelers.get(name)
 
     def loaded(self) -> dict[str, Labeler]:
-        """The labelers loaded so far, by name. Read without the lock, which a load holds for
-        seconds: copying the dict is one step under the GIL."""
-        return dict(self._labelers)
+        """The labelers loaded now, by name (never waits for a load)."""
+        return self._labelers.loaded()
 
     @property
     def encoder_loaded(self) -> bool:
-        return self._encoder is not None
+        """Whether the default encoder is loaded now."""
+        return self.default_encoder in self._encoders.loaded()
 
     def preload(self, labeler: str) -> None:
         _ = self.encoder
         self.labeler(labeler)
 
 
-def built_labeler(name: str) -> str:
-    """The registry name of the labeler `name`; a ConfigError when the registry has none, a
-    NotFoundError when it is not built here."""
-    from onnx_models import spec
+class _Loaded(Generic[T]):
+    """Models by name, each loaded once however many threads ask at once; past `size`,
+    the least recently used is dropped (requests holding it keep it until they finish)."""
 
-    registry_name = spec(name).name
-    if not model_path(registry_name).is_dir():
-        raise NotFoundError(f"labeler [{name}] is not built on this server")
-    return registry_name
+    def __init__(self, size: int, load: Callable[[str], T]):
+        self._cache: LRUCache[str, T] = LRUCache(maxsize=size)
+        self._load = load
+        self._lock = threading.Lock()  # guards the two dicts, never held while loading
+        self._loading: dict[str, threading.Lock] = {}
+
+    def get(self, name: str) -> T:
+        with self._lock:
+            if name in self._cache:
+                return self._cache[name]
+            gate = self._loading.setdefault(name, threading.Lock())
+        with gate:  # one load per name; a name's other askers wait for it
+            with self._lock:
+                if name in self._cache:
+                    return self._cache[name]
+            try:
+                model = self._load(name)
+            finally:
+                with self._lock:
+                    self._loading.pop(name, None)
+            with self._lock:
+                self._cache[name] = model
+            return model
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    def loaded(self) -> dict[str, T]:
+        """The models loaded now, by name; the lock is never held while one loads."""
+        with self._lock:
+            return dict(self._cache.items())
+
+
+def check_model(name: str) -> Manifest:
+    """The manifest of the model `name`, resolved as `eval --labeler` resolves it; a
+    ConfigError (400) naming it when it is unknown, not built, or not a model directory."""
+    try:
+        return read_manifest(model_directory(name)[0])
+    except ModelError as exc:
+        raise ConfigError(f"model [{name}] cannot be used: {exc}") from None
+
+
+def _open_encoder(name: str) -> DualEncoder:
+    if check_model(name).kind != "dual":
+        raise ConfigError(f"model [{name}] is a cross-encoder; a query encoder must be a dual "
+                          "model (a registry name such as e5-small-v2, or an exported one)")
+    try:
+        return DualEncoder(model_directory(name)[0])
+    except ModelError as exc:
+        raise ConfigError(f"encoder [{name}] cannot be loaded: {exc}") from None
+
+
+def _open_labeler(name: str) -> Labeler:
+    check_model(name)
+    try:
+        return load_labeler(name)
+    except ModelError as exc:
+        raise ConfigError(f"labeler [{name}] cannot be loaded: {exc}") from None

@@ -46,7 +46,10 @@ _BUDGET = {"budget": "budget"}
 _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf: selectable per request only
 
 # ext.tour keys that choose the context, not the method's options
-CONTEXT_KEYS = ("method", "labeler", "vector_field", "text_fields")
+CONTEXT_KEYS = ("method", "labeler", "encoder", "vector_field", "text_fields")
+# the models a search runs with: a registry name, or a model directory on the sidecar's
+# host, which only the index's settings and the server's own options may name
+MODEL_KEYS = ("labeler", "encoder")
 
 _INT_SETTINGS = ("k", "max_rounds", "budget")
 _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold", "lexical_weight", "bm25_weight",
@@ -113,6 +116,7 @@ class Resolved:
     method: str
     options: dict[str, Any]
     labeler: str
+    encoder: str
     vector_field: str
     text_fields: tuple[str, ...]
     origins: dict[str, str] = field(default_factory=dict)
@@ -121,8 +125,8 @@ class Resolved:
 def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
             defaults: Mapping[str, Any]) -> Resolved:
     """Merge the three layers. `request` is ext.tour without its request-only keys;
-    `settings` is `index_settings(...)`; `defaults` holds method, labeler, vector_field,
-    text_fields and an `options` mapping."""
+    `settings` is `index_settings(...)`; `defaults` holds method, labeler, encoder,
+    vector_field, text_fields and an `options` mapping."""
     origins: dict[str, str] = {}
 
     def pick(key: str) -> Any:
@@ -152,9 +156,22 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
         text_fields = (text_fields,)
     if not isinstance(text_fields, (list, tuple)) or not text_fields:
         raise ConfigError(f"text_fields must be a non-empty list of names, got {text_fields!r}")
-    labeler, vector_field = pick("labeler"), pick("vector_field")
-    for key, value in (("labeler", labeler), ("vector_field", vector_field)):
+    labeler, encoder, vector_field = pick("labeler"), pick("encoder"), pick("vector_field")
+    for key, value in (("labeler", labeler), ("encoder", encoder), ("vector_field", vector_field)):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
-    return Resolved(method, options, labeler, vector_field, tuple(str(f) for f in text_fields),
-                    origins)
+        if key in MODEL_KEYS and origins[key] == "request":
+            _registry_model(key, value)
+    return Resolved(method, options, labeler, encoder, vector_field,
+                    tuple(str(f) for f in text_fields), origins)
+
+
+def _registry_model(key: str, name: str) -> None:
+    """A request may pick registry models only: a path would let any caller open files on
+    the sidecar's host."""
+    from onnx_models import ALIASES, MODELS
+
+    if name not in MODELS and name not in ALIASES:
+        raise ConfigError(f"ext.tour.{key} [{name}] is not a registry model; choose one of: "
+                          f"{', '.join([*MODELS, *ALIASES])} (a model directory goes in "
+                          f"index.tour.{key} or the server's --{key})")

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from cachetools import TTLCache
 
-from es_tour.engines import ClientEngine, connect
+from es_tour.engines import ClientEngine, VectorField, connect
 from es_tour.errors import ConfigError, OverloadedError, UpstreamTimeoutError
 from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, SearchResult, Timings
 from es_tour.server._config import ServerConfig
@@ -30,6 +31,9 @@ FALLBACK = "knn"  # round 0 of every method: the query's nearest neighbours
 # past the deadline, the round-0 call gets this long: an engine that is restarting can
 # accept a connection and not answer, and the caller was promised an answer by now
 FALLBACK_TIMEOUT_MS = 1_000
+# how long what an index's vector field holds (dimension, in `_source` or not) is kept: it
+# cannot change while the index lives, but the name may be given to a new index
+VECTOR_FIELD_TTL_S = 60.0
 
 
 @dataclass
@@ -56,6 +60,9 @@ class TourService:
         self.pool = ModelPool(config.model_workers)
         self._slots = asyncio.Semaphore(config.max_refinements)
         self._engine: ClientEngine | None = None
+        # (index, field) -> what it holds; bounded like the settings cache
+        self._vector_fields: TTLCache[tuple[str, str], VectorField] = TTLCache(
+            maxsize=config.settings_cache_size, ttl=VECTOR_FIELD_TTL_S)
         self.stats = Stats(models.loaded)
 
     def engine(self, kind: str) -> ClientEngine:
@@ -70,7 +77,8 @@ class TourService:
 
     def defaults(self) -> dict[str, Any]:
         c = self.config
-        return {"method": c.method, "labeler": c.labeler, "vector_field": c.vector_field,
+        return {"method": c.method, "labeler": c.labeler, "encoder": c.encoder,
+                "vector_field": c.vector_field,
                 "text_fields": c.text_fields, "options": dict(c.options)}
 
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
@@ -83,10 +91,15 @@ class TourService:
             chosen = replace(chosen, vector_field=request.vector_field)
         assert request.text is not None
         # a first use loads the model from disk: seconds the event loop must not wait
+        models = self.models
         encoder, labeler = await asyncio.to_thread(
-            lambda: (self.models.encoder, self.models.labeler(chosen.labeler)))
+            lambda: (models.query_encoder(chosen.encoder), models.labeler(chosen.labeler)))
         as_caller = self.engine(engine).with_headers(caller)
-        context = _GivenVector(as_caller.with_filters(request.filters), request.index, encoder,
+        vectors = await self._vector_field(as_caller, request.index, chosen, encoder.dimension)
+        searcher = as_caller.with_filters(request.filters)
+        if not vectors.in_source:
+            searcher = searcher.with_doc_value_vectors(vectors.name)
+        context = _GivenVector(searcher, request.index, encoder,
                                labeler, chosen.text_fields, chosen.vector_field, self.pool,
                                self.config.label_batch, request.lexical, request.vector)
         # every option checked here; a learned policy is read from disk: off the loop too
@@ -148,6 +161,24 @@ class TourService:
         finally:
             self._slots.release()
 
+    async def _vector_field(self, engine: ClientEngine, index: str, chosen: Resolved,
+                            dimension: int) -> VectorField:
+        """The index's vector field, read from one doc and cached (no caller's answer depends
+        on who read it); a 400 naming both dimensions when the encoder's differs from it."""
+        key = (index, chosen.vector_field)
+        found = self._vector_fields.get(key)
+        if found is None:
+            with engine.engine_errors():
+                found = await engine.vector_field(index, chosen.vector_field)
+            if found.dimension is not None:  # an index with no vector yet is asked again
+                self._vector_fields[key] = found
+        if found.dimension is not None and found.dimension != dimension:
+            raise ConfigError(
+                f"encoder [{chosen.encoder}] makes {dimension}-d vectors, but the vector field "
+                f"[{found.name}] of [{index}] holds {found.dimension}-d vectors: set "
+                "index.tour.encoder to the model the index was embedded with")
+        return found
+
     def _check(self, request: SearchRequest, chosen: Resolved, dimension: int) -> None:
         c = self.config
         caps = (("k", chosen.options.get("k"), c.max_k),
@@ -161,7 +192,7 @@ class TourService:
         if request.vector is not None:
             if request.vector.shape != (dimension,):
                 raise ConfigError(f"query vector has {request.vector.shape[0]} dimensions; the "
-                                  f"retriever's have {dimension}")
+                                  f"encoder [{chosen.encoder}]'s have {dimension}")
 
     async def _round0(self, context: SearchContext, text: str, depth: int,
                       chosen: Resolved) -> SearchResult:

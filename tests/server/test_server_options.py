@@ -8,7 +8,8 @@ from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig
 from es_tour.server._options import check_method, index_settings, resolve
 
-DEFAULTS = {"method": "tour-hard", "labeler": "default", "vector_field": "embedding",
+DEFAULTS = {"method": "tour-hard", "labeler": "default", "encoder": "retriever",
+            "vector_field": "embedding",
             "text_fields": ("title", "text"), "options": {"k": 10}}
 
 
@@ -87,12 +88,13 @@ def test_server_config_is_checked_when_built(kwargs) -> None:
         ServerConfig(**kwargs)
 
 
-def test_a_labeler_path_from_a_request_is_refused(tmp_path):
-    from es_tour.errors import ConfigError
-    from es_tour.server._models import Models
-
-    with pytest.raises(ConfigError, match="unknown model"):
-        Models().labeler(str(tmp_path))
+@pytest.mark.parametrize("key", ["labeler", "encoder"])
+def test_a_model_path_from_a_request_is_refused_and_from_the_index_taken(key, tmp_path):
+    with pytest.raises(ConfigError, match=rf"ext.tour.{key} \[{tmp_path}\] is not a registry"):
+        resolve({key: str(tmp_path)}, {}, DEFAULTS)
+    chosen = resolve({}, {key: str(tmp_path)}, DEFAULTS)
+    assert (getattr(chosen, key), chosen.origins[key]) == (str(tmp_path), "index")
+    assert getattr(resolve({key: "e5-small-v2"}, {}, DEFAULTS), key) == "e5-small-v2"
 
 
 def test_tour_exploration_options_pass_from_the_request_to_the_config() -> None:

@@ -63,8 +63,11 @@ public final class TourSettings {
     public static final int BUDGET_MIN = 1;
     /** Upper bound of {@link #BUDGET}, inclusive. */
     public static final int BUDGET_MAX = 1000;
-    /** What a {@link #LABELER} model name must match. */
-    public static final Pattern LABELER_PATTERN = Pattern.compile("[a-z0-9._-]+");
+    /**
+     * What a model setting ({@link #LABELER}, {@link #ENCODER}) must match: a registry name, or the
+     * path of a model directory on the sidecar's host (letters, digits, {@code . _ ~ / + -}).
+     */
+    public static final Pattern MODEL_PATTERN = Pattern.compile("[A-Za-z0-9._~/+-]+");
 
     /** Whether es-tour refinement is switched on for the index. Boolean; default {@code false}. */
     public static final Setting<Boolean> ENABLED = Setting.boolSetting(
@@ -160,13 +163,21 @@ public final class TourSettings {
         PREFIX + "text_fields", List.of("title", "text"), Function.identity(), TourSettings::requireFieldList,
         Property.IndexScope, Property.Dynamic);
 
-    /** Name of the labeler (cross-encoder) model. Must match {@code [a-z0-9._-]+}; default {@code default}. */
-    public static final Setting<String> LABELER = Setting.simpleString(
-        PREFIX + "labeler", "default", TourSettings::requireModelName, Property.IndexScope, Property.Dynamic);
+    /**
+     * The labeler: a registry model name or a model directory ({@code es-tour export},
+     * {@code train-reranker}), dual or cross. Must match {@link #MODEL_PATTERN}; default {@code default}.
+     */
+    public static final Setting<String> LABELER = model("labeler", "default");
+
+    /**
+     * The query encoder: a registry model name or a dual model directory ({@code es-tour export}); its
+     * dimension must be the vector field's. Must match {@link #MODEL_PATTERN}; default {@code retriever}.
+     */
+    public static final Setting<String> ENCODER = model("encoder", "retriever");
 
     private static final List<Setting<?>> ALL = List.of(
         ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, POOL, LEXICAL,
-        BUDGET, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER);
+        BUDGET, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER, ENCODER);
 
     private TourSettings() {}
 
@@ -233,10 +244,16 @@ public final class TourSettings {
         }
     }
 
-    private static void requireModelName(String value) {
-        if (value == null || !LABELER_PATTERN.matcher(value).matches()) {
+    /** A model setting: a registry name or a model directory's path. */
+    private static Setting<String> model(String name, String defaultValue) {
+        return Setting.simpleString(
+            PREFIX + name, defaultValue, value -> requireModel(name, value), Property.IndexScope, Property.Dynamic);
+    }
+
+    private static void requireModel(String name, String value) {
+        if (value == null || !MODEL_PATTERN.matcher(value).matches()) {
             throw new IllegalArgumentException(
-                "Invalid value [" + value + "] for setting [" + PREFIX + "labeler]: must match " + LABELER_PATTERN.pattern());
+                "Invalid value [" + value + "] for setting [" + PREFIX + name + "]: must match " + MODEL_PATTERN.pattern());
         }
     }
 }

@@ -53,12 +53,13 @@ public class TourSettingsTest {
         assertEquals("embedding", TourSettings.VECTOR_FIELD.get(Settings.EMPTY));
         assertEquals(List.of("title", "text"), TourSettings.TEXT_FIELDS.get(Settings.EMPTY));
         assertEquals("default", TourSettings.LABELER.get(Settings.EMPTY));
+        assertEquals("retriever", TourSettings.ENCODER.get(Settings.EMPTY));
     }
 
     @Test
     public void test_all_when_listed_then_every_setting_is_index_scoped_dynamic_and_prefixed_once() {
         List<Setting<?>> all = TourSettings.all();
-        assertEquals(18, all.size());
+        assertEquals(19, all.size());
         Set<String> keys = new HashSet<>();
         for (Setting<?> setting : all) {
             assertTrue(setting.getKey(), setting.getKey().startsWith(TourSettings.PREFIX));
@@ -221,13 +222,17 @@ public class TourSettingsTest {
     }
 
     @Test
-    public void test_labeler_when_not_a_lowercase_model_name_then_rejected() {
-        assertEquals("ms-marco-minilm-l6.v2_int8", read(TourSettings.LABELER, "ms-marco-minilm-l6.v2_int8"));
-        String message = rejected(TourSettings.LABELER, "Bad Name").getMessage();
-        assertTrue(message, message.contains("[Bad Name]"));
-        assertTrue(message, message.contains("[a-z0-9._-]+"));
-        rejected(TourSettings.LABELER, "");
-        rejected(TourSettings.LABELER, "a/b");
-        assertFalse(TourSettings.LABELER_PATTERN.matcher("UPPER").matches());
+    public void test_model_settings_when_not_a_name_or_path_then_rejected() {
+        for (Setting<String> model : List.of(TourSettings.LABELER, TourSettings.ENCODER)) {
+            assertEquals("ms-marco-minilm-l6.v2_int8", read(model, "ms-marco-minilm-l6.v2_int8"));
+            assertEquals("models/My-Reranker", read(model, "models/My-Reranker"));
+            assertEquals("/srv/models/e5+ft~2", read(model, "/srv/models/e5+ft~2"));
+            String message = rejected(model, "Bad Name").getMessage();
+            assertTrue(message, message.contains("[Bad Name]"));
+            assertTrue(message, message.contains(model.getKey()));
+            assertTrue(message, message.contains(TourSettings.MODEL_PATTERN.pattern()));
+            rejected(model, "");
+            rejected(model, "a\nb");
+        }
     }
 }

@@ -1,0 +1,205 @@
+"""A team's own index, refined through the sidecar: made by a plain client (not es-tour's
+ingest), with its own field names, the engine's default analyzer, e5-small-v2 vectors that
+`_source` leaves out, and its index.tour.* settings naming those fields and the encoder."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from es_tour.cluster import NodeStatus
+from es_tour.datasets import BeirDataset
+from es_tour.models import DualEncoder, model_path
+from es_tour.server import BackgroundServer, Models, ServerConfig
+
+ENGINES = ("opensearch", "elasticsearch")
+INDEX = "it-foreign"
+WIDE = "it-foreign-768"  # a 768-d field: the index's encoder (384-d) does not fit it
+DOCS = 200
+ENCODER = "e5-small-v2"
+PASSAGE_CHARS = 600
+# scored from the stored vectors (and BM25) alone: no labeler pairs
+UNLABELLED = ("vector-rerank", "hybrid-linear")
+QUERY = "vitamin D deficiency and bone health"
+# small: the labeler runs on a shared CPU
+TOUR_SETTINGS: dict[str, Any] = {
+    "enabled": True, "text_fields": ["headline", "body"], "vector_field": "vec",
+    "encoder": ENCODER, "labeler": "default", "k": 5, "max_rounds": 1, "budget": 10}
+
+
+@dataclass
+class Foreign:
+    engine: str
+    url: str  # the sidecar
+    direct: str  # the engine itself
+
+
+@pytest.fixture(scope="module")
+def foreign_docs(scifact: BeirDataset) -> list[dict[str, Any]]:
+    """DOCS SciFact docs as the team's records, embedded with e5-small-v2's passages."""
+    directory = model_path(ENCODER)
+    if not directory.is_dir():
+        pytest.skip(f"{ENCODER} is not built (`es-tour models build {ENCODER}`)")
+    docs = list(itertools.islice(scifact.corpus(), DOCS))
+    # each doc's opening only: a quarter of e5's 512 tokens, four times as fast on 2 cores
+    vectors = DualEncoder(directory).encode_docs([f"{d.title} {d.text}"[:PASSAGE_CHARS]
+                                                  for d in docs])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [{"_id": d.id, "headline": d.title, "body": d.text, "vec": v.tolist()}
+            for d, v in zip(docs, vectors, strict=True)]
+
+
+def _vector_mapping(engine: str, dimension: int) -> dict[str, Any]:
+    if engine == "opensearch":
+        return {"type": "knn_vector", "dimension": dimension,
+                "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
+    return {"type": "dense_vector", "dims": dimension, "index": True, "similarity": "cosine"}
+
+
+def _create(url: str, engine: str, name: str, dimension: int) -> None:
+    """The index as a team would make it: no analyzer named, vectors kept out of _source."""
+    httpx.delete(f"{url}/{name}")
+    settings: dict[str, Any] = {"number_of_shards": 1, "number_of_replicas": 0,
+                                "tour": TOUR_SETTINGS}
+    if engine == "opensearch":
+        settings["knn"] = True
+    mappings = {"_source": {"excludes": ["vec"]},
+                "properties": {"headline": {"type": "text"}, "body": {"type": "text"},
+                               "vec": _vector_mapping(engine, dimension)}}
+    response = httpx.put(f"{url}/{name}", json={"settings": {"index": settings},
+                                                "mappings": mappings})
+    assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+async def foreign(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+                  foreign_docs: list[dict[str, Any]]) -> AsyncIterator[Foreign]:
+    engine, url = request.param, nodes[request.param].url
+    _create(url, engine, INDEX, 384)
+    _create(url, engine, WIDE, 768)
+    lines = "".join(json.dumps({"index": {"_id": doc["_id"]}}) + "\n"
+                    + json.dumps({k: v for k, v in doc.items() if k != "_id"}) + "\n"
+                    for doc in foreign_docs)
+    response = httpx.post(f"{url}/{INDEX}/_bulk", params={"refresh": "true"}, content=lines,
+                          headers={"content-type": "application/x-ndjson"}, timeout=120)
+    assert response.status_code == 200 and not response.json()["errors"]
+    wide = {"headline": "wide", "body": QUERY, "vec": np.full(768, 768 ** -0.5).tolist()}
+    httpx.put(f"{url}/{WIDE}/_doc/1", params={"refresh": "true"}, json=wide).raise_for_status()
+    config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
+    with BackgroundServer(config, Models()) as server:
+        yield Foreign(engine, server.url, url)
+
+
+def _search(url: str, index: str, body: Any) -> httpx.Response:
+    return httpx.post(f"{url}/{index}/_search", json=body, timeout=180)
+
+
+def test_the_index_keeps_its_vectors_out_of_source_and_its_analyzer_is_the_engines(
+        foreign: Foreign) -> None:
+    doc = httpx.get(f"{foreign.direct}/{INDEX}/_doc/{'4983'}").json()
+    assert doc["found"] and "vec" not in doc["_source"] and "headline" in doc["_source"]
+    mapping = httpx.get(f"{foreign.direct}/{INDEX}/_mapping").json()[INDEX]["mappings"]
+    assert "analyzer" not in mapping["properties"]["body"]
+
+
+@pytest.mark.parametrize("method", ["tour-hard", "hybrid-tour", "hre", "vector-rerank",
+                                    "hybrid-linear", "tour-agent"])
+def test_every_method_refines_the_teams_index(foreign: Foreign, method: str) -> None:
+    response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}, "size": 5,
+                                            "ext": {"tour": {"method": method}}})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    tour = answer["ext"]["tour"]
+    assert tour["method"] == method and tour["fallback"] is None and not tour["degraded"]
+    assert tour["origins"]["k"] == "index"  # the index's own settings were read
+    hits = answer["hits"]["hits"]
+    assert hits and all(set(hit["_source"]) == {"headline", "body"} for hit in hits)
+    if method not in UNLABELLED:  # the labelling methods judged docs with the labeler
+        assert tour["pairs_scored"] > 0
+
+
+def test_an_encoder_of_another_dimension_than_the_field_is_a_400_naming_both(
+        foreign: Foreign) -> None:
+    response = _search(foreign.url, WIDE, {"query": {"match": {"body": QUERY}}})
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["status"] == 400 and error["error"]["type"] == "illegal_argument_exception"
+    reason = error["error"]["reason"]
+    assert f"[{ENCODER}]" in reason and "384-d" in reason and "768-d" in reason
+    assert "[vec]" in reason and f"[{WIDE}]" in reason
+
+
+def test_a_model_the_sidecar_cannot_open_is_a_400_naming_it(foreign: Foreign) -> None:
+    for key in ("encoder", "labeler"):  # written through the sidecar: it reads them afresh
+        httpx.put(f"{foreign.url}/{INDEX}/_settings",
+                  json={f"index.tour.{key}": "models/no-such-model"}).raise_for_status()
+        try:
+            response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}})
+        finally:
+            httpx.put(f"{foreign.url}/{INDEX}/_settings",
+                      json={f"index.tour.{key}": TOUR_SETTINGS[key]}).raise_for_status()
+        assert response.status_code == 400, response.text
+        error = response.json()
+        assert error["status"] == 400 and "models/no-such-model" in error["error"]["reason"]
+
+
+async def test_the_adapter_reads_vectors_outside_source_from_doc_values(
+        foreign: Foreign, foreign_docs: list[dict[str, Any]]) -> None:
+    from es_tour.engines import connect
+    from es_tour.errors import ConfigError
+
+    stored = {doc["_id"]: np.asarray(doc["vec"], dtype=np.float32) for doc in foreign_docs}
+    first, second = foreign_docs[0]["_id"], foreign_docs[1]["_id"]
+    async with connect(foreign.engine, foreign.direct) as adapter:
+        field = await adapter.vector_field(INDEX, "vec")
+        assert (field.dimension, field.in_source) == (384, False)
+        with pytest.raises(ConfigError, match=r"no vector field \[headline\]"):
+            await adapter.vector_field(INDEX, "headline")
+        # no doc holds it (yet): nothing known, and the kNN search is the engine's to refuse
+        unknown = await adapter.vector_field(INDEX, "no_such_field")
+        assert (unknown.dimension, unknown.in_source) == (None, True)
+        plain = await adapter.mget(INDEX, [second, first])
+        assert [h.vector for h in plain] == [None, None]  # _source has none to give
+        reader = adapter.with_doc_value_vectors("vec")
+        docs = await reader.mget(INDEX, [second, "no-such-doc", first])
+        assert [h.id for h in docs] == [second, first]
+        for hit in docs:
+            assert set(hit.source) == {"headline", "body"}
+            assert hit.vector is not None
+            assert np.allclose(hit.vector, stored[hit.id], atol=1e-5)
+        near = await reader.knn(INDEX, stored[first], 3, field="vec")
+        assert near[0].id == first and all(h.vector is not None for h in near)
+        assert all(h.vector is None for h in await reader.knn(INDEX, stored[first], 3,
+                                                              field="vec", returns="text"))
+        lexical = await reader.bm25(INDEX, QUERY, 3, fields=("headline", "body"))
+        assert lexical and all(h.vector is not None and h.source for h in lexical)
+        assert all(h.vector is None for h in await reader.bm25(
+            INDEX, QUERY, 3, fields=("headline", "body"), exclude=["vec"]))
+
+
+def test_a_labeler_from_a_model_directory_is_served(foreign: Foreign) -> None:
+    directory = model_path("bge-small-en-v1.5")  # as `es-tour export` writes one
+    response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}, "size": 5,
+                                            "ext": {"tour": {"method": "tour-hard"}}})
+    by_name = response.json()
+    httpx.put(f"{foreign.url}/{INDEX}/_settings",
+              json={"index.tour.labeler": str(directory)}).raise_for_status()
+    try:
+        response = _search(foreign.url, INDEX, {"query": {"match": {"body": QUERY}}, "size": 5,
+                                                "ext": {"tour": {"method": "tour-hard"}}})
+    finally:
+        httpx.put(f"{foreign.url}/{INDEX}/_settings",
+                  json={"index.tour.labeler": "default"}).raise_for_status()
+    assert response.status_code == 200, response.text
+    tour = response.json()["ext"]["tour"]
+    assert tour["origins"]["labeler"] == "index" and tour["pairs_scored"] > 0
+    # the directory labels at fp32, the registry's default at int8: the same model's ranking
+    assert {h["_id"] for h in response.json()["hits"]["hits"]} & \
+        {h["_id"] for h in by_name["hits"]["hits"]}
