@@ -280,10 +280,9 @@ def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Side
 
 
 def test_ext_tour_that_cannot_be_served_is_a_400_not_an_engine_error(sidecar: Sidecar) -> None:
-    body = {"query": {"match": {"text": "x"}}, "aggs": {"all": {"filter": {"match_all": {}}}},
-            "ext": {"tour": {}}}
+    body = {"query": {"match": {"text": "x"}}, "sort": [{"_id": "asc"}], "ext": {"tour": {}}}
     response = _search(sidecar.url, PLAIN, body)
-    assert response.status_code == 400 and "aggregations" in response.json()["error"]["reason"]
+    assert response.status_code == 400 and "sort by a field" in response.json()["error"]["reason"]
 
 
 # --- errors ------------------------------------------------------------------------------
