@@ -155,10 +155,13 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
     tour = body.get("ext", {}).get("tour", {}) if explicit else {}
     text_fields = (tour.get("text_fields") if isinstance(tour, Mapping) else None) \
         or index_settings(settings or {}).get("text_fields") or service.config.text_fields
+    if isinstance(text_fields, str):
+        text_fields = [text_fields]
+    if not isinstance(text_fields, (list, tuple)) or not all(
+            isinstance(name, str) for name in text_fields):
+        raise ConfigError(f"text_fields must be a non-empty list of names, got {text_fields!r}")
     try:
-        return parse_search(index, params, body, explicit=explicit,
-                            text_fields=[text_fields] if isinstance(text_fields, str)
-                            else text_fields)
+        return parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
     except Passthrough as verdict:
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
             raise _unservable(verdict.reason) from None
