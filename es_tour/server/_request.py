@@ -299,7 +299,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         index=target, text=text, vector=vector, vector_field=vector_field, size=size,
         from_=_count("from", params.get("from", body.get("from", 0))),
         source=_source_filter(params, body.get("_source", True)),
-        filters=(*parts.filters, *_objects(body, "post_filter")),
+        filters=(*parts.filters, *filter(None, [_mapping(body, "post_filter")])),
         lexical=parts.lexical_query(), query=body.get("query"),
         aggs=_aggregations(body), highlight=_mapping(body, "highlight"), tour=tour,
         timeout_ms=timeout_ms, explicit=explicit,
@@ -328,18 +328,11 @@ def _aggregations(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _mapping(body: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    found = _objects(body, key)
-    return found[0] if found else None
-
-
-def _objects(body: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...]:
-    """The object under `key`, as a tuple of none or one."""
+    """The object under `key`, or None when the body has none."""
     value = body.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, Mapping):
+    if value is not None and not isinstance(value, Mapping):
         raise ConfigError(f"[{key}] must be an object, got {shown(value)}")
-    return (value,)
+    return value
 
 
 def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
