@@ -230,7 +230,7 @@ def test_no_password_in_any_error_or_log_line(secured: LocalNode, sidecar: str,
     assert not [password for password in passwords if password in text]
 
 
-def test_the_sidecars_settings_identity_shapes_no_answer_for_a_caller_who_may_not_read(
+def test_the_sidecars_service_identity_shapes_no_answer_for_a_caller_who_may_not_read(
         secured: LocalNode, indices: None, sidecar_models: Models) -> None:
     """With --settings-credentials the sidecar reads B's settings as admin; reader-a, who
     may not read B, must still get the engine's 403, not an error naming B's settings."""
@@ -239,7 +239,7 @@ def test_the_sidecars_settings_identity_shapes_no_answer_for_a_caller_who_may_no
     # k past this sidecar's max_k: a caller the settings reach gets a 400 that quotes k
     enabled = {"index": {"tour": {"enabled": True, "method": "tour-hard", "k": 60}}}
     assert _http().put(settings_url, auth=admin, json=enabled).status_code == 200
-    config = _config(secured, settings_credentials=":".join(admin))
+    config = _config(secured, service_credentials=":".join(admin))
     try:
         with BackgroundServer(config, sidecar_models) as server:
             past_max = _search(server.url, INDEX_B, _as(secured, "reader-ab"))

@@ -58,11 +58,18 @@ def serve_command(
     when_full: Annotated[str, typer.Option(
         help="queue (wait until the deadline, then round 0, degraded) or reject (429)")] = "queue",
     settings_ttl: Annotated[float, typer.Option(help="seconds index settings are cached")] = 5.0,
-    settings_credentials: Annotated[str | None, typer.Option(
-        envvar="ES_TOUR_SETTINGS_CREDENTIALS", show_default=False,
-        help="USER:PASSWORD the sidecar reads index.tour.* settings with, and nothing else "
-             "(default: each caller's own credentials); best given by its environment "
-             "variable")] = None,
+    service_credentials: Annotated[str | None, typer.Option(
+        "--service-credentials", "--settings-credentials",
+        envvar=["ES_TOUR_SERVICE_CREDENTIALS", "ES_TOUR_SETTINGS_CREDENTIALS"],
+        show_default=False,
+        help="USER:PASSWORD of the sidecar's own identity: it reads index.tour.* settings "
+             "and the labeler vector store with it, and nothing else (default: settings "
+             "with each caller's own credentials, the store anonymously); give it by its "
+             "environment variable, not on the command line")] = None,
+    vector_store: Annotated[bool, typer.Option(
+        "--vector-store/--no-vector-store",
+        help="keep the labeler's doc vectors in the engine (es-tour-vectors-* indices), "
+             "shared by every sidecar and kept across restarts")] = True,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
@@ -86,7 +93,8 @@ def serve_command(
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
                           model_workers=model_workers, max_refinements=max_refinements,
                           when_full=when_full, settings_ttl_s=settings_ttl,
-                          settings_credentials=settings_credentials,
+                          service_credentials=service_credentials,
+                          vector_store=vector_store,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
                           tls_cert=path_text(tls_cert), tls_key=path_text(tls_key),

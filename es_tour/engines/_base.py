@@ -184,15 +184,21 @@ class ClientEngine:
     async def create_side_index(
         self, name: str, properties: Mapping[str, Any], *, replace: bool = False
     ) -> bool:
-        """A small index of records (one shard, no replicas, these field mappings, no
-        vectors), such as judgements; returns False when it exists and `replace` is not set."""
+        """A small index of records (one shard, a replica where a second node can hold it,
+        these field mappings, no vectors), such as judgements; returns False when it exists
+        (made by another caller meanwhile, too) and `replace` is not set."""
         if await self._client.indices.exists(index=name):
             if not replace:
                 return False
             await self.delete_index(name)
-        body = {"settings": {"number_of_shards": 1, "number_of_replicas": 0},
-                "mappings": {"properties": dict(properties)}}
-        await self._client.indices.create(index=name, body=body)
+        body = {"settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
+                "mappings": {"_meta": dict(CREATED_BY), "properties": dict(properties)}}
+        try:
+            await self._client.indices.create(index=name, body=body)
+        except self._bad_request as exc:
+            if "resource_already_exists" not in str(exc):
+                raise
+            return False
         return True
 
     async def bulk_index(

@@ -9,8 +9,10 @@ from __future__ import annotations
 from es_tour.models._corpus_cache import corpus_embeddings, has_corpus_embeddings
 from es_tour.models._labelers import (
     CrossEncoderLabeler,
+    DocKey,
     DualEncoderLabeler,
     Labeler,
+    doc_key,
     load_labeler,
     model_path,
 )
@@ -20,6 +22,7 @@ from es_tour.models._runtime import CrossEncoder, DualEncoder, Ranked, available
 __all__ = [
     "CrossEncoder",
     "CrossEncoderLabeler",
+    "DocKey",
     "DualEncoder",
     "DualEncoderLabeler",
     "Labeler",
@@ -27,6 +30,7 @@ __all__ = [
     "Ranked",
     "available_providers",
     "corpus_embeddings",
+    "doc_key",
     "has_corpus_embeddings",
     "load_labeler",
     "model_path",

@@ -7,10 +7,11 @@ A dual encoder's doc vector does not depend on the query, so it is embedded once
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,7 +51,8 @@ class Labeler(Protocol):
 DocKey = tuple[str, str, bytes]  # (index, doc id, digest of the text)
 
 
-def _doc_key(index: str, doc_id: str, text: str) -> DocKey:
+def doc_key(index: str, doc_id: str, text: str) -> DocKey:
+    """What a label or a doc vector is kept under: a doc whose text changed is new."""
     return index, doc_id, hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
 
 
@@ -77,7 +79,7 @@ class _CachedLabeler:
 
     def score(self, query: str, docs: Sequence[tuple[str, str]], index: str = "") -> np.ndarray:
         """docs: n (doc_id, text) of `index` -> (n,) float32 scores in the docs' order."""
-        keys = [_doc_key(index, doc_id, text) for doc_id, text in docs]
+        keys = [doc_key(index, doc_id, text) for doc_id, text in docs]
         with self._lock:
             known = self._remembered(query, self._cache, dict)
             new = {key: text for key, (_, text) in zip(keys, docs, strict=True)
@@ -152,15 +154,35 @@ class DualEncoderLabeler(_CachedLabeler):
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._doc_vectors: LRUCache[DocKey, np.ndarray] = LRUCache(maxsize=cached_docs)
 
-    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
-        return self._docs(keys, texts) @ self._query(query)
+    @property
+    def fingerprint(self) -> str:
+        """What the doc vectors depend on besides the text: the model file, precision,
+        max_length, doc prefix and pooling. Vectors kept outside this process (the engine's
+        store) are kept under it, so another model's are never read as this one's."""
+        e, m = self.encoder, self.encoder.manifest
+        facts = [m.files[m.models[e.precision]], e.precision, m.max_length, e.doc_prefix,
+                 m.pooling, m.normalize]
+        return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:12]
 
-    def _docs(self, keys: list[DocKey], texts: list[str]) -> np.ndarray:
+    def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
+        return self.doc_vectors(keys, texts) @ self._query(query)
+
+    def held(self, keys: Sequence[DocKey]) -> dict[DocKey, np.ndarray]:
+        """The doc vectors of `keys` in memory now (none is embedded)."""
+        with self._lock:
+            return {key: vector for key in keys
+                    if (vector := self._doc_vectors.get(key)) is not None}
+
+    def remember(self, vectors: Mapping[DocKey, np.ndarray]) -> None:
+        """Keep doc vectors computed elsewhere (the engine's store) as if embedded here."""
+        with self._lock:
+            for key, vector in vectors.items():
+                self._doc_vectors[key] = vector
+
+    def doc_vectors(self, keys: list[DocKey], texts: list[str]) -> np.ndarray:
         """(n, d) unit vectors of the docs: cached ones reused, the rest embedded together
         (the same rows a labeler without the cache computes for them in one batch)."""
-        with self._lock:
-            held = {key: vector for key in keys
-                    if (vector := self._doc_vectors.get(key)) is not None}
+        held = self.held(keys)
         new = {key: text for key, text in zip(keys, texts, strict=True) if key not in held}
         if new:
             embedded = _unit(self.encoder.encode_docs(list(new.values())))

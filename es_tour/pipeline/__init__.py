@@ -26,12 +26,14 @@ from es_tour.pipeline._types import (
     label_mass,
     trace_dict,
 )
+from es_tour.pipeline._vector_store import STORE_PREFIX, StoreCounts, VectorStore, store_index
 
 __all__ = [
     "BUDGET_OPTIONS",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",
+    "STORE_PREFIX",
     "MethodFactory",
     "MethodOptions",
     "ModelPool",
@@ -41,13 +43,16 @@ __all__ = [
     "SearchContext",
     "SearchMethod",
     "SearchResult",
+    "StoreCounts",
     "Timings",
     "TourRound",
+    "VectorStore",
     "build_method",
     "interleave",
     "label_mass",
     "open_context",
     "rank_linear",
     "register_method",
+    "store_index",
     "trace_dict",
 ]

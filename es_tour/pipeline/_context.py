@@ -14,6 +14,7 @@ from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler
 from es_tour.pipeline._types import Timings
+from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
 from es_tour.tour import MAX_K, LabelCache
 
@@ -50,7 +51,8 @@ class SearchContext:
     """`pool` None runs the models inline (the CLI, evaluation, benchmarks); the sidecar
     gives one, and then labelling goes in batches of `label_batch` docs, so a cancelled
     search stops after the batch that is running. `lexical_query`, when given, is the BM25
-    leg's query for the search's own text (a request's query string, run as written)."""
+    leg's query for the search's own text (a request's query string, run as written).
+    `store`, when given, keeps a dual-encoder labeler's doc vectors in the engine."""
 
     engine: ClientEngine
     index: str
@@ -61,6 +63,7 @@ class SearchContext:
     pool: ModelPool | None = None
     label_batch: int = DEFAULT_LABEL_BATCH
     lexical_query: Mapping[str, Any] | None = None
+    store: VectorStore | None = None
 
     def doc_text(self, source: dict[str, Any]) -> str:
         return " ".join(str(source.get(name, "")) for name in self.text_fields).strip()
@@ -84,11 +87,17 @@ class SearchContext:
             new = [(h.id, self.doc_text(dict(h.source))) for h in hits if h.id in missing]
             new = list(dict(new).items())
             step = len(new) if self.pool is None else self.label_batch
-            with timings.model():
-                for start in range(0, len(new), step):
-                    batch = new[start: start + step]
-                    labels.update([doc_id for doc_id, _ in batch],
-                                  await self._score(query, batch))
+            store = self.store
+            lacked = [] if store is None else await store.fill(self.labeler, self.index, new)
+            try:
+                with timings.model():
+                    for start in range(0, len(new), step):
+                        batch = new[start: start + step]
+                        labels.update([doc_id for doc_id, _ in batch],
+                                      await self._score(query, batch))
+            finally:  # what was embedded is kept, even by a search cut at its deadline
+                if store is not None:
+                    store.keep(self.labeler, lacked)
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
 
     async def _score(self, query: str, docs: list[tuple[str, str]]) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +38,12 @@ class ServerConfig:
     settings_ttl_s: how long an index's `index.tour.*` settings are cached.
     settings_cache_size: how many (caller, index) settings answers are kept, least recently
         used dropped first.
-    settings_credentials: "USER:PASSWORD" the sidecar reads index settings with, and
-        nothing else; None (the default) reads them with each caller's own credentials.
+    service_credentials: "USER:PASSWORD" of the sidecar's own service identity: it reads
+        index settings and the labeler vector store with it, and nothing else; None (the
+        default) reads settings with each caller's own credentials, and the store
+        anonymously (a secured cluster then refuses it, which costs only speed).
+    vector_store: keep a dual-encoder labeler's doc vectors in the engine
+        (es_tour.pipeline.VectorStore), shared by every sidecar and kept across restarts.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike.
     tls_cert, tls_key: PEM certificate and key the sidecar itself listens with (https);
@@ -63,7 +68,8 @@ class ServerConfig:
     retry_after_s: int = 1
     settings_ttl_s: float = 5.0
     settings_cache_size: int = 1024
-    settings_credentials: str | None = field(default=None, repr=False)
+    service_credentials: str | None = field(default=None, repr=False)
+    vector_store: bool = True
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -90,10 +96,10 @@ class ServerConfig:
                 raise ConfigError(
                     f"upstream {redact(url)} carries credentials; the sidecar sends each "
                     "caller's own, never its own. Drop them from the URL (to read index "
-                    "settings as the sidecar, use settings_credentials / "
-                    "--settings-credentials)")
-        if self.settings_credentials is not None and ":" not in self.settings_credentials:
-            raise ConfigError("settings_credentials must be USER:PASSWORD")
+                    "settings and the vector store as the sidecar, use "
+                    "service_credentials / --service-credentials)")
+        if self.service_credentials is not None and ":" not in self.service_credentials:
+            raise ConfigError("service_credentials must be USER:PASSWORD")
         if self.tls_key is not None and self.tls_cert is None:
             raise ConfigError("tls_key needs tls_cert, the certificate it belongs to")
         for name in ("tls_cert", "tls_key"):
@@ -126,6 +132,14 @@ class ServerConfig:
     def upstreams(self) -> tuple[str, ...]:
         """The nodes' base URLs, in the order given."""
         return tuple(url.strip().rstrip("/") for url in self.upstream.split(",") if url.strip())
+
+    @property
+    def service_identity(self) -> dict[str, str]:
+        """The headers of the sidecar's service identity; empty: anonymous."""
+        if not self.service_credentials:
+            return {}
+        token = base64.b64encode(self.service_credentials.encode()).decode()
+        return {"authorization": f"Basic {token}"}
 
     @property
     def base_url(self) -> str:

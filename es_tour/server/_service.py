@@ -19,7 +19,14 @@ from cachetools import TTLCache
 
 from es_tour.engines import ClientEngine, VectorField, connect
 from es_tour.errors import ConfigError, OverloadedError, UpstreamTimeoutError
-from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, SearchResult, Timings
+from es_tour.pipeline import (
+    ModelPool,
+    SearchContext,
+    SearchMethod,
+    SearchResult,
+    Timings,
+    VectorStore,
+)
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._options import Resolved, build, index_settings, resolve
@@ -60,18 +67,26 @@ class TourService:
         self.pool = ModelPool(config.model_workers)
         self._slots = asyncio.Semaphore(config.max_refinements)
         self._engine: ClientEngine | None = None
+        self.store: VectorStore | None = None  # made with the engine adapter
+        self._writer: asyncio.Task[None] | None = None
         # (index, field) -> what it holds; bounded like the settings cache
         self._vector_fields: TTLCache[tuple[str, str], VectorField] = TTLCache(
             maxsize=config.settings_cache_size, ttl=VECTOR_FIELD_TTL_S)
-        self.stats = Stats(models.loaded)
+        self.stats = Stats(models.loaded, lambda: self.store)
 
     def engine(self, kind: str) -> ClientEngine:
         if self._engine is None:
             self._engine = connect(kind, self.config.upstreams, self.config.upstream_tls)
+            if self.config.vector_store:
+                self.store = VectorStore(self._engine.with_headers(self.config.service_identity))
+                self._writer = asyncio.get_running_loop().create_task(self.store.run_writer())
         return self._engine
 
     async def close(self) -> None:
         self.pool.close()
+        if self._writer is not None:  # it writes what is queued as it ends
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)
         if self._engine is not None:
             await self._engine.close()
 
@@ -101,7 +116,8 @@ class TourService:
             searcher = searcher.with_doc_value_vectors(vectors.name)
         context = _GivenVector(searcher, request.index, encoder,
                                labeler, chosen.text_fields, chosen.vector_field, self.pool,
-                               self.config.label_batch, request.lexical, request.vector)
+                               self.config.label_batch, request.lexical, self.store,
+                               request.vector)
         # every option checked here; a learned policy is read from disk: off the loop too
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
         self._check(request, chosen, encoder.dimension)

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from es_tour.models import Labeler
+from es_tour.pipeline import StoreCounts, VectorStore
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -39,7 +40,8 @@ class Stats:
     """What the sidecar counts; `labelers()` (name -> each labeler loaded) is read at each
     scrape for the model work the labelers did, which tells the label cache's hit rate."""
 
-    def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict):
+    def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict,
+                 store: Callable[[], VectorStore | None] = lambda: None):
         self.registry = CollectorRegistry()
         r = self.registry
         self.refined = Counter(f"{PREFIX}refined", "Searches answered by a full refinement",
@@ -60,6 +62,7 @@ class Stats:
         self.queue = Gauge(f"{PREFIX}queue_depth", "Refinements waiting for an admission slot",
                            registry=r)
         r.register(_LabelerWork(labelers))
+        r.register(_StoreWork(store))
         self._reasons: set[str] = set()
         self._lock = threading.Lock()
 
@@ -104,6 +107,8 @@ class Stats:
         out["label_cache"] = {"hit_rate": _hit_rate(scored["total"],
                                                     out["pairs_labelled"]["total"]),
                               "doc_vector_hit_rate": _hit_rate(embedded["total"], vectored)}
+        asked, found = (out[f"store_docs_{name}"]["total"] for name in ("asked", "found"))
+        out["vector_store"] = {"hit_rate": _hit_rate(asked - found, asked)}
         return {"timestamp": int(time.time() * 1000), "es_tour": out}
 
 
@@ -164,3 +169,27 @@ class _LabelerWork(Collector):
                 embedded.add_metric([name], docs)
         yield scored
         yield embedded
+
+
+class _StoreWork(Collector):
+    """What the labeler vector store did, read from its counters at scrape (all 0 before
+    the first refined search, or with the store off)."""
+
+    def __init__(self, store: Callable[[], VectorStore | None]):
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        store = self._store()
+        counts = store.counts if store is not None else StoreCounts()
+        for name, help_text in STORE_METRICS.items():
+            yield CounterMetricFamily(f"{PREFIX}store_{name}", help_text,
+                                      value=getattr(counts, name.removeprefix("docs_")))
+
+
+STORE_METRICS = {
+    "docs_asked": "Docs a search looked up in the vector store (in no in-process cache)",
+    "docs_found": "Docs whose vector the store held: embedding skipped",
+    "docs_written": "Doc vectors written to the store",
+    "docs_dropped": "Doc vectors not written: the store failed or the write queue was full",
+    "failures": "Store reads or writes that failed (each turns the store off for a while)",
+}

@@ -8,7 +8,6 @@ GET / HEAD / OPTIONS) whose node died while answering it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import logging
@@ -106,14 +105,11 @@ class Upstream:
         self._settings: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = (
             OrderedDict())
         self._settings_generation = 0  # moves on each time a write empties the cache
-        # the sidecar's own identity, for the settings lookup only, when configured
-        self._settings_identity: dict[str, str] | None = None
+        # the sidecar's own identity, for the settings lookup, when configured
+        self._service_identity = config.service_identity or None
         # made now, so a bad CA or client certificate fails at startup, not on a request
         self._ssl = (config.upstream_tls.context() if uses_https(config.upstreams)
                      else True)
-        if config.settings_credentials:
-            token = base64.b64encode(config.settings_credentials.encode()).decode()
-            self._settings_identity = {"authorization": f"Basic {token}"}
 
     def _client(self) -> aiohttp.ClientSession:
         """One connection pool (aiohttp: a third of httpx's CPU per request). It keeps no
@@ -201,8 +197,8 @@ class Upstream:
             self._settings.move_to_end(key)
             return cached[1]
         generation = self._settings_generation
-        settings = await self._read_settings(index, self._settings_identity or caller)
-        if settings is not None and self._settings_identity is not None \
+        settings = await self._read_settings(index, self._service_identity or caller)
+        if settings is not None and self._service_identity is not None \
                 and not await self._may_search(index, caller):
             settings = None
         if generation == self._settings_generation:  # no write emptied the cache meanwhile
@@ -265,8 +261,8 @@ class Upstream:
 
     @property
     def own_identity(self) -> dict[str, str]:
-        """The sidecar's own credentials (`settings_credentials`); empty: anonymous."""
-        return dict(self._settings_identity or {})
+        """The sidecar's own credentials (`service_credentials`); empty: anonymous."""
+        return dict(self._service_identity or {})
 
     async def get_json(self, path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
         """(status, body) of a small GET of `path` made as `headers` name."""

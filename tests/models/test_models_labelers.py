@@ -11,7 +11,7 @@ from es_tour.models import (
     DualEncoderLabeler,
     Labeler,
 )
-from es_tour.models._labelers import DocKey, _CachedLabeler
+from es_tour.models._labelers import DocKey, _CachedLabeler, doc_key
 
 DOCS = [("d1", "Vitamin D and bone fractures."), ("d2", "Elasticsearch shards."),
         ("d3", "BRCA1 and breast cancer risk.")]
@@ -153,3 +153,21 @@ def test_clear_cache_forgets_doc_vectors(minilm_dir):
     labeler.clear_cache()
     labeler.score("q2", DOCS)
     assert labeler.docs_embedded == 6
+
+
+def test_vectors_remembered_from_elsewhere_give_the_scores_embedding_gives(minilm_dir):
+    encoder = DualEncoder(minilm_dir)
+    embedding = DualEncoderLabeler(encoder)
+    scores = embedding.score("bone fractures", DOCS, "idx")
+    keys = [doc_key("idx", doc_id, text) for doc_id, text in DOCS]
+    reading = DualEncoderLabeler(encoder)
+    reading.remember(embedding.held(keys))
+    np.testing.assert_array_equal(reading.score("bone fractures", DOCS, "idx"), scores)
+    assert reading.docs_embedded == 0 and reading.pairs_scored == 3
+
+
+def test_the_fingerprint_names_the_model_and_its_precision(minilm_dir):
+    fp32 = DualEncoderLabeler(DualEncoder(minilm_dir))
+    assert fp32.fingerprint == DualEncoderLabeler(DualEncoder(minilm_dir)).fingerprint
+    int8 = DualEncoderLabeler(DualEncoder(minilm_dir, "int8"))
+    assert int8.fingerprint != fp32.fingerprint

@@ -67,7 +67,7 @@ async def test_stats_and_metrics_answer_only_callers_the_engine_lets_read_cluste
 
 
 async def test_health_asks_as_the_sidecar_and_a_secured_engine_counts_as_reachable():
-    async with _sidecar(settings_credentials="sidecar:pw") as (client, roots):
+    async with _sidecar(service_credentials="sidecar:pw") as (client, roots):
         response = await client.get("/_tour/health", headers={"authorization": MONITOR})
     assert response.status_code == 200
     assert response.json()["upstream"] == {"reachable": True, "status": 401}

@@ -124,10 +124,10 @@ async def test_no_index_the_caller_may_read_passes_through(status: int) -> None:
         assert len(engine.requests) == 1
 
 
-async def test_settings_credentials_read_the_settings_for_callers_who_may_search_only() -> None:
+async def test_service_credentials_read_the_settings_for_callers_who_may_search_only() -> None:
     alice, bob = _basic("alice", "pw-a"), _basic("bob", "pw-b")
     engine = _Engine(searchers=(alice["authorization"],))
-    async with _upstream(engine, settings_credentials="sidecar:s3cret") as upstream:
+    async with _upstream(engine, service_credentials="sidecar:s3cret") as upstream:
         assert await upstream.tour_settings("docs", alice) == ENABLED
         assert await upstream.tour_settings("docs", alice) == ENABLED  # cached
         # bob may not search the index: its settings must not shape his answer
@@ -222,7 +222,7 @@ def test_identity_headers_are_the_callers_credentials_only() -> None:
 def test_credentials_in_the_upstream_url_are_refused_without_being_echoed() -> None:
     with pytest.raises(ConfigError) as refused:
         ServerConfig(upstream="http://admin:hunter2@127.0.0.1:9200")
-    assert "hunter2" not in str(refused.value) and "settings_credentials" in str(refused.value)
+    assert "hunter2" not in str(refused.value) and "service_credentials" in str(refused.value)
 
 
 async def test_forwarding_adds_no_headers_and_carries_no_cookie_between_callers() -> None:

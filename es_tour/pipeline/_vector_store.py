@@ -1,0 +1,188 @@
+"""A dual-encoder labeler's doc vectors kept in the engine, so that any number of sidecars,
+and a restarted one, embed each doc once.
+
+One index per labeler (`store_index`), holding one record per (index, doc id, text digest):
+the key's digest comes from the text the caller's own search fetched, so a record is only
+ever read for a doc that caller was just shown. The store is read and written with the
+sidecar's service identity, which callers lack: an embedding leaks its text. Reads are
+bounded by `READ_TIMEOUT_S`; writes go in batches off the request path. A store that is
+missing, slow, unreachable or refused costs speed, never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from es_tour.engines import ClientEngine
+from es_tour.errors import EngineError, EsTourError
+from es_tour.models import DocKey, DualEncoderLabeler, Labeler, doc_key
+
+log = logging.getLogger("es_tour.store")
+
+STORE_PREFIX = "es-tour-vectors-"
+STORE_FIELDS = {"index": {"type": "keyword"}, "doc_id": {"type": "keyword"},
+                "vector": {"type": "binary"}}
+READ_TIMEOUT_S = 1.0  # past it the docs are embedded: a slow store must not slow searches
+RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
+FLUSH_DOCS = 256  # vectors written in one bulk
+FLUSH_EVERY_S = 1.0
+MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
+
+
+def store_index(labeler: DualEncoderLabeler) -> str:
+    """The store of `labeler`'s vectors: its name and fingerprint, in index-name characters."""
+    slug = re.sub(r"[^a-z0-9]+", "-", labeler.name.lower()).strip("-")[:80] or "labeler"
+    return f"{STORE_PREFIX}{slug}-{labeler.fingerprint}"
+
+
+def record_id(key: DocKey) -> str:
+    index, doc_id, digest = key
+    return hashlib.blake2b(f"{index}\0{doc_id}\0".encode() + digest, digest_size=16).hexdigest()
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float32)
+
+
+@dataclass
+class StoreCounts:
+    """What the store did: docs asked for and found, vectors written, dropped and failed."""
+
+    asked: int = 0
+    found: int = 0
+    written: int = 0
+    dropped: int = 0
+    failures: int = 0
+
+
+class VectorStore:
+    """The store on one cluster, through `engine` bound to the sidecar's service identity."""
+
+    def __init__(self, engine: ClientEngine):
+        self._engine = engine
+        self.counts = StoreCounts()
+        self._pending: dict[str, dict[str, dict[str, str]]] = {}  # store -> id -> record
+        self._created: set[str] = set()
+        self._down_until = 0.0
+        self._wake = asyncio.Event()
+
+    @property
+    def available(self) -> bool:
+        return time.monotonic() >= self._down_until
+
+    async def fill(self, labeler: Labeler, index: str,
+                   docs: Sequence[tuple[str, str]]) -> list[DocKey]:
+        """Give `labeler` the store's vectors of `docs` ((doc id, text) of `index`, as the
+        caller fetched them) that it lacks; returns the keys the store lacked too. Only a
+        dual encoder's doc vectors are kept: a cross-encoder has nothing to reuse."""
+        if not isinstance(labeler, DualEncoderLabeler):
+            return []
+        keys = [doc_key(index, doc_id, text) for doc_id, text in docs]
+        wanted = [key for key in keys if key not in labeler.held(keys)]
+        if not wanted or not self.available:
+            return wanted
+        self.counts.asked += len(wanted)
+        by_id = {record_id(key): key for key in wanted}
+        try:
+            found = await asyncio.wait_for(self._read(store_index(labeler), list(by_id)),
+                                           READ_TIMEOUT_S)
+        except (EsTourError, TimeoutError) as exc:
+            self._failed("read", exc)
+            return wanted
+        labeler.remember({by_id[i]: vector for i, vector in found.items()})
+        self.counts.found += len(found)
+        return [key for i, key in by_id.items() if i not in found]
+
+    def keep(self, labeler: Labeler, keys: Sequence[DocKey]) -> None:
+        """Queue the vectors `labeler` now holds for `keys` to be written; never waits."""
+        if not keys or not self.available or not isinstance(labeler, DualEncoderLabeler):
+            return
+        pending = self._pending.setdefault(store_index(labeler), {})
+        for key, vector in labeler.held(keys).items():
+            if sum(map(len, self._pending.values())) >= MAX_PENDING:
+                self.counts.dropped += 1
+                continue
+            pending[record_id(key)] = {"index": key[0], "doc_id": key[1],
+                                       "vector": encode_vector(vector)}
+        if sum(map(len, self._pending.values())) >= FLUSH_DOCS:
+            self._wake.set()
+
+    async def run_writer(self) -> None:
+        """Write what is queued, every FLUSH_EVERY_S or sooner when FLUSH_DOCS wait; runs
+        until cancelled (the sidecar's lifespan), then writes what is left."""
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), FLUSH_EVERY_S)
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+                await self.flush()
+        finally:
+            await asyncio.shield(self.flush())
+
+    async def flush(self) -> None:
+        """Write every queued vector now, in bulks of FLUSH_DOCS."""
+        while self._pending:
+            store, records = self._pending.popitem()
+            if not self.available:
+                self.counts.dropped += len(records)
+                continue
+            try:
+                await self._write(store, records)
+            except EsTourError as exc:
+                self.counts.dropped += len(records)
+                self._failed("write", exc)
+
+    async def _read(self, store: str, ids: list[str]) -> dict[str, np.ndarray]:
+        # an ids search, not mget: it needs index permissions only
+        body = {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": ["vector"]}
+        try:
+            with self._engine.engine_errors():
+                answer = await self._engine.search(store, body)
+        except EngineError as exc:
+            if exc.status == 404:
+                return {}  # nothing stored yet: not a failure
+            raise
+        return {hit["_id"]: decode_vector(hit["_source"]["vector"])
+                for hit in answer["hits"]["hits"]}
+
+    async def _write(self, store: str, records: Mapping[str, Mapping[str, str]]) -> None:
+        with self._engine.engine_errors():
+            if store not in self._created:
+                await self._engine.create_side_index(store, STORE_FIELDS)
+                self._created.add(store)
+            docs = [{"_id": i, **record} for i, record in records.items()]
+            for start in range(0, len(docs), FLUSH_DOCS):
+                report = await self._engine.bulk_index(store, docs[start: start + FLUSH_DOCS],
+                                                       max_retries=1)
+                self.counts.written += report.indexed
+                if report.failed:
+                    self.counts.dropped += len(report.failed)
+                    raise EngineError(500, {"error": report.failed[0]})
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self.counts.failures += 1
+        if self.available:
+            log.warning("labeler vector store %s failed (%s); searches embed their docs, and "
+                        "the store is tried again in %.0f s", what, _reason(exc), RETRY_AFTER_S)
+        self._down_until = time.monotonic() + RETRY_AFTER_S
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, EngineError):
+        return f"engine status {exc.status}"
+    return type(exc).__name__

@@ -1,0 +1,162 @@
+"""The labeler vector store in the real engines: φ identical whether a doc's vector was
+embedded here or read from the store, shared by two sidecars at once, kept across a
+restart, and refilled by `es-tour warm`. The store's access rules are checked on the
+secured OpenSearch in test_security.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from es_tour.cluster import NodeStatus
+from es_tour.engines import ClientEngine, IndexSpec, connect
+from es_tour.models import DualEncoderLabeler
+from es_tour.pipeline import VectorStore, store_index
+from es_tour.server import BackgroundServer, Models, ServerConfig
+
+ENGINES = ("opensearch", "elasticsearch")
+INDEX = "it-vector-store"
+QUERY = "vitamin D deficiency"
+TEXTS = [f"{topic} study number {n}" for n in range(5) for topic in (
+    "vitamin D deficiency and bone health", "sleep and memory consolidation",
+    "statins and heart disease", "gut bacteria and immunity")]
+K = 8  # docs the refined search labels: small, the labeler runs on a shared CPU
+REFINE = {"method": "rerank", "k": K}
+
+
+@dataclass
+class Cluster:
+    engine: str
+    url: str
+    store: str  # the default labeler's store index
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+async def cluster(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+                  sidecar_models: Models) -> AsyncIterator[Cluster]:
+    """A small index, and the default labeler's store emptied."""
+    engine, url = request.param, nodes[request.param].url
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    vectors = sidecar_models.encoder.encode_docs(TEXTS)
+    async with connect(engine, url) as adapter:
+        await adapter.create_index(IndexSpec(INDEX, dimension=vectors.shape[1]), replace=True)
+        await adapter.bulk_index(INDEX, [
+            {"_id": str(i), "title": "", "text": text, "embedding": vector.tolist()}
+            for i, (text, vector) in enumerate(zip(TEXTS, vectors, strict=True))])
+        await adapter.refresh(INDEX)
+        await adapter.delete_index(store_index(labeler))
+    yield Cluster(engine, url, store_index(labeler))
+
+
+@pytest.fixture
+async def adapter(cluster: Cluster) -> AsyncIterator[ClientEngine]:
+    async with connect(cluster.engine, cluster.url) as engine:
+        yield engine
+
+
+def _fresh(labeler: DualEncoderLabeler) -> DualEncoderLabeler:
+    """The same model with nothing in memory: a new process, to the store."""
+    return DualEncoderLabeler(labeler.encoder, labeler.name)
+
+
+async def test_phi_read_from_the_store_is_identical_to_phi_embedded_here(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    docs = [(str(i), text) for i, text in enumerate(TEXTS)]
+    first, store = _fresh(labeler), VectorStore(adapter)
+    lacked = await store.fill(first, INDEX, docs)  # no store index yet: a miss, not a failure
+    assert len(lacked) == len(docs) and store.counts.failures == 0
+    embedded = first.score(QUERY, docs, INDEX)
+    store.keep(first, lacked)
+    await store.flush()
+    await adapter.refresh(cluster.store)
+    assert store.counts.written == len(docs) and store.counts.failures == 0
+
+    second = _fresh(labeler)
+    assert await VectorStore(adapter).fill(second, INDEX, docs) == []
+    read = second.score(QUERY, docs, INDEX)
+    assert second.docs_embedded == 0 and first.docs_embedded == len(docs)
+    np.testing.assert_array_equal(read, embedded)
+    # another index's doc of the same id and text is another key: never read as this one's
+    assert len(await VectorStore(adapter).fill(_fresh(labeler), "other-index", docs)) == len(docs)
+
+
+def _refined(url: str) -> dict[str, Any]:
+    response = httpx.post(f"{url}/{INDEX}/_search", timeout=120, json={
+        "query": {"match": {"text": QUERY}}, "size": 3, "ext": {"tour": REFINE}})
+    assert response.status_code == 200, response.text
+    assert response.json()["ext"]["tour"]["degraded"] is False
+    return dict(response.json())
+
+
+def _stats(url: str) -> dict[str, Any]:
+    response = httpx.get(f"{url}/_tour/stats", timeout=30)
+    assert response.status_code == 200
+    return dict(response.json()["es_tour"])
+
+
+def _written(url: str, at_least: int) -> None:
+    """Wait for the sidecar's writer (it flushes every second) to store `at_least` vectors."""
+    for _ in range(100):
+        if _stats(url)["store_docs_written"]["total"] >= at_least:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the sidecar wrote fewer than {at_least} vectors: {_stats(url)}")
+
+
+def _config(cluster: Cluster) -> ServerConfig:
+    return ServerConfig(upstream=cluster.url, deadline_ms=120_000)
+
+
+@pytest.fixture
+def second_models() -> Iterator[Models]:
+    """Another sidecar's own models: nothing it embeds is shared in memory."""
+    models = Models("retriever")
+    models.preload("default")
+    yield models
+
+
+async def test_a_second_sidecar_reuses_the_vectors_the_first_one_stored(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models,
+        second_models: Models) -> None:
+    await adapter.delete_index(cluster.store)
+    sidecar_models.labeler("default").clear_cache()  # type: ignore[attr-defined]
+    with BackgroundServer(_config(cluster), sidecar_models) as first, \
+            BackgroundServer(_config(cluster), second_models) as second:
+        one = _refined(first.url)
+        _written(first.url, K)
+        await adapter.refresh(cluster.store)
+        two = _refined(second.url)
+        stats = _stats(second.url)
+    assert stats["store_docs_found"]["total"] >= K
+    assert stats["labeler_docs_embedded"]["total"] == 0  # every doc came from the store
+    assert stats["vector_store"]["hit_rate"] == 1.0
+    assert [h["_id"] for h in two["hits"]["hits"]] == [h["_id"] for h in one["hits"]["hits"]]
+
+
+async def test_a_restarted_sidecar_keeps_the_store(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    await adapter.delete_index(cluster.store)
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    labeler.clear_cache()
+    with BackgroundServer(_config(cluster), sidecar_models) as first:
+        _refined(first.url)
+    # stopped at once: the vectors still queued were written as it shut down
+    await adapter.refresh(cluster.store)
+    assert await adapter.count(cluster.store) >= K
+    labeler.clear_cache()  # a restart forgets everything in memory
+    before = labeler.docs_embedded
+    with BackgroundServer(_config(cluster), sidecar_models) as restarted:
+        _refined(restarted.url)
+        stats = _stats(restarted.url)
+    assert labeler.docs_embedded == before
+    assert stats["store_docs_found"]["total"] >= K and stats["store_failures"]["total"] == 0
