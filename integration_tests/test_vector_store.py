@@ -1,10 +1,12 @@
 """The labeler vector store in the real engines: φ identical whether a doc's vector was
 embedded here or read from the store, shared by two sidecars at once, kept across a
-restart, and refilled by `es-tour warm`. The store's access rules are checked on the
+restart, and filled ahead of the searches by `es-tour warm`, which resumes where it was
+stopped. The store's access rules are checked on the
 secured OpenSearch in test_security.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -13,11 +15,13 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from es_tour.cli import app
 from es_tour.cluster import NodeStatus
 from es_tour.engines import ClientEngine, IndexSpec, connect
 from es_tour.models import DualEncoderLabeler
-from es_tour.pipeline import VectorStore, store_index
+from es_tour.pipeline import DEFAULT_TEXT_FIELDS, VectorStore, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
 
 ENGINES = ("opensearch", "elasticsearch")
@@ -160,3 +164,38 @@ async def test_a_restarted_sidecar_keeps_the_store(
         stats = _stats(restarted.url)
     assert labeler.docs_embedded == before
     assert stats["store_docs_found"]["total"] >= K and stats["store_failures"]["total"] == 0
+
+
+class Interrupted(Exception):
+    """Ctrl-C, as the warm loop sees it."""
+
+
+async def test_warm_resumes_after_an_interruption_and_then_no_search_embeds(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    await adapter.delete_index(cluster.store)
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+
+    def interrupt(_: int) -> None:
+        raise Interrupted
+
+    with pytest.raises(Interrupted):  # stopped after its first batch of 8 was stored
+        await warm(adapter, INDEX, _fresh(labeler), DEFAULT_TEXT_FIELDS, batch=8,
+                   on_batch=interrupt)
+    await adapter.refresh(cluster.store)
+    resumed = _fresh(labeler)
+    report = await warm(adapter, INDEX, resumed, DEFAULT_TEXT_FIELDS, batch=8)
+    assert (report.docs, report.stored, report.embedded) == (len(TEXTS), 8, len(TEXTS) - 8)
+    assert resumed.docs_embedded == len(TEXTS) - 8
+    await adapter.refresh(cluster.store)
+
+    done = await asyncio.to_thread(CliRunner().invoke, app, [  # a loop of its own
+        "warm", "--index", INDEX, "--engine", cluster.engine, "--url", cluster.url])
+    assert done.exit_code == 0, done.output
+    assert f"0 docs embedded, {len(TEXTS)} already stored" in " ".join(done.output.split())
+
+    labeler.clear_cache()
+    before = labeler.docs_embedded
+    with BackgroundServer(_config(cluster), sidecar_models) as sidecar:
+        _refined(sidecar.url)
+    assert labeler.docs_embedded == before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -337,6 +337,24 @@ class ClientEngine:
             raise EngineError(400, {"error": failed[0], "status": 400})
         return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
 
+    async def scan(self, index: str, fields: Sequence[str], *, batch: int = 500
+                   ) -> AsyncIterator[list[Hit]]:
+        """Every doc of `index` with only `fields` of its source, `batch` at a time, in the
+        engine's cheapest order (a scroll, cleared at the end)."""
+        response = await self._client.search(
+            index=index, scroll="5m", body={"size": batch, "sort": ["_doc"],
+                                            "_source": list(fields)})
+        scroll_id = response.get("_scroll_id")
+        try:
+            while hits := _hits(response, None):
+                yield hits
+                response = await self._client.scroll(body={"scroll_id": scroll_id,
+                                                           "scroll": "5m"})
+                scroll_id = response.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id:
+                await self._client.clear_scroll(body={"scroll_id": scroll_id})
+
     async def vector_field(self, index: str, field: str) -> VectorField:
         """`field` as one doc of `index` holds it: its dimension, and whether `_source`
         keeps its vectors (an index may exclude them to save disk). Read by a search, not
@@ -481,5 +499,6 @@ def _hits(response: Mapping[str, Any], vector_field: str | None,
         values = hit.get("fields", {}).get(fetched) if fetched else None
         if values and values[0] is not None:  # one vector per doc, as a list of one
             vector = np.asarray(values[0], dtype=np.float32)
-        hits.append(Hit(hit["_id"], float(hit["_score"]), source, vector))
+        # a search sorted by something else than the score has none
+        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector))
     return hits

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from es_tour.pipeline._context import ModelPool, SearchContext, open_context
+from es_tour.pipeline._context import (
+    DEFAULT_TEXT_FIELDS,
+    ModelPool,
+    SearchContext,
+    doc_text,
+    open_context,
+)
 from es_tour.pipeline._methods import (
     BUDGET_OPTIONS,
     LEXICAL_WEIGHT,
@@ -27,9 +33,11 @@ from es_tour.pipeline._types import (
     trace_dict,
 )
 from es_tour.pipeline._vector_store import STORE_PREFIX, StoreCounts, VectorStore, store_index
+from es_tour.pipeline._warm import WarmReport, warm
 
 __all__ = [
     "BUDGET_OPTIONS",
+    "DEFAULT_TEXT_FIELDS",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",
@@ -47,7 +55,9 @@ __all__ = [
     "Timings",
     "TourRound",
     "VectorStore",
+    "WarmReport",
     "build_method",
+    "doc_text",
     "interleave",
     "label_mass",
     "open_context",
@@ -55,4 +65,5 @@ __all__ = [
     "register_method",
     "store_index",
     "trace_dict",
+    "warm",
 ]

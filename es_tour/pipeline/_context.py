@@ -20,6 +20,7 @@ from es_tour.tour import MAX_K, LabelCache
 
 T = TypeVar("T")
 DEFAULT_LABEL_BATCH = 16
+DEFAULT_TEXT_FIELDS = ("title", "text")  # what es-tour index writes
 
 
 class ModelPool:
@@ -46,6 +47,11 @@ class ModelPool:
             executor.shutdown(wait=wait, cancel_futures=True)
 
 
+def doc_text(source: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """What the labeler reads of a doc: its text fields, joined."""
+    return " ".join(str(source.get(name, "")) for name in fields).strip()
+
+
 @dataclass
 class SearchContext:
     """`pool` None runs the models inline (the CLI, evaluation, benchmarks); the sidecar
@@ -58,15 +64,15 @@ class SearchContext:
     index: str
     encoder: DualEncoder
     labeler: Labeler
-    text_fields: tuple[str, ...] = ("title", "text")
+    text_fields: tuple[str, ...] = DEFAULT_TEXT_FIELDS
     vector_field: str = "embedding"
     pool: ModelPool | None = None
     label_batch: int = DEFAULT_LABEL_BATCH
     lexical_query: Mapping[str, Any] | None = None
     store: VectorStore | None = None
 
-    def doc_text(self, source: dict[str, Any]) -> str:
-        return " ".join(str(source.get(name, "")) for name in self.text_fields).strip()
+    def doc_text(self, source: Mapping[str, Any]) -> str:
+        return doc_text(source, self.text_fields)
 
     async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
         with timings.model():

@@ -49,6 +49,10 @@ def record_id(key: DocKey) -> str:
     return hashlib.blake2b(f"{index}\0{doc_id}\0".encode() + digest, digest_size=16).hexdigest()
 
 
+def record(key: DocKey, vector: np.ndarray) -> dict[str, str]:
+    return {"index": key[0], "doc_id": key[1], "vector": encode_vector(vector)}
+
+
 def encode_vector(vector: np.ndarray) -> str:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
@@ -97,7 +101,7 @@ class VectorStore:
         self.counts.asked += len(wanted)
         by_id = {record_id(key): key for key in wanted}
         try:
-            found = await asyncio.wait_for(self._read(store_index(labeler), list(by_id)),
+            found = await asyncio.wait_for(self.read(store_index(labeler), list(by_id)),
                                            READ_TIMEOUT_S)
         except (EsTourError, TimeoutError) as exc:
             self._failed("read", exc)
@@ -115,8 +119,7 @@ class VectorStore:
             if sum(map(len, self._pending.values())) >= MAX_PENDING:
                 self.counts.dropped += 1
                 continue
-            pending[record_id(key)] = {"index": key[0], "doc_id": key[1],
-                                       "vector": encode_vector(vector)}
+            pending[record_id(key)] = record(key, vector)
         if sum(map(len, self._pending.values())) >= FLUSH_DOCS:
             self._wake.set()
 
@@ -142,12 +145,14 @@ class VectorStore:
                 self.counts.dropped += len(records)
                 continue
             try:
-                await self._write(store, records)
+                await self.write(store, records)
             except EsTourError as exc:
                 self.counts.dropped += len(records)
                 self._failed("write", exc)
 
-    async def _read(self, store: str, ids: list[str]) -> dict[str, np.ndarray]:
+    async def read(self, store: str, ids: list[str]) -> dict[str, np.ndarray]:
+        """Record id -> vector of those of `ids` that `store` holds; an engine error or an
+        unreachable engine raises."""
         # an ids search, not mget: it needs index permissions only
         body = {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": ["vector"]}
         try:
@@ -160,7 +165,9 @@ class VectorStore:
         return {hit["_id"]: decode_vector(hit["_source"]["vector"])
                 for hit in answer["hits"]["hits"]}
 
-    async def _write(self, store: str, records: Mapping[str, Mapping[str, str]]) -> None:
+    async def write(self, store: str, records: Mapping[str, Mapping[str, str]]) -> None:
+        """Index `records` (record id -> record) into `store`, made on first use; raises
+        when any is not written."""
         with self._engine.engine_errors():
             if store not in self._created:
                 await self._engine.create_side_index(store, STORE_FIELDS)
