@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ from es_tour.cluster import LocalNode
 from es_tour.engines import connect
 from es_tour.errors import ConfigError
 from es_tour.ingest import ingest
+from es_tour.models import DualEncoderLabeler
 from es_tour.paths import models_dir
+from es_tour.pipeline import store_index
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
@@ -232,14 +235,15 @@ def test_no_password_in_any_error_or_log_line(secured: LocalNode, sidecar: str,
 
 def test_the_sidecars_service_identity_shapes_no_answer_for_a_caller_who_may_not_read(
         secured: LocalNode, indices: None, sidecar_models: Models) -> None:
-    """With --settings-credentials the sidecar reads B's settings as admin; reader-a, who
-    may not read B, must still get the engine's 403, not an error naming B's settings."""
+    """With --service-credentials the sidecar reads B's settings as its service user;
+    reader-a, who may not read B, must still get the engine's 403, not an error naming B's
+    settings."""
     admin = _as(secured, "admin")
     settings_url = f"{secured.url}/{INDEX_B}/_settings"
     # k past this sidecar's max_k: a caller the settings reach gets a 400 that quotes k
     enabled = {"index": {"tour": {"enabled": True, "method": "tour-hard", "k": 60}}}
     assert _http().put(settings_url, auth=admin, json=enabled).status_code == 200
-    config = _config(secured, service_credentials=":".join(admin))
+    config = _config(secured, service_credentials=":".join(_as(secured, "es-tour-service")))
     try:
         with BackgroundServer(config, sidecar_models) as server:
             past_max = _search(server.url, INDEX_B, _as(secured, "reader-ab"))
@@ -295,3 +299,54 @@ def test_the_cli_reaches_the_node_over_https_as_the_environments_user(
             assert trusted.exit_code == 1 and "AuthorizationException(403" in trusted.output
     count = _http().get(f"{secured.url}/{index}/_count", auth=_as(secured, "admin"))
     assert count.status_code == 200 and count.json()["count"] == 3
+
+
+def _stats(url: str, secured: LocalNode) -> dict[str, Any]:
+    """The sidecar's stats, as an operator reads them (GET _cluster/health is allowed)."""
+    response = _http().get(f"{url}/_tour/stats", auth=_as(secured, "admin"))
+    assert response.status_code == 200, response.text
+    return dict(response.json()["es_tour"])
+
+
+def test_the_vector_store_is_the_service_identitys_alone(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """A caller with index permissions only gets a refined search whose doc vectors the
+    sidecar stores as its service user; no caller may read the store itself."""
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    store, admin = store_index(labeler), _as(secured, "admin")
+    _http().delete(f"{secured.url}/{store}", auth=admin)
+    labeler.clear_cache()
+    service = _as(secured, "es-tour-service")
+    config = _config(secured, service_credentials=":".join(service))
+    with BackgroundServer(config, sidecar_models) as server:
+        refined = _search(server.url, INDEX_A, _as(secured, "reader-index"),
+                          {"method": "rerank", "k": 5})
+        assert refined.status_code == 200 and refined.json()["ext"]["tour"]["degraded"] is False
+        for _ in range(100):  # the writer flushes every second
+            if _stats(server.url, secured)["store_docs_written"]["total"] >= 5:
+                break
+            time.sleep(0.1)
+        counts = _stats(server.url, secured)
+    assert counts["store_docs_written"]["total"] >= 5 and counts["store_failures"]["total"] == 0
+    read = {"query": {"match_all": {}}}
+    assert _http().post(f"{secured.url}/{store}/_refresh", auth=admin).status_code == 200
+    mine = _http().post(f"{secured.url}/{store}/_search", json=read, auth=service)
+    assert mine.status_code == 200 and mine.json()["hits"]["total"]["value"] >= 5
+    for user in ("reader-index", "reader-ab"):  # directly, and through the sidecar
+        _forbidden_to(user, _http().post(f"{secured.url}/{store}/_search", json=read,
+                                         auth=_as(secured, user)))
+    with BackgroundServer(config, sidecar_models) as server:
+        _forbidden_to("reader-ab", _http().post(f"{server.url}/{store}/_search", json=read,
+                                                auth=_as(secured, "reader-ab")))
+
+
+def test_a_store_the_engine_refuses_costs_only_speed(secured: LocalNode, sidecar: str,
+                                                     sidecar_models: Models) -> None:
+    """The module's sidecar has no service identity: the store is read anonymously, which
+    the engine refuses; the search is refined all the same."""
+    sidecar_models.labeler("default").clear_cache()  # type: ignore[attr-defined]
+    refined = _search(sidecar, INDEX_A, _as(secured, "reader-a"), {"method": "rerank", "k": 5})
+    assert refined.status_code == 200, refined.text
+    assert refined.json()["ext"]["tour"]["degraded"] is False
+    assert _stats(sidecar, secured)["store_failures"]["total"] >= 1

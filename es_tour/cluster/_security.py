@@ -1,4 +1,5 @@
-"""A demo OpenSearch Security setup: TLS, an admin and three readers of their own.
+"""A demo OpenSearch Security setup: TLS, an admin, three readers of their own and the
+sidecar's service identity.
 
 `es-tour engine start --security` writes it into the node's work dir once: with openssl a
 CA, the node's certificate it signs (for the transport layer and for HTTPS) and one for a
@@ -27,6 +28,14 @@ _READ = ["read", "indices:admin/analyze"]
 _READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
 # Multi-get and friends are cluster actions to the plugin; the agents' mget needs them.
 _COMPOSITE_READS = ["cluster_composite_ops_ro"]
+# The sidecar's service identity: any index's `index.tour.*` settings, and the labeler
+# vector store (es-tour-vectors-*) alone to read and write. Bulk is a cluster action to the
+# plugin; the store is read with an ids search, which needs no cluster permission.
+STORE_INDICES = "es-tour-vectors-*"
+_SERVICE = (["indices:data/write/bulk"], [
+    {"index_patterns": ["*"], "allowed_actions": ["indices:monitor/settings/get"]},
+    {"index_patterns": [STORE_INDICES],
+     "allowed_actions": ["crud", "create_index", "indices:admin/get"]}])
 # role -> (cluster permissions, index permissions). `tour_reader_index` has no cluster
 # permission at all, not even `cluster:monitor/main` (GET /): the sidecar must serve it
 # whoever came before it.
@@ -35,9 +44,10 @@ _ROLES: dict[str, tuple[list[str], list[dict[str, list[str]]]]] = {
     "tour_reader_ab": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A, INDEX_B],
                                            "allowed_actions": _READ_SETTINGS}]),
     "tour_reader_index": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ_SETTINGS}]),
+    "es_tour_service": _SERVICE,
 }
 USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab",
-         "reader-index": "tour_reader_index"}
+         "reader-index": "tour_reader_index", "es-tour-service": "es_tour_service"}
 _NODE_DN = "CN=es-tour-node,O=es-tour demo"
 
 
