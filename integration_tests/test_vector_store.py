@@ -185,14 +185,14 @@ async def test_warm_resumes_after_an_interruption_and_then_no_search_embeds(
     await adapter.refresh(cluster.store)
     resumed = _fresh(labeler)
     report = await warm(adapter, INDEX, resumed, DEFAULT_TEXT_FIELDS, batch=8)
-    assert (report.docs, report.stored, report.embedded) == (len(TEXTS), 8, len(TEXTS) - 8)
+    assert (report.docs, report.stored, report.written) == (len(TEXTS), 8, len(TEXTS) - 8)
     assert resumed.docs_embedded == len(TEXTS) - 8
     await adapter.refresh(cluster.store)
 
     done = await asyncio.to_thread(CliRunner().invoke, app, [  # a loop of its own
         "warm", "--index", INDEX, "--engine", cluster.engine, "--url", cluster.url])
     assert done.exit_code == 0, done.output
-    assert f"0 docs embedded, {len(TEXTS)} already stored" in " ".join(done.output.split())
+    assert f"0 vectors stored, {len(TEXTS)} already stored" in " ".join(done.output.split())
 
     labeler.clear_cache()
     before = labeler.docs_embedded

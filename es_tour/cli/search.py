@@ -218,7 +218,7 @@ async def _warm(adapter: ClientEngine, index: str, labeler_name: str | None,
         task = progress.add_task("docs", total=total)
         report = await warm(adapter, index, labeler, fields, rate=rate,
                             on_batch=lambda docs: progress.advance(task, docs))
-    console.print(f"[bold]{index}[/]: {report.embedded} docs embedded, {report.stored} "
+    console.print(f"[bold]{index}[/]: {report.written} vectors stored, {report.stored} "
                   f"already stored, of {report.docs} ({report.seconds:.0f} s)\n"
                   f"vector store: {report.store}")
 

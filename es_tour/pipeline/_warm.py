@@ -21,7 +21,7 @@ class WarmReport:
     store: str
     docs: int = 0  # docs of the index seen
     stored: int = 0  # already in the store: skipped (a resumed run skips its earlier work)
-    embedded: int = 0
+    written: int = 0  # vectors the store lacked: embedded (or found in memory) and stored
     seconds: float = 0.0
 
 
@@ -49,10 +49,10 @@ async def warm(engine: ClientEngine, index: str, labeler: DualEncoderLabeler,
                                              for key, vector in zip(new, vectors, strict=True)})
         report.docs += len(hits)
         report.stored += len(keys) - len(new)
-        report.embedded += len(new)
+        report.written += len(new)
         on_batch(len(hits))
         if rate:  # throttled: the labeler shares the machine with the searches
-            ahead = report.embedded / rate - (time.perf_counter() - started)
+            ahead = report.written / rate - (time.perf_counter() - started)
             if ahead > 0:
                 await asyncio.sleep(ahead)
     report.seconds = time.perf_counter() - started
