@@ -33,8 +33,9 @@ def start(
     plugin: Annotated[list[Path] | None, typer.Option(help="a plugin zip to install")] = None,
     security: Annotated[bool, typer.Option(
         help="OpenSearch only: the Security plugin with demo users admin, reader-a (indices "
-             "tour-a*), reader-ab (tour-a* and tour-b*) and reader-index (tour-a*, no "
-             "cluster permission)")] = False,
+             "tour-a*), reader-ab (tour-a* and tour-b*), reader-index (tour-a*, no "
+             "cluster permission) and es-tour-service (the sidecar's service identity: "
+             "settings and the vector store)")] = False,
     nodes: Annotated[int, typer.Option(
         help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
     transport_port: Annotated[int | None, typer.Option(
