@@ -25,9 +25,14 @@ $(VENV)/.installed: pyproject.toml
 models: install
 	$(BIN)/es-tour models build retriever default e5-small-v2
 
-plugin:
+# The zips for OpenSearch 2.19.1 and Elasticsearch 8.19.21 (JDK 17), then with -Pcurrent those for
+# OpenSearch 3.5.0 and Elasticsearch 9.3.2, whose jars need a JDK 21+ (docs/plugin.md).
+plugin: install
 	mvn -q -B -f plugin/pom.xml package
 	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
+	jdk=$$($(BIN)/es-tour engine jdk --engine opensearch --version 3.5.0) && \
+		JAVA_HOME=$$jdk mvn -q -B -f plugin/pom.xml package -Pcurrent && \
+		JAVA_HOME=$$jdk mvn -q -B -f plugin/pom.xml package -Pelasticsearch,current
 
 # Headless Chromium and its WebDriver from Debian, for the playground's browser tests
 # (Selenium is pointed at /usr/bin/chromium and /usr/bin/chromedriver: nothing is downloaded).

@@ -12,13 +12,18 @@ from rich.table import Table
 
 from es_tour.cli import app
 from es_tour.cli._errors import clean_errors
-from es_tour.cluster import DISTRIBUTIONS, USERS, LocalCluster, LocalNode
+from es_tour.cluster import USERS, VERSIONS, LocalCluster, LocalNode, distribution
 
 engine_app = typer.Typer(no_args_is_help=True, help=__doc__)
 app.add_typer(engine_app, name="engine")
 console = Console()
 
 EngineOption = Annotated[str, typer.Option("--engine", "-e", help="opensearch or elasticsearch")]
+VersionOption = Annotated[str | None, typer.Option(
+    help="the engine version: " + "; ".join(f"{name} {', '.join(versions)}"
+                                            for name, versions in VERSIONS.items())
+    + " (default: the first; the newer majors run on JDK 21+, found under /usr/lib/jvm "
+      "when JAVA_HOME is older)")]
 PortOption = Annotated[int | None, typer.Option(
     help="HTTP port (default 9200 / 9210); a cluster's nodes take the next ones too")]
 
@@ -40,10 +45,12 @@ def start(
         help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
     transport_port: Annotated[int | None, typer.Option(
         help="a cluster's first transport port (default: the HTTP port + 20000)")] = None,
+    version: VersionOption = None,
 ) -> None:
     """Fetch (once), configure and start a node, or a cluster of --nodes nodes; returns at
     once if they already run."""
-    cluster = LocalCluster(engine, port, nodes, heap, transport_port, security=security)
+    cluster = LocalCluster(engine, port, nodes, heap, transport_port, security=security,
+                           version=version)
     for status in cluster.start(timeout, plugins=plugin or []):
         console.print(f"{engine} {status.version} is {status.health} at {status.url}"
                       + (f" ({status.nodes} nodes)" if nodes > 1 else ""))
@@ -72,11 +79,19 @@ def status(
 ) -> None:
     """Version and health of the local nodes (both engines unless --engine is given)."""
     table = Table("engine", "url", "version", "health", "nodes", "pid")
-    for name in [engine] if engine else list(DISTRIBUTIONS):
+    for name in [engine] if engine else list(VERSIONS):
         for s in LocalCluster(name, port).status():
             table.add_row(name, s.url, s.version or "-", s.health or "stopped",
                           str(s.nodes or "-"), str(s.pid or "-"))
     console.print(table)
+
+
+@engine_app.command()
+@clean_errors
+def jdk(engine: EngineOption = "opensearch", version: VersionOption = None) -> None:
+    """The JDK home that this engine version runs on (`make plugin` builds the Java 21 plugin
+    zips with it)."""
+    typer.echo(distribution(engine, version).java_home())
 
 
 @engine_app.command()

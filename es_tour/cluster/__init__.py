@@ -1,9 +1,11 @@
 """Local engine lifecycle: fetch from Maven Central, configure, start, stop."""
 
 from es_tour.cluster._distribution import (
-    DISTRIBUTIONS,
+    ELASTICSEARCH_CURRENT,
     ELASTICSEARCH_VERSION,
+    OPENSEARCH_CURRENT,
     OPENSEARCH_VERSION,
+    VERSIONS,
     Distribution,
     distribution,
 )
@@ -12,12 +14,14 @@ from es_tour.cluster._security import INDEX_A, INDEX_B, USERS
 
 __all__ = [
     "DEFAULT_PORTS",
-    "DISTRIBUTIONS",
+    "ELASTICSEARCH_CURRENT",
     "ELASTICSEARCH_VERSION",
     "INDEX_A",
     "INDEX_B",
+    "OPENSEARCH_CURRENT",
     "OPENSEARCH_VERSION",
     "USERS",
+    "VERSIONS",
     "Distribution",
     "LocalCluster",
     "LocalNode",

@@ -10,15 +10,25 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from es_tour.cluster._java import MINIMUM_JAVA, java_env, java_home
 from es_tour.errors import EngineSetupError
 from es_tour.paths import engines_dir
 
 OPENSEARCH_VERSION = "2.19.1"  # the newest 2.19.x whose k-NN plugin zip Maven Central serves
 ELASTICSEARCH_VERSION = "8.19.21"  # the newest 8.x; 8.x still runs on JDK 17
+# The current majors, on Java 21: the newest whose every piece Maven Central serves. k-NN's
+# zip stops at 3.5.0.0 (3.6.0.0, 3.8.0.0 and 3.9.0.0 are not served); Elasticsearch's
+# integ-test zip at 9.3.2 (9.3.3 and 9.3.4 publish a pom but no zip; 9.4.x, nothing).
+OPENSEARCH_CURRENT = "3.5.0"
+ELASTICSEARCH_CURRENT = "9.3.2"
+# What `es-tour engine start --version` runs; each engine's first is its default.
+VERSIONS = {
+    "opensearch": (OPENSEARCH_VERSION, OPENSEARCH_CURRENT),
+    "elasticsearch": (ELASTICSEARCH_VERSION, ELASTICSEARCH_CURRENT),
+}
 # Elasticsearch publishes no module jars to Maven Central since 7.x (neither
 # org.elasticsearch.plugin nor org.elasticsearch.module has lang-mustache at 8.19.21), so
 # its integ-test zip stays without search templates.
-
 
 
 @dataclass(frozen=True)
@@ -33,44 +43,47 @@ class Module:
     permissions: tuple[str, ...] = ()  # java.lang.RuntimePermission names it is granted
 
 
-# The k-NN plugin extends lang-painless.
-_PAINLESS = Module(
-    name="lang-painless",
-    classname="org.opensearch.painless.PainlessPlugin",
-    description="Painless scripting (assembled by es-tour)",
-    jars=(
-        f"org.opensearch.plugin:lang-painless:{OPENSEARCH_VERSION}:jar",
-        f"org.opensearch.plugin:opensearch-scripting-painless-spi:{OPENSEARCH_VERSION}:jar",
-        "org.antlr:antlr4-runtime:4.13.1:jar",
-        "org.ow2.asm:asm:9.7:jar",
-        "org.ow2.asm:asm-util:9.7:jar",
-        "org.ow2.asm:asm-tree:9.7:jar",
-        "org.ow2.asm:asm-commons:9.7:jar",
-        "org.ow2.asm:asm-analysis:9.7:jar",
-    ),
-    permissions=("createClassLoader", "getClassLoader"),
-)
-# The language analyzers (`english`, `porter_stem`, ...); it extends lang-painless with
-# analysis script conditions.
-_ANALYSIS_COMMON = Module(
-    name="analysis-common",
-    classname="org.opensearch.analysis.common.CommonAnalysisPlugin",
-    description="Common analysis components (assembled by es-tour)",
-    jars=(f"org.opensearch.plugin:analysis-common:{OPENSEARCH_VERSION}:jar",),
-    extends=("lang-painless",),
-)
-# Search templates (`_search/template`, `_render/template`). Maven Central has no
-# `lang-mustache` artifact; the module's classes are published whole as its client jar.
-_MUSTACHE = Module(
-    name="lang-mustache",
-    classname="org.opensearch.script.mustache.MustachePlugin",
-    description="Mustache scripting and search templates (assembled by es-tour)",
-    jars=(
-        f"org.opensearch.plugin:lang-mustache-client:{OPENSEARCH_VERSION}:jar",
-        "com.github.spullara.mustache.java:compiler:0.9.14:jar",
-    ),
-    permissions=("accessDeclaredMembers",),  # the module's own policy: mustache's reflection
-)
+def _opensearch_2_modules(version: str) -> tuple[Module, ...]:
+    """The modules OpenSearch 2.x's integ-test zip lacks (3.x's ships them)."""
+    # The k-NN plugin extends lang-painless.
+    painless = Module(
+        name="lang-painless",
+        classname="org.opensearch.painless.PainlessPlugin",
+        description="Painless scripting (assembled by es-tour)",
+        jars=(
+            f"org.opensearch.plugin:lang-painless:{version}:jar",
+            f"org.opensearch.plugin:opensearch-scripting-painless-spi:{version}:jar",
+            "org.antlr:antlr4-runtime:4.13.1:jar",
+            "org.ow2.asm:asm:9.7:jar",
+            "org.ow2.asm:asm-util:9.7:jar",
+            "org.ow2.asm:asm-tree:9.7:jar",
+            "org.ow2.asm:asm-commons:9.7:jar",
+            "org.ow2.asm:asm-analysis:9.7:jar",
+        ),
+        permissions=("createClassLoader", "getClassLoader"),
+    )
+    # The language analyzers (`english`, `porter_stem`, ...); it extends lang-painless with
+    # analysis script conditions.
+    analysis_common = Module(
+        name="analysis-common",
+        classname="org.opensearch.analysis.common.CommonAnalysisPlugin",
+        description="Common analysis components (assembled by es-tour)",
+        jars=(f"org.opensearch.plugin:analysis-common:{version}:jar",),
+        extends=("lang-painless",),
+    )
+    # Search templates (`_search/template`, `_render/template`). Maven Central has no
+    # `lang-mustache` artifact; the module's classes are published whole as its client jar.
+    mustache = Module(
+        name="lang-mustache",
+        classname="org.opensearch.script.mustache.MustachePlugin",
+        description="Mustache scripting and search templates (assembled by es-tour)",
+        jars=(
+            f"org.opensearch.plugin:lang-mustache-client:{version}:jar",
+            "com.github.spullara.mustache.java:compiler:0.9.14:jar",
+        ),
+        permissions=("accessDeclaredMembers",),  # the module's own policy: mustache's reflection
+    )
+    return painless, analysis_common, mustache
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,7 @@ class Distribution:
     # A variant (e.g. "security") unpacks into its own home, so the plugins it adds never
     # reach the nodes that run the plain distribution.
     variant: str | None = None
+    java: int = MINIMUM_JAVA  # the oldest Java it runs on
 
     @property
     def home(self) -> Path:
@@ -111,7 +125,7 @@ class Distribution:
         top = staging / f"{self.engine}-{self.version}"
         self._add_missing_modules(top)
         for plugin in self.plugin_zips:
-            _install_plugin(top, fetch_artifact(plugin), plugin)
+            _install_plugin(top, fetch_artifact(plugin), plugin, self.java_env())
         shutil.rmtree(self.home, ignore_errors=True)
         top.rename(self.home)
         shutil.rmtree(staging, ignore_errors=True)
@@ -122,21 +136,35 @@ class Distribution:
         """Install a plugin zip built here (e.g. plugin/target/*.zip), again when it changes."""
         if not archive.is_file():
             raise EngineSetupError(f"plugin zip {archive} not found; build it with `make plugin`")
+        with zipfile.ZipFile(archive) as zf:
+            lines = zf.read("plugin-descriptor.properties").decode().splitlines()
+        descriptor = dict(line.strip().split("=", 1) for line in lines
+                          if "=" in line and not line.startswith("#"))
+        # an engine loads a plugin built for its exact version only: say which build is needed
+        built_for = " ".join(f"{engine} {descriptor[f'{engine}.version']}" for engine in VERSIONS
+                             if f"{engine}.version" in descriptor)
+        if built_for != f"{self.engine} {self.version}":
+            raise EngineSetupError(
+                f"plugin zip {archive} is built for {built_for or 'no engine es-tour knows'}, "
+                f"not {self.engine} {self.version}: `make plugin` builds each (docs/plugin.md)"
+            )
         home = self.ensure_installed()
         digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-        with zipfile.ZipFile(archive) as zf:
-            descriptor = zf.read("plugin-descriptor.properties").decode()
-        name = next(
-            line.split("=", 1)[1].strip()
-            for line in descriptor.splitlines()
-            if line.startswith("name=")
-        )
+        name = descriptor["name"]
         marker = home / "plugins" / name / ".es-tour-sha256"
         if marker.is_file() and marker.read_text() == digest:
             return
         shutil.rmtree(home / "plugins" / name, ignore_errors=True)
-        _install_plugin(home, archive, str(archive))
+        _install_plugin(home, archive, str(archive), self.java_env())
         marker.write_text(digest)
+
+    def java_home(self) -> Path:
+        """A JDK it runs on (see `es_tour.cluster._java.java_home`)."""
+        return java_home(self.java, f"{self.engine} {self.version}")
+
+    def java_env(self) -> dict[str, str]:
+        """The environment its tools and nodes run in, with a JDK it accepts."""
+        return java_env(self.java_home())
 
     def _add_missing_modules(self, home: Path) -> None:
         for module in self.modules:
@@ -144,37 +172,50 @@ class Distribution:
                 _assemble_module(home / "modules" / module.name, module, self.version)
 
 
-OPENSEARCH = Distribution(
-    engine="opensearch",
-    version=OPENSEARCH_VERSION,
-    product_zip=f"org.opensearch.distribution.integ-test-zip:opensearch:{OPENSEARCH_VERSION}:zip",
-    plugin_zips=(f"org.opensearch.plugin:opensearch-knn:{OPENSEARCH_VERSION}.0:zip",),
-    modules=(_PAINLESS, _ANALYSIS_COMMON, _MUSTACHE),
-)
-ELASTICSEARCH = Distribution(
-    engine="elasticsearch",
-    version=ELASTICSEARCH_VERSION,
-    product_zip=(
-        f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:{ELASTICSEARCH_VERSION}:zip"
-    ),
-)
-DISTRIBUTIONS = {d.engine: d for d in (OPENSEARCH, ELASTICSEARCH)}
+# Each engine's first major that runs only on Java 21 or newer.
+_JAVA_21_FROM = {"opensearch": 3, "elasticsearch": 9}
+
+
+def _make(engine: str, version: str) -> Distribution:
+    major = int(version.split(".")[0])
+    java = 21 if major >= _JAVA_21_FROM[engine] else MINIMUM_JAVA
+    product_zip = f"org.{engine}.distribution.integ-test-zip:{engine}:{version}:zip"
+    if engine == "elasticsearch":
+        return Distribution(engine, version, product_zip, java=java)
+    return Distribution(
+        engine,
+        version,
+        product_zip,
+        plugin_zips=(f"org.opensearch.plugin:opensearch-knn:{version}.0:zip",),
+        modules=_opensearch_2_modules(version) if major == 2 else (),
+        java=java,
+    )
+
+
+DISTRIBUTIONS = {(e, v): _make(e, v) for e, versions in VERSIONS.items() for v in versions}
+OPENSEARCH = DISTRIBUTIONS["opensearch", OPENSEARCH_VERSION]
 SECURITY_PLUGIN = f"org.opensearch.plugin:opensearch-security:{OPENSEARCH_VERSION}.0:zip"
-SECURED = {"opensearch": replace(OPENSEARCH, plugin_zips=(*OPENSEARCH.plugin_zips, SECURITY_PLUGIN),
-                                 variant="security")}
+SECURED = replace(OPENSEARCH, plugin_zips=(*OPENSEARCH.plugin_zips, SECURITY_PLUGIN),
+                  variant="security")
 
 
-def distribution(engine: str, *, security: bool = False) -> Distribution:
-    """The distribution of `engine`; with `security`, its own copy with the Security plugin."""
-    if engine not in DISTRIBUTIONS:
+def distribution(engine: str, version: str | None = None, *,
+                 security: bool = False) -> Distribution:
+    """`engine` at `version` (default: its first in VERSIONS); with `security`, its own copy
+    with the Security plugin."""
+    if engine not in VERSIONS:
+        raise EngineSetupError(f"unknown engine [{engine}]; choose one of: {', '.join(VERSIONS)}")
+    version = version or VERSIONS[engine][0]
+    if version not in VERSIONS[engine]:
         raise EngineSetupError(
-            f"unknown engine [{engine}]; choose one of: {', '.join(DISTRIBUTIONS)}"
+            f"es-tour does not run {engine} {version}; choose one of: "
+            f"{', '.join(VERSIONS[engine])}"
         )
     if not security:
-        return DISTRIBUTIONS[engine]
-    if engine not in SECURED:
-        raise EngineSetupError(f"--security is available for: {', '.join(SECURED)}")
-    return SECURED[engine]
+        return DISTRIBUTIONS[engine, version]
+    if (engine, version) != (SECURED.engine, SECURED.version):
+        raise EngineSetupError(f"--security is available for {SECURED.engine} {SECURED.version}")
+    return SECURED
 
 
 def fetch_artifact(coordinates: str) -> Path:
@@ -248,15 +289,13 @@ def _assemble_module(directory: Path, module: Module, version: str) -> None:
             raise
 
 
-def _install_plugin(home: Path, archive: Path, coordinates: str) -> None:
-    from es_tour.cluster._java import java_env
-
+def _install_plugin(home: Path, archive: Path, coordinates: str, env: dict[str, str]) -> None:
     tool = home / "bin" / f"{home.name.split('-')[0]}-plugin"
     result = subprocess.run(
         [str(tool), "install", "--batch", archive.resolve().as_uri()],
         capture_output=True,
         text=True,
-        env=java_env(),
+        env=env,
     )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:]

@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 
 from es_tour.cluster._distribution import Distribution, distribution
-from es_tour.cluster._java import java_env
 from es_tour.cluster._security import SecuritySetup
 from es_tour.errors import ConfigError, EngineSetupError
 from es_tour.paths import work_dir
@@ -51,13 +50,15 @@ class LocalNode:
     """One locally started engine node, found again by its engine and HTTP port.
 
     Alone it is a single-node cluster; with `peers` it joins them. Its transport port is
-    `transport_port`, or the first free one in port+20000..port+20099.
+    `transport_port`, or the first free one in port+20000..port+20099. `version` picks the
+    distribution it starts (default: the engine's first in VERSIONS); a running node is found
+    by its port whatever its version.
     """
 
     def __init__(self, engine: str, port: int | None = None, heap: str = "1g",
                  transport_port: int | None = None, peers: Peers | None = None, *,
-                 security: bool = False):
-        distribution(engine)  # an unknown engine is a clear error before anything else
+                 security: bool = False, version: str | None = None):
+        distribution(engine, version)  # an unknown engine or version is a clear error first
         self.engine = engine
         self.port = port or DEFAULT_PORTS[engine]
         self.heap = heap
@@ -70,7 +71,7 @@ class LocalNode:
         self.secured = security or self.security.exists()
         # a secured node speaks https with the certificate its own CA signed
         self.url = f"{'https' if self.secured else 'http'}://127.0.0.1:{self.port}"
-        self.dist: Distribution = distribution(engine, security=self.secured)
+        self.dist: Distribution = distribution(engine, version, security=self.secured)
 
     def credentials(self, user: str = "admin") -> tuple[str, str] | None:
         """(user, password) of a demo user of a secured node; None for a plain node."""
@@ -129,7 +130,7 @@ class LocalNode:
         # a pid file left by a killed node would read as "started, then died" at once
         self.pid_file.unlink(missing_ok=True)
         env = {
-            **java_env(),
+            **self.dist.java_env(),
             "HOME": str(self.dir),
             "ES_PATH_CONF": str(self.dir / "config"),
             "OPENSEARCH_PATH_CONF": str(self.dir / "config"),
@@ -292,8 +293,8 @@ class LocalCluster:
 
     def __init__(self, engine: str, port: int | None = None, nodes: int | None = None,
                  heap: str = "1g", transport_port: int | None = None, *,
-                 security: bool = False):
-        first = LocalNode(engine, port, heap, transport_port, security=security)
+                 security: bool = False, version: str | None = None):
+        first = LocalNode(engine, port, heap, transport_port, security=security, version=version)
         self._layout_file = first.dir / "cluster.json"
         recorded = self._recorded_layout()
         size = nodes or recorded.get("nodes", 1)
@@ -309,8 +310,8 @@ class LocalCluster:
         names = tuple(f"es-tour-{engine}-{first.port + i}" for i in range(size))
         peers = Peers(f"es-tour-{engine}-{first.port}", names,
                       tuple(transport + i for i in range(size)))
-        self.nodes = [LocalNode(engine, first.port + i, heap, transport + i, peers)
-                      for i in range(size)]
+        self.nodes = [LocalNode(engine, first.port + i, heap, transport + i, peers,
+                                version=version) for i in range(size)]
 
     @property
     def urls(self) -> list[str]:

@@ -26,6 +26,15 @@ class ElasticsearchEngine(ClientEngine):
             NotFoundError,
             BadRequestError,
         )
+        self._keep_source_vectors = False  # learnt from the engine's version at create_index
+
+    async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
+        # 9.x leaves dense_vector values out of `_source` by default, where es-tour reads them
+        self._keep_source_vectors = int((await self.version()).split(".")[0]) >= 9
+        return await super().create_index(spec, replace=replace)
+
+    def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
+        return {"mapping.exclude_source_vectors": False} if self._keep_source_vectors else {}
 
     def _bind(self, headers: dict[str, str]) -> Any:
         return self._client.options(headers=headers)
