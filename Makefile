@@ -10,7 +10,7 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
-	bench-proxy bench-app bench-models bench-reliability bench-frontier engines-stop lint typecheck \
+	bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
 	clean
 
 install: $(VENV)/.installed
@@ -114,6 +114,13 @@ bench-app: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.app --dataset $(DATASETS)/scifact --output docs/benchmarks/app.md
+
+# A refined search's cost with no reuse of doc vectors, an empty and a warm vector store,
+# against hybrid-linear, over a stream of every SciFact query (docs/benchmarks/cost.md).
+bench-cost: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.cost --dataset $(DATASETS)/scifact --output docs/benchmarks/cost.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it

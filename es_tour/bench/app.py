@@ -332,24 +332,31 @@ class EngineRun:
     seconds: float
 
 
-def _prepare(engine: str, url: str, dataset: BeirDataset, models: Models) -> WarmReport:
-    """Index the dataset with metadata (skipped when complete), fill the labeler's vector
-    store (what `es-tour warm` does; skipped for what is stored) and apply the frontier's
+def prepare(engine: str, url: str, dataset: BeirDataset, models: Models) -> None:
+    """Index the dataset with metadata (skipped when complete) and apply the frontier's
     settings."""
+    async def run() -> None:
+        async with connect(engine, url) as adapter:
+            await ingest(adapter, dataset, INDEX, models.encoder, if_missing=True,
+                         metadata=True)
+            await adapter.refresh(INDEX)
+
+    asyncio.run(run())
+    response = httpx.put(f"{url}/{INDEX}/_settings", json=FRONTIER_20, timeout=60)
+    response.raise_for_status()
+
+
+def warm_store(engine: str, url: str, models: Models) -> WarmReport:
+    """Fill the default labeler's vector store for the index, as `es-tour warm` does
+    (what is stored already is skipped)."""
     labeler = models.labeler("default")
     assert isinstance(labeler, DualEncoderLabeler)
 
     async def run() -> WarmReport:
         async with connect(engine, url) as adapter:
-            await ingest(adapter, dataset, INDEX, models.encoder, if_missing=True,
-                         metadata=True)
-            await adapter.refresh(INDEX)
             return await warm(adapter, INDEX, labeler, DEFAULT_TEXT_FIELDS)
 
-    warmed = asyncio.run(run())
-    response = httpx.put(f"{url}/{INDEX}/_settings", json=FRONTIER_20, timeout=60)
-    response.raise_for_status()
-    return warmed
+    return asyncio.run(run())
 
 
 def _baseline_body(search: Search) -> dict[str, Any]:
@@ -636,7 +643,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     summaries = []
     for engine in args.engines.split(","):
-        warmed = _prepare(engine, urls[engine], dataset, models)
+        prepare(engine, urls[engine], dataset, models)
+        warmed = warm_store(engine, urls[engine], models)
         run = replay(engine, urls[engine], requests, models, args.deadline_ms)
         summaries.append({**summarise(run, qrels), "store": {
             "index": warmed.store, "docs": warmed.docs, "written_by_warm": warmed.written,

@@ -1,0 +1,353 @@
+"""What a refined search costs through the sidecar: with no reuse of the labeler's doc
+vectors (the code path before the vector store), with an empty store, and with a warm one,
+against `hybrid-linear` (no labeler) through the same sidecar.
+
+    python -m es_tour.bench.cost --dataset ../shared/datasets/scifact \
+        --output docs/benchmarks/cost.md
+
+The index is `make bench-app`'s `scifact-app` with the budget frontier's 20-pair settings.
+The stream is every distinct SciFact query text, train and test, in a fixed shuffled
+order. Each way gets a sidecar with models loaded afresh (nothing in memory):
+
+- **no reuse**: the labeler's caches are emptied before each search and the store is off,
+  so every doc a search labels is embedded, as before doc vectors were kept. A search
+  costs the same wherever it comes in the stream, so a prefix of it is measured.
+- **empty store**: the store index is deleted first; the whole stream, one search at a
+  time, fills it.
+- **warm store**: after `es-tour warm` (`make bench-app` leaves it warm), the whole stream.
+
+Throughput is refined searches per second with 4 and 16 clients sending a slice of the
+stream at once. Writes the page and a JSON beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from es_tour.bench._commands import portable_path
+from es_tour.bench._machine import machine, now
+from es_tour.bench.app import FRONTIER_20, FRONTIER_LABEL, INDEX, ndcg_at_10, prepare, warm_store
+from es_tour.datasets import BeirDataset
+from es_tour.engines import connect
+from es_tour.evaluation import progress_bar
+from es_tour.models import DualEncoderLabeler
+from es_tour.pipeline import store_index
+from es_tour.server import BackgroundServer, Models, ServerConfig
+
+WAYS = ("no-reuse", "empty-store", "warm-store")
+NO_REUSE_QUERIES = 150  # a prefix: each search costs the same, wherever it comes
+BASELINE_QUERIES = 300
+THROUGHPUT_QUERIES = 64
+CLIENTS = (4, 16)
+DEADLINE_MS = 300_000  # nothing may degrade: a degraded answer would cost less
+TARGETS = {"warm_vs_linear": 2.5, "warm_p50_ms": 300.0, "empty_vs_none": 0.5,
+           "throughput_gain": 3.0}
+
+
+@dataclass
+class Stream:
+    """(query id, text) in replay order; `test` maps the test queries' ids to their qrels."""
+
+    queries: list[tuple[str, str]]
+    test: dict[str, dict[str, int]]
+
+
+def stream(dataset: BeirDataset, seed: int = 0) -> Stream:
+    """Every distinct query text of train and test, shuffled with a fixed seed."""
+    texts: dict[str, str] = {}
+    for split in ("train", "test"):
+        for qid, text in sorted(dataset.queries(split).items()):
+            texts.setdefault(text, qid)
+    queries = sorted((qid, text) for text, qid in texts.items())
+    random.Random(seed).shuffle(queries)
+    test = dataset.qrels("test")
+    return Stream(queries, {qid: dict(test[qid]) for qid, _ in queries if qid in test})
+
+
+def quantiles(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
+    q = np.quantile(values, [0.5, 0.95, 0.99])
+    return {"n": len(values), "p50_ms": round(float(q[0]), 1), "p95_ms": round(float(q[1]), 1),
+            "p99_ms": round(float(q[2]), 1)}
+
+
+def _search(client: httpx.Client, url: str, text: str, tour: Mapping[str, Any] | None = None
+            ) -> tuple[float, list[str], dict[str, Any]]:
+    """(ms, top-10 ids, ext.tour) of one search through the sidecar."""
+    body: dict[str, Any] = {"query": {"match": {"text": text}}, "size": 10, "_source": False}
+    if tour is not None:
+        body["ext"] = {"tour": dict(tour)}
+    started = time.perf_counter()
+    response = client.post(f"{url}/{INDEX}/_search", json=body)
+    ms = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    answer = response.json()
+    return ms, [h["_id"] for h in answer["hits"]["hits"]], answer.get("ext", {}).get("tour", {})
+
+
+def _stats(client: httpx.Client, url: str) -> dict[str, Any]:
+    return dict(client.get(f"{url}/_tour/stats").json()["es_tour"])
+
+
+@dataclass
+class WayRun:
+    way: str
+    latencies: list[float]
+    runs: dict[str, list[str]]  # query id -> top 10
+    degraded: int
+    model_s_per_search: float
+    store_hit_rate: float | None
+    docs_embedded: int
+    throughput: dict[int, float]  # clients -> refined searches per second
+
+
+def replay(engine: str, url: str, way: str, queries: Sequence[tuple[str, str]],
+           throughput_queries: Sequence[tuple[str, str]], label: str) -> WayRun:
+    """One way over `queries` one at a time, then over `throughput_queries` (if any) at
+    each of CLIENTS; a sidecar with its own freshly loaded models."""
+    models = Models("retriever")
+    models.preload("default")
+    labeler = models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    forget = labeler.clear_cache if way == "no-reuse" else (lambda: None)
+    config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
+                          max_timeout_ms=DEADLINE_MS, vector_store=way != "no-reuse")
+    latencies: list[float] = []
+    runs: dict[str, list[str]] = {}
+    degraded = 0
+    with BackgroundServer(config, models) as sidecar, httpx.Client(timeout=600) as client:
+        with progress_bar(f"{engine} {way}", len(queries)) as advance:
+            for qid, text in queries:
+                forget()
+                ms, top, tour = _search(client, sidecar.url, text)
+                latencies.append(ms)
+                runs[qid] = top
+                degraded += bool(tour.get("degraded"))
+                advance(label)
+        stats = _stats(client, sidecar.url)
+        throughput = {clients: _throughput(sidecar.url, throughput_queries, clients, forget)
+                      for clients in CLIENTS if throughput_queries}
+    answered = sum(stats["refined"].get("by_method", {}).values()) + sum(
+        stats["degraded"].get("by_method", {}).values())
+    return WayRun(way, latencies, runs, degraded,
+                  stats["model_seconds"]["total"] / max(answered, 1),
+                  stats["vector_store"]["hit_rate"], labeler.docs_embedded, throughput)
+
+
+def _throughput(url: str, queries: Sequence[tuple[str, str]], clients: int,
+                forget: Callable[[], None]) -> float:
+    """Refined searches per second with `clients` sending `queries` at once."""
+    def one(text: str) -> bool:
+        forget()
+        with httpx.Client(timeout=600) as client:
+            _, _, tour = _search(client, url, text)
+        return not tour.get("degraded")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        refined = sum(pool.map(one, [text for _, text in queries]))
+    return round(refined / (time.perf_counter() - started), 3)
+
+
+def baseline(engine: str, url: str, queries: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """hybrid-linear (BM25 and kNN, no labeler) through the same kind of sidecar."""
+    models = Models("retriever")
+    config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
+                          max_timeout_ms=DEADLINE_MS, preload=False)
+    with BackgroundServer(config, models) as sidecar, httpx.Client(timeout=600) as client:
+        for _, text in queries[:5]:  # load the query encoder first
+            _search(client, sidecar.url, text, {"method": "hybrid-linear"})
+        latencies = [_search(client, sidecar.url, text, {"method": "hybrid-linear"})[0]
+                     for _, text in queries]
+    return quantiles(latencies)
+
+
+def delete_store(engine: str, url: str) -> str:
+    models = Models("retriever")
+    labeler = models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    name = store_index(labeler)
+
+    async def run() -> None:
+        async with connect(engine, url) as adapter:
+            await adapter.delete_index(name)
+
+    asyncio.run(run())
+    return name
+
+
+def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Mapping[str, Any],
+              data: Stream, warm: Mapping[str, Any]) -> dict[str, Any]:
+    """One engine's figures, with nDCG@10 on the test queries each way ran."""
+    out: dict[str, Any] = {"engine": engine, "version": version, "hybrid_linear": linear,
+                           "warm": warm, "ways": {}}
+    for way, run in ways.items():
+        judged = {qid: rels for qid, rels in data.test.items() if qid in run.runs}
+        out["ways"][way] = {
+            **quantiles(run.latencies), "degraded": run.degraded,
+            "model_s_per_search": round(run.model_s_per_search, 3),
+            "store_hit_rate": run.store_hit_rate, "docs_embedded": run.docs_embedded,
+            "throughput": run.throughput,
+            "ndcg@10": round(ndcg_at_10(run.runs, judged), 4), "test_queries": len(judged)}
+    # the same test queries, ranked by each way: φ identical means rankings identical
+    none = ways["no-reuse"].runs
+    shared = [qid for qid in data.test if qid in none]
+    out["same_rankings_as_no_reuse"] = {
+        way: sum(run.runs.get(qid) == none[qid] for qid in shared) for way, run in ways.items()
+        if way != "no-reuse"}
+    out["same_rankings_of"] = len(shared)
+    return out
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    engines = report["engines"]
+    t = TARGETS
+    lines = [
+        "# What a refined search costs",
+        "",
+        "Written by `python -m es_tour.bench.cost` (and `make bench-cost`); never edited by "
+        "hand.",
+        "",
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']}; machine: {report['machine']}",
+        f"- index `{INDEX}` (`make bench-app`'s), settings the budget frontier's 20-pair "
+        f"choice: `{FRONTIER_LABEL}`; labeler: the default (bge-small-en-v1.5, 512 tokens)",
+        f"- stream: {report['stream']} distinct SciFact query texts (train and test), "
+        "shuffled with a fixed seed, one search at a time; no reuse: its first "
+        f"{report['no_reuse_queries']}; throughput: {report['throughput_queries']} "
+        "searches of the stream sent by 4 and by 16 clients at once (not for the empty "
+        "store: it fills as the stream runs, so it has no steady state)",
+        "- each way: a sidecar with its models freshly loaded; deadline "
+        f"{DEADLINE_MS // 1000} s, so no search degrades",
+        "",
+    ]
+    for e in engines:
+        w = e["ways"]
+        linear = e["hybrid_linear"]["p50_ms"]
+
+        lines += [
+            f"## {e['engine']} {e['version']}",
+            "",
+            "| way | n | p50 ms | p95 ms | p99 ms | searches/s, 4 clients | 16 clients "
+            "| model s / search | store hit rate | docs embedded | nDCG@10 test (n) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *[f"| {way} | {w[way]['n']} | {_ms(w[way], 'p50_ms')} | {_ms(w[way], 'p95_ms')} | "
+              f"{_ms(w[way], 'p99_ms')} | {_rate(w[way], '4')} | {_rate(w[way], '16')} | "
+              f"{w[way]['model_s_per_search']:.3f} | "
+              + ("–" if w[way]["store_hit_rate"] is None else f"{w[way]['store_hit_rate']:.1%}")
+              + f" | {w[way]['docs_embedded']} | {w[way]['ndcg@10']:.4f} "
+              f"({w[way]['test_queries']}) |" for way in WAYS],
+            f"| hybrid-linear (no labeler) | {e['hybrid_linear']['n']} | {linear:.0f} | "
+            f"{e['hybrid_linear']['p95_ms']:.0f} | {e['hybrid_linear']['p99_ms']:.0f} | | | | | "
+            "| |",
+            "",
+            f"Warm store filled by `es-tour warm`: {e['warm']['written']} vectors written, "
+            f"{e['warm']['stored']} already stored, {e['warm']['seconds']:.0f} s. Rankings "
+            f"identical to no reuse on the {e['same_rankings_of']} test queries all ways ran: "
+            + ", ".join(f"{way} {n}" for way, n in e["same_rankings_as_no_reuse"].items()) + ".",
+            "",
+            "| target | measured | verdict |",
+            "|---|---|---|",
+            _target(f"warm p50 ≤ {t['warm_vs_linear']}× hybrid-linear's",
+                    w["warm-store"]["p50_ms"] / linear, t["warm_vs_linear"], "×"),
+            _target(f"warm p50 ≤ {t['warm_p50_ms']:.0f} ms", w["warm-store"]["p50_ms"],
+                    t["warm_p50_ms"], " ms"),
+            _target(f"empty-store p50 over the stream ≤ {t['empty_vs_none']}× no reuse's",
+                    w["empty-store"]["p50_ms"] / w["no-reuse"]["p50_ms"], t["empty_vs_none"],
+                    "×"),
+            _target(f"warm searches/s at 16 clients ≥ {t['throughput_gain']}× no reuse's",
+                    w["warm-store"]["throughput"]["16"]
+                    / max(w["no-reuse"]["throughput"]["16"], 1e-9), t["throughput_gain"],
+                    "×", at_least=True),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _ms(way: Mapping[str, Any], key: str) -> str:
+    return "–" if way[key] is None else f"{way[key]:.0f}"
+
+
+def _rate(way: Mapping[str, Any], clients: str) -> str:
+    rate = way["throughput"].get(clients)
+    return "–" if rate is None else f"{rate:.2f}"
+
+
+def _target(label: str, value: float, limit: float, unit: str, at_least: bool = False) -> str:
+    ok = value >= limit if at_least else value <= limit
+    return f"| {label} | {value:.2f}{unit} | {'met' if ok else '**not met**'} |"
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    words = ["python -m es_tour.bench.cost"]
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest == "help" or value == action.default:
+            continue
+        words += [action.option_strings[0], str(portable_path(value) if isinstance(
+            value, Path) else value)]
+    return " ".join(words)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/cost.md"))
+    parser.add_argument("--queries", type=int, default=None,
+                        help="only the first N queries of the stream (a smoke run)")
+    parser.add_argument("--no-reuse-queries", type=int, default=NO_REUSE_QUERIES)
+    parser.add_argument("--throughput-queries", type=int, default=THROUGHPUT_QUERIES)
+    args = parser.parse_args(argv)
+    dataset = BeirDataset(args.dataset)
+    data = stream(dataset)
+    queries = data.queries[:args.queries]
+    sample = queries[:args.throughput_queries]
+    urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    summaries = []
+    for engine in args.engines.split(","):
+        url = urls[engine]
+        prepare(engine, url, dataset, Models("retriever"))
+        version = httpx.get(f"{url}/_nodes/_local?filter_path=nodes.*.version").json()
+        version = str(next(iter(version["nodes"].values()))["version"])
+        linear = baseline(engine, url, queries[:BASELINE_QUERIES])
+        ways = {"no-reuse": replay(engine, url, "no-reuse", queries[:args.no_reuse_queries],
+                                   sample, "no reuse")}
+        delete_store(engine, url)
+        # no throughput: the store fills as the stream runs, so it has no steady state
+        ways["empty-store"] = replay(engine, url, "empty-store", queries, [], "empty")
+        warmed = warm_store(engine, url, Models("retriever"))
+        ways["warm-store"] = replay(engine, url, "warm-store", queries, sample, "warm")
+        warm = {"written": warmed.written, "stored": warmed.stored,
+                "seconds": round(warmed.seconds, 1)}
+        summaries.append(summarise(engine, version, ways, linear, data, warm))
+        print(json.dumps(summaries[-1]), file=sys.stderr)
+    report = {"command": _command(args, parser), "date": now(), "machine": machine(),
+              "stream": len(queries), "no_reuse_queries": min(args.no_reuse_queries,
+                                                              len(queries)),
+              "throughput_queries": len(sample), "settings": FRONTIER_20, "engines": summaries}
+    report = json.loads(json.dumps(report))  # int keys as the JSON file holds them
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(markdown(report))
+    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.output} and {args.output.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()

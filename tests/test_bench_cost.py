@@ -1,0 +1,64 @@
+"""`make bench-cost`'s pure parts: the query stream, the quantiles and the page's verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from es_tour.bench.cost import markdown, quantiles, stream
+from es_tour.datasets import BeirDataset
+
+
+def _beir(root: Path) -> BeirDataset:
+    """A tiny BEIR set: three train and two test queries, one text in both splits."""
+    root.mkdir()
+    (root / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": "x"}) + "\n")
+    queries = [("1", "a"), ("2", "b"), ("3", "shared"), ("4", "shared"), ("5", "c")]
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n"
+                                              "2\td1\t1\n3\td1\t1\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n4\td1\t1\n5\td1\t1\n")
+    return BeirDataset(root)
+
+
+def test_the_stream_holds_each_query_text_once_in_a_fixed_order(tmp_path: Path) -> None:
+    data = _beir(tmp_path / "beir")
+    first, again = stream(data), stream(data)
+    assert first.queries == again.queries
+    assert sorted(text for _, text in first.queries) == ["a", "b", "c", "shared"]
+    assert set(first.test) == {"5"} | ({"4"} & {qid for qid, _ in first.queries})
+
+
+def test_quantiles_report_p50_p95_and_p99() -> None:
+    q = quantiles([float(ms) for ms in range(1, 101)])
+    assert q["n"] == 100 and q["p50_ms"] == 50.5 and q["p95_ms"] == 95.0 and q["p99_ms"] == 99.0
+    assert quantiles([])["p50_ms"] is None
+
+
+def _way(p50: float, rate16: float | None) -> dict:
+    return {"n": 10, "p50_ms": p50, "p95_ms": p50 * 2, "p99_ms": p50 * 3, "degraded": 0,
+            "model_s_per_search": 0.5, "store_hit_rate": None, "docs_embedded": 5,
+            "throughput": {} if rate16 is None else {"4": rate16, "16": rate16},
+            "ndcg@10": 0.7, "test_queries": 3}
+
+
+def test_the_page_gives_each_target_its_verdict() -> None:
+    engine = {"engine": "opensearch", "version": "2.19.1",
+              "hybrid_linear": {"n": 5, "p50_ms": 100.0, "p95_ms": 150.0, "p99_ms": 160.0},
+              "warm": {"written": 3, "stored": 2, "seconds": 1.0},
+              "ways": {"no-reuse": _way(2000.0, 0.5), "empty-store": _way(900.0, None),
+                       "warm-store": _way(400.0, 1.0)},
+              "same_rankings_as_no_reuse": {"empty-store": 3, "warm-store": 3},
+              "same_rankings_of": 3}
+    page = markdown({"command": "python -m es_tour.bench.cost", "date": "d", "machine": "m",
+                     "stream": 10, "no_reuse_queries": 10, "throughput_queries": 4,
+                     "engines": [engine]})
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in page.splitlines()
+            if line.startswith("| warm") or line.startswith("| empty")}
+    assert rows["warm p50 ≤ 2.5× hybrid-linear's"].endswith("| **not met** |")  # 4.0×
+    assert rows["warm p50 ≤ 300 ms"].endswith("| **not met** |")
+    assert rows["empty-store p50 over the stream ≤ 0.5× no reuse's"].endswith("| met |")
+    assert rows["warm searches/s at 16 clients ≥ 3.0× no reuse's"].endswith("| **not met** |")
+    assert "| empty-store | 10 | 900 | 1800 | 2700 | – | – |" in page
