@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from es_tour.cluster import LocalNode, NodeStatus
 from es_tour.datasets import BeirDataset
-from es_tour.engines import ClientEngine, connect
+from es_tour.engines import ClientEngine, IndexSpec, connect
+from es_tour.models import DualEncoder
 
 SCIFACT = Path(
     os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets")
@@ -105,3 +106,15 @@ async def scifact_index(nodes, scifact, retriever) -> str:
                 adapter, scifact, SCIFACT_INDEX, retriever, if_missing=True, show_progress=False
             )
     return SCIFACT_INDEX
+
+
+async def index_texts(engine: str, url: str, index: str, texts: Sequence[str],
+                      encoder: DualEncoder) -> None:
+    """A fresh small es-tour index of `texts` (ids 0, 1, ...; empty titles), searchable."""
+    vectors = encoder.encode_docs(list(texts))
+    async with connect(engine, url) as adapter:
+        await adapter.create_index(IndexSpec(index, dimension=vectors.shape[1]), replace=True)
+        await adapter.bulk_index(index, [
+            {"_id": str(i), "title": "", "text": text, "embedding": vector.tolist()}
+            for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))])
+        await adapter.refresh(index)

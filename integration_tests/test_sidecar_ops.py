@@ -16,7 +16,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from es_tour.cluster import NodeStatus
-from es_tour.engines import IndexSpec, connect
 from es_tour.server import (
     DEGRADED_HEADER,
     PASSTHROUGH_HEADER,
@@ -24,6 +23,7 @@ from es_tour.server import (
     Models,
     ServerConfig,
 )
+from integration_tests.conftest import index_texts
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-sidecar-ops"
@@ -45,13 +45,7 @@ class Ops:
 async def ops(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
               sidecar_models: Models) -> Any:
     engine, url = request.param, nodes[request.param].url
-    vectors = sidecar_models.encoder.encode_docs(TEXTS)
-    async with connect(engine, url) as adapter:
-        await adapter.create_index(IndexSpec(INDEX, dimension=vectors.shape[1]), replace=True)
-        await adapter.bulk_index(INDEX, [
-            {"_id": str(i), "title": "", "text": text, "embedding": vector.tolist()}
-            for i, (text, vector) in enumerate(zip(TEXTS, vectors, strict=True))])
-        await adapter.refresh(INDEX)
+    await index_texts(engine, url, INDEX, TEXTS, sidecar_models.encoder)
     # a generous deadline: the refined search must not degrade on a busy CPU
     config = ServerConfig(upstream=url, deadline_ms=120_000, access_log=True)
     with BackgroundServer(config, sidecar_models) as server:

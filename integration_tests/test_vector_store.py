@@ -19,10 +19,11 @@ from typer.testing import CliRunner
 
 from es_tour.cli import app
 from es_tour.cluster import NodeStatus
-from es_tour.engines import ClientEngine, IndexSpec, connect
+from es_tour.engines import ClientEngine, connect
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, VectorStore, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
+from integration_tests.conftest import index_texts
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-vector-store"
@@ -48,13 +49,8 @@ async def cluster(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     engine, url = request.param, nodes[request.param].url
     labeler = sidecar_models.labeler("default")
     assert isinstance(labeler, DualEncoderLabeler)
-    vectors = sidecar_models.encoder.encode_docs(TEXTS)
+    await index_texts(engine, url, INDEX, TEXTS, sidecar_models.encoder)
     async with connect(engine, url) as adapter:
-        await adapter.create_index(IndexSpec(INDEX, dimension=vectors.shape[1]), replace=True)
-        await adapter.bulk_index(INDEX, [
-            {"_id": str(i), "title": "", "text": text, "embedding": vector.tolist()}
-            for i, (text, vector) in enumerate(zip(TEXTS, vectors, strict=True))])
-        await adapter.refresh(INDEX)
         await adapter.delete_index(store_index(labeler))
     yield Cluster(engine, url, store_index(labeler))
 

@@ -7,6 +7,7 @@ beside it as `../shared/...`) and model cache paths under `<ES_TOUR_HOME>`.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,3 +47,20 @@ def _portable_argument(argument: str, repo: Path) -> str:
 def portable_command(program: str, arguments: Sequence[str], repo: Path = REPO) -> str:
     """`program arguments…` with every path argument made portable (`portable_path`)."""
     return " ".join([program, *(_portable_argument(a, repo) for a in arguments)])
+
+
+def parsed_command(program: str, args: argparse.Namespace,
+                   parser: argparse.ArgumentParser) -> str:
+    """The command line that reproduces a run of `program` parsed into `args`: options
+    left at their defaults omitted, paths as `portable_path` writes them (make passes
+    absolute ones)."""
+    words = [program]
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest == "help" or value == action.default:
+            continue
+        if isinstance(value, Path):
+            value = portable_path(value)
+        words.append(action.option_strings[0] if value is True else
+                     f"{action.option_strings[0]} {value}")
+    return " ".join(words)

@@ -33,7 +33,7 @@ import ir_measures
 import numpy as np
 from ir_measures import nDCG
 
-from es_tour.bench._commands import portable_path
+from es_tour.bench._commands import parsed_command
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import TOPICS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
@@ -602,21 +602,6 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    """The command line that reproduces the run, paths as `portable_path` writes them (make
-    passes absolute ones) and options left at their defaults omitted."""
-    words = ["python -m es_tour.bench.app"]
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if not action.option_strings or action.dest == "help" or value == action.default:
-            continue
-        if isinstance(value, Path):
-            value = portable_path(value)
-        words.append(action.option_strings[0] if value is True else
-                     f"{action.option_strings[0]} {value}")
-    return " ".join(words)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, required=True)
@@ -651,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "already_stored": warmed.stored, "warm_seconds": round(warmed.seconds, 1)}})
         print(json.dumps(summaries[-1]), file=sys.stderr)
     report = {
-        "command": _command(args, parser),
+        "command": parsed_command("python -m es_tour.bench.app", args, parser),
         "date": now(), "machine": machine(), "smoke": args.smoke or args.requests is not None,
         "queries": len({r.query_id for r in requests}), "requests": len(requests),
         "items": sum(len(r.items) for r in requests), "shapes_per_query": args.shapes_per_query,

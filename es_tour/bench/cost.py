@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from es_tour.bench._commands import portable_path
+from es_tour.bench._commands import parsed_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.app import FRONTIER_20, FRONTIER_LABEL, INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
@@ -292,17 +292,6 @@ def _target(label: str, value: float, limit: float, unit: str, at_least: bool = 
     return f"| {label} | {value:.2f}{unit} | {'met' if ok else '**not met**'} |"
 
 
-def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    words = ["python -m es_tour.bench.cost"]
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if not action.option_strings or action.dest == "help" or value == action.default:
-            continue
-        words += [action.option_strings[0], str(portable_path(value) if isinstance(
-            value, Path) else value)]
-    return " ".join(words)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, required=True)
@@ -338,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "seconds": round(warmed.seconds, 1)}
         summaries.append(summarise(engine, version, ways, linear, data, warm))
         print(json.dumps(summaries[-1]), file=sys.stderr)
-    report = {"command": _command(args, parser), "date": now(), "machine": machine(),
+    report = {"command": parsed_command("python -m es_tour.bench.cost", args, parser),
+              "date": now(), "machine": machine(),
               "stream": len(queries), "no_reuse_queries": min(args.no_reuse_queries,
                                                               len(queries)),
               "throughput_queries": len(sample), "settings": FRONTIER_20, "engines": summaries}
