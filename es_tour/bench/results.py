@@ -176,13 +176,17 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
         f"sweeps on `train` only",
         f"- retriever: `{results['retriever']}`; labeler: `{cost['name']}`",
         "",
-        "**How latency is measured.** The dual-encoder labeler reads doc vectors it cached "
-        "for the corpus, so measured latency holds the engine, the query encodings and our "
-        "own code but no doc encoding. A labeler that must encode each new doc at query "
-        f"time costs {cost['ms_per_doc']:.1f} ms per doc on this machine (measured on "
-        f"{cost['docs_timed']} SciFact docs in this run), so the *cold-labeler* columns add "
-        "each query's new docs × that cost. Pairs scored are counted per search either way. "
-        "The cross-encoder section below has nothing cached: its latency is measured.",
+        "**How latency is measured, and which store state it is.** The dual-encoder "
+        "labeler reads doc vectors it cached for the corpus, so the *p50 / p95* columns are "
+        "a **warm store** (every doc's vector held, as after `es-tour warm`): the engine, "
+        "the query encodings and our own code, no doc encoding. A labeler that must encode "
+        f"each new doc at query time costs {cost['ms_per_doc']:.1f} ms per doc on this "
+        f"machine (measured on {cost['docs_timed']} SciFact docs in this run), so the "
+        "*cold-labeler* columns are **no reuse** (no store, nothing cached): they add each "
+        "query's new docs × that cost. An empty store lies between, and "
+        "[benchmarks/cost.md](benchmarks/cost.md) measures all three through the sidecar. "
+        "Pairs scored are counted per search either way. The cross-encoder section below "
+        "has nothing cached: its latency is measured.",
         "",
     ]
     first = next(iter(engines))
