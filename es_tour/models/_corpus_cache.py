@@ -1,11 +1,12 @@
 """Corpus embeddings of a dual encoder, computed once per collection and cached.
 
 They live in `<model dir>/cache/`, keyed by the model file's sha256, precision,
-max_length, doc prefix and the corpus file's path, size and mtime.
+max_length, doc prefix and the corpus file's content (its sha256).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -58,14 +59,29 @@ def _cache_files(
     encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
 ) -> tuple[Path, Path]:
     """The (.npy vectors, .json facts) cache files of `encoder` over `corpus_path`."""
-    stat = corpus_path.stat()
     m = encoder.manifest
     key = hashlib.sha256(
         json.dumps([
             m.files[m.models[encoder.precision]], encoder.precision, m.max_length,
-            encoder.doc_prefix, m.pooling, m.normalize, str(corpus_path.resolve()), stat.st_size,
-            stat.st_mtime_ns, len(texts),
+            encoder.doc_prefix, m.pooling, m.normalize, _content_digest(corpus_path),
+            len(texts),
         ]).encode()
     ).hexdigest()[:20]
     cache = encoder.path / CACHE
     return cache / f"corpus-{key}.npy", cache / f"corpus-{key}.json"
+
+
+def _content_digest(path: Path) -> str:
+    """The file's SHA-256, so a copy, a fresh checkout or a remount of the same corpus finds
+    its vectors (a stat would not); hashed once per (path, size, mtime) in a process."""
+    stat = path.stat()
+    return _digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -85,3 +85,17 @@ def test_a_labeler_without_vectors_labels_live_and_says_nothing(
 
     assert not search._corpus_vectors_pay(CrossLike(), collection, 10_000)  # type: ignore[arg-type]
     assert capsys.readouterr().err == ""
+
+
+def test_a_copy_of_the_corpus_finds_its_vectors_and_a_changed_one_does_not(
+        collection: BeirDataset, minilm_dir: Path, tmp_path: Path) -> None:
+    from es_tour.models._corpus_cache import _cache_files
+
+    encoder, texts = DualEncoder(minilm_dir), ["a", "b"]
+    original = collection.root / "corpus.jsonl"
+    copy = tmp_path / "elsewhere" / "corpus.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(original.read_bytes())  # another path, another mtime: a remount
+    assert _cache_files(encoder, copy, texts) == _cache_files(encoder, original, texts)
+    copy.write_bytes(original.read_bytes() + b"\n")
+    assert _cache_files(encoder, copy, texts) != _cache_files(encoder, original, texts)
