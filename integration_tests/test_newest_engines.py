@@ -1,12 +1,15 @@
 """A smoke test on the newest supported major of each engine (OpenSearch 3.x, Elasticsearch
 9.x, on a JDK 21+): the node installs with the plugin built for it, the plugin refuses a bad
-index.tour.* value, an es-tour index takes a few docs, and the sidecar runs TOUR over it.
+index.tour.* value, an es-tour index takes a few docs, and the sidecar runs TOUR over it and
+on Elasticsearch over an index a plain client made with the engine's defaults.
 
 One node at a time, beside the default test nodes: base + 15 and base + 25.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -25,6 +28,7 @@ NEWEST = {
     "elasticsearch": (ELASTICSEARCH_CURRENT, TEST_PORTS["opensearch"] + 25),
 }
 INDEX = "it-newest"
+PLAIN = "it-newest-plain"
 DOCS = 40
 QUERY = "vitamin D deficiency"
 
@@ -79,3 +83,40 @@ async def test_a_tour_search_through_the_sidecar(node: NodeStatus, retriever,
     assert tour["method"] == "tour-soft" and tour["origins"]["method"] == "index"
     assert tour["degraded"] is False and tour["rounds"] and tour["pairs_scored"] >= 1
 
+
+
+def test_an_index_a_plain_client_made_with_the_engines_defaults_is_refined(
+        node: NodeStatus, retriever, sidecar_models: Models) -> None:
+    """Elasticsearch 9.x leaves dense_vector values out of `_source` by default: the sidecar
+    must see that and read them from doc values, or each search reads no vector (a 400)."""
+    if node.engine != "elasticsearch":
+        pytest.skip("OpenSearch keeps vectors in _source by default")
+    httpx.delete(f"{node.url}/{PLAIN}")
+    settings = {"index": {"tour": {"enabled": True}}}
+    mappings = {"properties": {"title": {"type": "text"}, "text": {"type": "text"},
+                               "embedding": {"type": "dense_vector", "similarity": "cosine",
+                                             "dims": retriever.dimension}}}
+    response = httpx.put(f"{node.url}/{PLAIN}", json={"settings": settings,
+                                                     "mappings": mappings})
+    assert response.status_code == 200, response.text
+    docs = list(itertools.islice(BeirDataset(SCIFACT).corpus(), DOCS))
+    vectors = retriever.encode_docs([doc.contents for doc in docs])
+    lines = "".join(json.dumps({"index": {"_id": doc.id}}) + "\n" + json.dumps(
+        {"title": doc.title, "text": doc.text, "embedding": vector.tolist()}) + "\n"
+        for doc, vector in zip(docs, vectors, strict=True))
+    response = httpx.post(f"{node.url}/{PLAIN}/_bulk", params={"refresh": "true"},
+                          content=lines, headers={"content-type": "application/x-ndjson"})
+    assert response.status_code == 200 and not response.json()["errors"]
+    source = httpx.get(f"{node.url}/{PLAIN}/_doc/{docs[0].id}").json()["_source"]
+    assert "embedding" not in source  # the engine's default, which this test is about
+    config = ServerConfig(upstream=node.url, max_k=50, deadline_ms=120_000)
+    with BackgroundServer(config, sidecar_models) as server:
+        response = httpx.post(f"{server.url}/{PLAIN}/_search", timeout=120, json={
+            "query": {"match": {"text": QUERY}}, "size": 3,
+            "ext": {"tour": {"k": 5, "max_rounds": 1}}})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert len(body["hits"]["hits"]) == 3
+    tour = body["ext"]["tour"]
+    assert tour["degraded"] is False and tour["fallback"] is None
+    assert tour["rounds"] and tour["pairs_scored"] >= 1

@@ -14,6 +14,7 @@ from es_tour.cluster import (
     OPENSEARCH_CURRENT,
     OPENSEARCH_VERSION,
     VERSIONS,
+    LocalNode,
     _java,
     distribution,
 )
@@ -99,3 +100,44 @@ def test_a_default_jdk_too_old_gives_way_to_the_newest_under_the_jvm_dir(
     with pytest.raises(EngineSetupError, match=r"elasticsearch 10\.0\.0 runs only on JDK 26 or "
                                                r"newer: the default JDK .* is Java 17"):
         _java.java_home(26, "elasticsearch 10.0.0")
+
+
+def _node_with_data(home: Path, monkeypatch: pytest.MonkeyPatch, ran: str | None,
+                    version: str) -> LocalNode:
+    """A node asked for `version` on a work dir holding data that `ran` last wrote (None: a
+    dir from before versions were recorded)."""
+    monkeypatch.setenv("ES_TOUR_HOME", str(home))
+    node = LocalNode("opensearch", 9655, version=version)
+    (node.dir / "data" / "nodes").mkdir(parents=True)
+    if ran is not None:
+        node.version_file.write_text(f"{ran}\n")
+    return node
+
+
+@pytest.mark.parametrize(("ran", "asked", "harm"), [
+    (OPENSEARCH_CURRENT, OPENSEARCH_VERSION, "cannot read it"),
+    (OPENSEARCH_VERSION, OPENSEARCH_CURRENT, f"would upgrade it for good, past what "
+                                             f"{OPENSEARCH_VERSION} reads")])
+def test_a_node_refuses_data_another_version_wrote_before_anything_is_installed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ran: str, asked: str,
+        harm: str) -> None:
+    node = _node_with_data(tmp_path, monkeypatch, ran, asked)
+    with pytest.raises(EngineSetupError) as refused:
+        node.start(plugins=[tmp_path / "never-read.zip"])
+    assert str(refused.value) == (
+        f"port 9655 holds the data of opensearch {ran}, and opensearch {asked} {harm}: start "
+        f"{ran} there (--version {ran}), pass another --port, or remove {node.dir}")
+    assert node.version_file.read_text() == f"{ran}\n"
+    assert not (tmp_path / "engines").exists()  # nothing fetched or unpacked
+
+
+@pytest.mark.parametrize("ran", [OPENSEARCH_CURRENT, None])
+def test_a_node_claims_its_own_versions_data_an_unrecorded_dir_and_an_empty_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ran: str | None) -> None:
+    node = _node_with_data(tmp_path, monkeypatch, ran, OPENSEARCH_CURRENT)
+    node.claim_data()
+    assert node.version_file.read_text() == f"{OPENSEARCH_CURRENT}\n"
+    # the data removed (as the refusal suggests), any version may start there
+    (node.dir / "data" / "nodes").rmdir()
+    LocalNode("opensearch", 9655, version=OPENSEARCH_VERSION).claim_data()
+    assert node.version_file.read_text() == f"{OPENSEARCH_VERSION}\n"

@@ -52,7 +52,8 @@ class LocalNode:
     Alone it is a single-node cluster; with `peers` it joins them. Its transport port is
     `transport_port`, or the first free one in port+20000..port+20099. `version` picks the
     distribution it starts (default: the engine's first in VERSIONS); a running node is found
-    by its port whatever its version.
+    by its port whatever its version. The version that last ran is recorded in its work dir:
+    its data is that version's, and another version is refused it (`claim_data`).
     """
 
     def __init__(self, engine: str, port: int | None = None, heap: str = "1g",
@@ -94,6 +95,10 @@ class LocalNode:
         return self.dir / "node.pid"
 
     @property
+    def version_file(self) -> Path:
+        return self.dir / "data.version"
+
+    @property
     def log_file(self) -> Path:  # the engines name their log after the cluster
         cluster = self.peers.cluster if self.peers else f"es-tour-{self.engine}"
         return self.dir / "logs" / f"{cluster}.log"
@@ -111,13 +116,15 @@ class LocalNode:
         `plugins` are local plugin zips installed into the distribution first.
         """
         if self.pid() is None:
+            self.claim_data()  # before anything is fetched or installed
             for plugin in plugins:
                 self.dist.install_local_plugin(plugin)
             self.launch()
         return self.wait_healthy(timeout)
 
     def launch(self) -> None:
-        """Start the engine process (installed with its plugins) and return at once."""
+        """Start the engine process (installed with its plugins, its data claimed) and return
+        at once."""
         if _port_in_use(self.port):
             raise EngineSetupError(
                 f"port {self.port} is already in use by another process; "
@@ -155,6 +162,26 @@ class LocalNode:
             raise EngineSetupError(
                 f"{self.engine} failed to start: {self._last_error(launcher_log.read_text())}"
             )
+
+    def claim_data(self) -> None:
+        """Record this node's version as its data's; an EngineSetupError when the data dir
+        holds another version's data. An older engine cannot read a newer one's indices (a
+        CorruptIndexException), and a newer one upgrades them in place for good."""
+        wanted = self.dist.version
+        data = self.dir / "data"
+        try:
+            recorded = self.version_file.read_text().strip()
+        except OSError:
+            recorded = None  # a new dir, or one from before versions were recorded
+        if recorded and recorded != wanted and data.is_dir() and any(data.iterdir()):
+            harm = ("cannot read it" if _release(wanted) < _release(recorded)
+                    else f"would upgrade it for good, past what {recorded} reads")
+            raise EngineSetupError(
+                f"port {self.port} holds the data of {self.engine} {recorded}, and "
+                f"{self.engine} {wanted} {harm}: start {recorded} there (--version "
+                f"{recorded}), pass another --port, or remove {self.dir}")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.version_file.write_text(f"{wanted}\n")
 
     def wait_healthy(self, timeout: float, nodes: int = 1) -> NodeStatus:
         """Wait until the cluster is yellow or green and this node sees `nodes` nodes."""
@@ -263,6 +290,10 @@ class LocalNode:
         return (errors or lines or ["no output"])[-1][:500]
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -324,11 +355,13 @@ class LocalCluster:
         if len(self.nodes) == 1:
             self._layout_file.unlink(missing_ok=True)
             return [first.start(timeout, plugins)]
+        pending = [node for node in self.nodes if node.pid() is None]
+        for node in pending:  # every node's data claimed before anything is installed or started
+            node.claim_data()
         for plugin in plugins:
             first.dist.install_local_plugin(plugin)
-        for node in self.nodes:
-            if node.pid() is None:
-                node.launch()
+        for node in pending:
+            node.launch()
         self._layout_file.write_text(json.dumps(self._layout))
         return [node.wait_healthy(timeout, nodes=len(self.nodes)) for node in self.nodes]
 

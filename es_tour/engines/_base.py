@@ -360,7 +360,10 @@ class ClientEngine:
         keeps its vectors (an index may exclude them to save disk). Read by a search, not
         the mapping, so any caller who may search the index may ask; an index with no vector
         yet says None and in_source. A ConfigError (400) when `field` holds no vectors."""
-        body = {"size": 1, "query": {"exists": {"field": field}}, "_source": [field]}
+        # The whole `_source`, as later searches read it: Elasticsearch 9.x leaves vectors out
+        # of it by default (index.mapping.exclude_source_vectors) yet returns a field named in
+        # `_source` includes, which would read as in_source.
+        body = {"size": 1, "query": {"exists": {"field": field}}}
         asked, key = self._asking_vectors(body, field)
         no_vectors = ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector "
                                  "or dense_vector); name it in index.tour.vector_field")
