@@ -52,9 +52,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# Ends by serving the playground (the sidecar on 127.0.0.1:9201) until Ctrl-C, which ends it
-# with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is
-# the last line printed. `es-tour demo --no-serve` stops after the comparison.
+# Sets the budget frontier's 20-pair index.tour.* settings on the index (es_tour/recommended.py),
+# shows knn and bm25 against that method on a test query, compares methods, and ends by
+# serving the playground on that method (the sidecar on 127.0.0.1:9201) until Ctrl-C, which
+# ends it with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is the last
+# line printed. `es-tour demo --no-serve` stops after the comparison.
 demo: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch

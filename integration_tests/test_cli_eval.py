@@ -10,6 +10,7 @@ import sys
 import httpx
 import pytest
 
+from es_tour.recommended import FRONTIER_20
 from integration_tests.test_cli_engine import es_tour
 
 
@@ -57,15 +58,33 @@ def test_eval_names_an_unknown_method(nodes, scifact, scifact_index):
     assert "Traceback" not in result.stderr
 
 
-def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
+def test_demo_applies_the_frontier_settings_and_shows_the_indexs_method_first(start_node,
+                                                                             scifact):
+    # OpenSearch only: the demo's engine (`make demo`); it ingests SciFact when missing
+    url = start_node("opensearch").url
     result = subprocess.run(
         [sys.executable, "-m", "es_tour", "demo", "--dataset", str(scifact.root), "--engine",
-         "opensearch", "--url", nodes["opensearch"].url, "--queries", "5", "--no-serve",
+         "opensearch", "--url", url, "--queries", "5", "--no-serve",
          "--later-round-scan", "0"],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "COLUMNS": "160"})  # wide enough that no method name wraps
     assert result.returncode == 0, result.stderr
     out = " ".join(result.stdout.split())  # rich wraps titles to the terminal's width
+    # the recommended settings are on the index, put through the engine, and said so
+    settings = httpx.get(f"{url}/scifact/_settings/index.tour.*",
+                         params={"flat_settings": "true"}).json()["scifact"]["settings"]
+    assert settings | {key: str(value).lower() for key, value in FRONTIER_20.items()} == settings
+    assert ("applied to scifact index.tour.{enabled: true, method: hybrid-tour, pool: "
+            "hybrid-linear, lexical: none, k: 10, budget: 20, bm25_weight: 0.3, "
+            "dense_weight: 0.0}: the budget frontier's choice on SciFact train at 20 labeler "
+            "pairs per query (docs/benchmarks/frontier.md)") in out
+    # the first comparison: knn and bm25, then the index's method, before any table
+    configured = ("hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
+                  ":w_dense=0.0")
+    first = out[:out.index("At 10 labeler pairs per query")]
+    heads = [first.index(f" {name} ") for name in ("knn", "bm25", configured)]
+    assert heads == sorted(heads), first
+    assert f"{configured} (the index's method) (20 pairs scored)" in first
     for budget in (10, 20):
         assert f"At {budget} labeler pairs per query" in out
     for method in ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=10",
@@ -73,9 +92,9 @@ def test_demo_shows_the_frontier_at_two_budgets(nodes, scifact, scifact_index):
                    "rerank:k=20", "rerank-hybrid:k=20",
                    "hybrid-tour:budget=20:k=10:w_bm25=0.3:w_dense=0.0",
                    "rerank:k=10:first_stage=hybrid-linear:w_bm25=0.5:w_dense=0.1",
-                   "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
-                   ":w_dense=0.0"):
+                   configured):
         assert f" {method} " in out, method
+    assert f"the index's method: {configured}" in out
     # the first 5 queries hold no later-round find (query 133 is the first), and the scan
     # past them was turned off
     assert "No relevant doc in these queries' top 10 came from a later round" in out

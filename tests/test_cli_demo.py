@@ -1,22 +1,37 @@
-"""The demo's pick of a query where a round after round 0 found a relevant doc, and its
-tables at 80 columns."""
+"""The demo: the recommended settings it puts on its index, the index's method shown first
+against knn and bm25 and opened in the playground, its pick of a query where a round after
+round 0 found a relevant doc, and its tables at 80 columns."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from rich.console import Console
 
+from es_tour.cli import search
 from es_tour.cli.search import (
     DEMO_BUDGETS,
     DEMO_FIRST_STAGE,
     LABEL_WIDTH,
     _later_round_find,
+    configured_label,
+    demo_tables,
+    playground_link,
     print_table,
     short_labels,
 )
 from es_tour.evaluation import MethodReport, MethodSpec
-from es_tour.pipeline import RankedHit, SearchResult, Timings
+from es_tour.pipeline import RankedHit, SearchContext, SearchResult, Timings
+from es_tour.recommended import FRONTIER_20
+from es_tour.server import ServerConfig
+from es_tour.server._options import Resolved, index_settings, resolve
 
 
 def _result(*hits: RankedHit) -> SearchResult:
@@ -68,3 +83,116 @@ def test_labels_too_long_for_the_column_get_distinct_keys() -> None:
     long = labels[1:3]
     assert all(len(shown[label]) <= LABEL_WIDTH for label in long)
     assert len({shown[label] for label in long}) == len(long)  # told apart
+
+
+# --- the recommended settings, and the index's method first ------------------------------
+
+class _SettingsEngine:
+    """An engine that keeps what a settings call puts, and answers flat settings as the
+    engines do (strings)."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[str, dict]] = []
+        self.flat: dict[str, str] = {"index.number_of_shards": "1"}
+
+    def engine_errors(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
+        self.puts.append((index, dict(settings)))
+        self.flat |= {key: str(value).lower() if isinstance(value, bool) else str(value)
+                      for key, value in settings.items()}
+
+    async def settings(self, index: str) -> dict[str, str]:
+        return dict(self.flat)
+
+
+class _Method:
+    def __init__(self, name: str):
+        self.name = name
+
+    async def search(self, text: str, k: int) -> SearchResult:
+        hits = [RankedHit(f"{self.name}-{n}", 1.0 - n / 10, source={"title": f"t{n}"})
+                for n in range(k)]
+        return SearchResult(self.name, hits, [], 20 if self.name == "hybrid-tour" else 0, 0,
+                            Timings())
+
+
+def _first_comparison(monkeypatch: pytest.MonkeyPatch) -> tuple[_SettingsEngine, list, str,
+                                                                   Resolved]:
+    engine = _SettingsEngine()
+    built: list[tuple[str, dict]] = []
+
+    def build(name: str, context: SearchContext, options: Mapping[str, Any]) -> _Method:
+        built.append((name, dict(options)))
+        return _Method(name)
+
+    out = io.StringIO()
+    monkeypatch.setattr(search, "build", build)
+    monkeypatch.setattr(search, "console", Console(file=out, width=80, color_system=None))
+    context = SearchContext(engine, "scifact", None, None)  # type: ignore[arg-type]
+    config = ServerConfig(upstream="http://127.0.0.1:9750")
+    chosen = asyncio.run(search._first_comparison(context, config, "1", "a query",
+                                                  {"hybrid-tour-1": 1, "knn-0": 1}))
+    return engine, built, out.getvalue(), chosen
+
+
+def test_the_demo_puts_the_frontiers_settings_on_its_index_and_says_why(monkeypatch) -> None:
+    engine, _, text, chosen = _first_comparison(monkeypatch)
+    assert engine.puts == [("scifact", FRONTIER_20)]
+    assert FRONTIER_20["index.tour.method"] == "hybrid-tour"
+    assert FRONTIER_20["index.tour.budget"] == 20
+    line = " ".join(text.split("query 1:")[0].split())
+    assert line.startswith("applied to scifact index.tour.{enabled: true, method: hybrid-tour")
+    assert "bm25_weight: 0.3" in line and "budget: 20" in line
+    assert "SciFact train at 20 labeler pairs per query (docs/benchmarks/frontier.md)" in line
+    # what the index now names, resolved as the sidecar resolves it
+    assert chosen.method == "hybrid-tour"
+    assert chosen.options == {"k": 10, "budget": 20, "pool": "hybrid-linear",
+                              "lexical": "none", "w_bm25": 0.3, "w_dense": 0.0}
+    assert {chosen.origins[option] for option in chosen.options} == {"index"}
+
+
+def test_the_first_comparison_is_knn_and_bm25_against_the_indexs_method(monkeypatch) -> None:
+    _, built, text, chosen = _first_comparison(monkeypatch)
+    assert built == [("knn", {}), ("bm25", {}), ("hybrid-tour", chosen.options)]
+    lines = text.splitlines()
+    heads = [line for line in lines if "pairs scored" in line]
+    assert heads[0].startswith("knn ") and heads[1].startswith("bm25 ")
+    assert heads[2].startswith(f"{DEMO_BUDGETS[20][-1]} (the index's method) (20 pairs")
+    assert len(heads) == 3
+    marked = [line.split()[1] for line in lines if "✓ relevant" in line]
+    assert marked == ["knn-0", "hybrid-tour-1"]
+
+
+def test_the_indexs_method_is_a_row_of_the_20_pair_table() -> None:
+    flat = {key: str(value) for key, value in FRONTIER_20.items()}
+    chosen = resolve({}, index_settings(flat),
+                     ServerConfig(upstream="http://127.0.0.1:9750").defaults())
+    label = configured_label(chosen)
+    assert label == DEMO_BUDGETS[20][-1]
+    assert demo_tables(label) == {budget: (*DEMO_FIRST_STAGE, *labels)
+                                  for budget, labels in DEMO_BUDGETS.items()}
+    # a method no table has gets a row in its budget's table
+    other = replace(chosen, options={**chosen.options, "budget": 10, "w_bm25": 0.5})
+    label = configured_label(other)
+    assert label == ("hybrid-tour:budget=10:k=10:lexical=none:pool=hybrid-linear:w_bm25=0.5"
+                     ":w_dense=0.0")
+    assert demo_tables(label)[10][-1] == label and label not in demo_tables(label)[20]
+    assert MethodSpec.parse(label).options == other.options
+
+
+def test_the_playground_opens_on_knn_against_the_indexs_method() -> None:
+    link = playground_link("127.0.0.1:9201", "scifact", "0-dimensional biomaterials",
+                           "hybrid-tour")
+    query = parse_qs(urlsplit(link).query)
+    assert link.startswith("http://127.0.0.1:9201/_tour/playground?")
+    assert query == {"index": ["scifact"], "q": ["0-dimensional biomaterials"],
+                     "left": ["knn"], "right": ["hybrid-tour"]}
+
+
+def test_the_bench_and_the_demo_share_one_frontier_setting() -> None:
+    from es_tour.bench import app, cost
+
+    assert app.FRONTIER_20 is cost.FRONTIER_20 is FRONTIER_20
+    assert search.FRONTIER_20 is FRONTIER_20

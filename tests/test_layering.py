@@ -49,6 +49,7 @@ def test_torch_is_imported_only_by_training_and_the_model_bench():
 LAYERS = {
     "errors": 0, "paths": 0, "options": 0, "datasets": 0, "metrics": 0, "tls": 0,
     "plugin_settings": 0,  # reads the plugin's Java source; imports nothing of es_tour
+    "recommended": 0,  # the budget frontier's index settings, for the CLI and the benches
     "models": 1,
     "engines": 2, "cluster": 2,
     "tour": 3,

@@ -5,12 +5,13 @@ keep the application's filters, facets and highlights.
         --output docs/benchmarks/app.md [--smoke]
 
 SciFact with synthetic `year` / `topic` metadata is indexed as `scifact-app` on each engine,
-with the budget frontier's 20-pair settings (hybrid-tour over hybrid-linear's pool, fused
-with w_bm25 0.3). A deterministic workload built from the test queries (bool queries with
-filters, multi_match with a filter, should with must_not, aggregations, highlight, pages 1
-and 2, `_msearch` batches, query_string) is replayed through one sidecar per engine, over
-the HTTP API as the engines define it: whatever the sidecar does not refine passes through
-to the engine, and is measured as such. Writes the page and `app.json` beside it.
+with the budget frontier's 20-pair settings (es_tour.recommended.FRONTIER_20: hybrid-tour
+over hybrid-linear's pool, fused with w_bm25 0.3). A deterministic workload built from the
+test queries (bool queries with filters, multi_match with a filter, should with must_not,
+aggregations, highlight, pages 1 and 2, `_msearch` batches, query_string) is replayed
+through one sidecar per engine, over the HTTP API as the engines define it: whatever the
+sidecar does not refine passes through to the engine, and is measured as such. Writes the
+page and `app.json` beside it.
 """
 
 from __future__ import annotations
@@ -41,16 +42,10 @@ from es_tour.evaluation import progress_bar
 from es_tour.ingest import ingest
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, WarmReport, warm
+from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
 
 INDEX = "scifact-app"
-# the budget frontier's choice on train at 20 labeler pairs per query (docs/dev-tools.md)
-FRONTIER_20 = {
-    "index.tour.enabled": True, "index.tour.method": "hybrid-tour",
-    "index.tour.pool": "hybrid-linear", "index.tour.lexical": "none", "index.tour.k": 10,
-    "index.tour.budget": 20, "index.tour.bm25_weight": 0.3, "index.tour.dense_weight": 0.0,
-}
-FRONTIER_LABEL = "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
 # the baseline at the same budget, plain: the index's fusion weights must not apply to it
 BASELINE = {"method": "rerank-hybrid", "k": 20, "w_bm25": 0.0, "w_dense": 0.0}
 BASELINE_LABEL = "rerank-hybrid:k=20"

@@ -39,12 +39,13 @@ import numpy as np
 
 from es_tour.bench._commands import parsed_command
 from es_tour.bench._machine import machine, now
-from es_tour.bench.app import FRONTIER_20, FRONTIER_LABEL, INDEX, ndcg_at_10, prepare, warm_store
+from es_tour.bench.app import INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import progress_bar
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import store_index
+from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import BackgroundServer, Models, ServerConfig
 
 WAYS = ("no-reuse", "empty-store", "warm-store")

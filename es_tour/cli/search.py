@@ -7,11 +7,12 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -61,8 +62,9 @@ from es_tour.pipeline import (
     open_context,
     warm,
 )
-from es_tour.server import parse_listen
-from es_tour.server._options import index_settings
+from es_tour.recommended import FRONTIER_20, FRONTIER_WHY
+from es_tour.server import ServerConfig, parse_listen
+from es_tour.server._options import Resolved, build, index_settings, resolve
 
 console = Console()
 
@@ -478,44 +480,134 @@ def demo_command(
     client_key: ClientKey = None,
     verify_certs: VerifyCerts = True,
 ) -> None:
-    """Index the dataset, show a query's hits before and after TOUR, compare methods, then
-    (unless --no-serve) store the judgements and serve the playground on that query."""
+    """Index the dataset, set the budget frontier's recommended index.tour.* settings on
+    it, show a query's hits by knn and bm25 against the method those settings name, compare
+    methods, then (unless --no-serve) store the judgements and serve the playground on that
+    query and that method."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     if serve:
         parse_listen(listen)  # a bad --listen fails now, not after the comparison
+    # the sidecar the demo serves: the first comparison resolves the index's settings with
+    # its defaults, so it runs what the playground's right column will
+    config = ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls)
     qid, text = next(iter(data.queries("test").items()))
     relevant = data.qrels("test")[qid]
 
-    async def show() -> None:
-        from es_tour.pipeline import build_method
-
+    async def show() -> Resolved:
         context = _context(target, data.name, "default")
         async with context.engine:
             await _ingest(context, data, replace=False, qrels=serve)  # for the playground
-            console.print(f"\n[bold]query {qid}:[/] {text}")
-            for name, options in (("knn", {}), ("tour-hard", {})):
-                result = await build_method(name, context, options).search(text, 5)
-                console.print(f"[bold]{name}[/] ({result.pairs_scored} pairs scored)")
-                for rank, hit in enumerate(result.hits, start=1):
-                    mark = "[green]✓ relevant[/]" if hit.id in relevant else ""
-                    console.print(f"  {rank}. {hit.id} {hit.source.get('title', '')[:80]} {mark}")
+            return await _first_comparison(context, config, qid, text, relevant)
 
-    asyncio.run(show())
-    methods = [*DEMO_FIRST_STAGE, *(m for budget in DEMO_BUDGETS.values() for m in budget)]
+    chosen = asyncio.run(show())
+    label = configured_label(chosen)
+    tables = demo_tables(label)
+    methods = list(dict.fromkeys(m for labels in tables.values() for m in labels))
     # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times
     reports = asyncio.run(_evaluate(target, data, None, parse_methods(",".join(methods)),
                                     "test", queries, "default", cold_labels=False))
     by_label = {report.spec.label: report for report in reports}
-    for budget, labelling in DEMO_BUDGETS.items():
+    for budget, labels in tables.items():
         print_table(
             console,
             f"At {budget} labeler pairs per query: first {queries} {data.name} test queries "
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
-            [by_label[m] for m in (*DEMO_FIRST_STAGE, *labelling)])
+            [by_label[m] for m in labels])
+    console.print(Text(f"the index's method: {label}"), soft_wrap=True)
     asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
-        _serve_playground(target, data.name, text, listen)
+        _serve_playground(config, data.name, text, listen, chosen.method)
+
+
+async def _first_comparison(context: SearchContext, config: ServerConfig, qid: str,
+                            text: str, relevant: Mapping[str, int]) -> Resolved:
+    """Apply the recommended settings, then show the query's top 5 by knn and bm25 against
+    the method the index's settings now name, relevant hits marked; returns that method."""
+    chosen = await _apply_recommended(context.engine, context.index, config)
+    console.print(f"\n[bold]query {qid}:[/] {text}")
+    configured = _resolved_context(context, chosen)
+    for label, method, method_context, options, note in (
+            ("knn", "knn", context, {}, ""), ("bm25", "bm25", context, {}, ""),
+            (configured_label(chosen), chosen.method, configured, chosen.options,
+             " [italic](the index's method)[/]")):
+        result = await build(method, method_context, options).search(text, 5)
+        console.print(Text.from_markup(f"[bold]{escape(label)}[/]{note} "
+                                       f"({result.pairs_scored} pairs scored)"),
+                      soft_wrap=True)
+        for rank, hit in enumerate(result.hits, start=1):
+            mark = "[green]✓ relevant[/]" if hit.id in relevant else ""
+            console.print(f"  {rank}. {hit.id} {hit.source.get('title', '')[:80]} {mark}")
+    return chosen
+
+
+async def _apply_recommended(adapter: ClientEngine, index: str, config: ServerConfig
+                             ) -> Resolved:
+    """Put the budget frontier's recommended settings on `index` (the plugin validates
+    them: a bad one is the engine's 400), say which and why in one line, and resolve what
+    the index now names as the sidecar does (`_options.resolve`, no request layer)."""
+    with adapter.engine_errors():
+        await adapter.put_settings(index, FRONTIER_20)
+        flat = await adapter.settings(index)
+    console.print(Text.from_markup(f"applied to [bold]{escape(index)}[/] "
+                                   f"{escape(settings_text(FRONTIER_20))}: {FRONTIER_WHY}"),
+                  soft_wrap=True)
+    return resolve({}, index_settings(flat), config.defaults())
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """`index.tour.{method: hybrid-tour, k: 10, ...}`: flat index.tour.* settings, short."""
+    prefix = "index.tour."
+    values = ", ".join(f"{key.removeprefix(prefix)}: "
+                       f"{value if isinstance(value, str) else json.dumps(value)}"
+                       for key, value in settings.items())
+    return f"{prefix}{{{values}}}"
+
+
+def configured_label(chosen: Resolved) -> str:
+    """The method and options the index's settings resolve to, as the demo tables' label:
+    the one the tables already name when it is the same method (DEMO_BUDGETS), else
+    `name:key=value...`."""
+    for labels in DEMO_BUDGETS.values():
+        for label in labels:
+            spec = MethodSpec.parse(label)
+            if (spec.name, spec.options) == (chosen.method, chosen.options):
+                return label
+    def text(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return ":".join([chosen.method, *(f"{key}={text(value)}" for key, value
+                                      in sorted(chosen.options.items()))])
+
+
+def demo_tables(configured: str) -> dict[int, tuple[str, ...]]:
+    """Budget -> the labels of its table: the first stages, the budget's methods
+    (DEMO_BUDGETS) and the index's configured method, at its budget (20 when it names
+    none), when no table holds it already."""
+    tables = {budget: (*DEMO_FIRST_STAGE, *labels) for budget, labels in DEMO_BUDGETS.items()}
+    if any(configured in labels for labels in tables.values()):
+        return tables
+    budget = MethodSpec.parse(configured).options.get("budget")
+    budget = budget if budget in tables else 20
+    tables[budget] = (*tables[budget], configured)
+    return tables
+
+
+def _resolved_context(context: SearchContext, chosen: Resolved, labeler: str = "default",
+                      encoder: str = "retriever") -> SearchContext:
+    """`context` (opened with the models `labeler` and `encoder`) with the models and
+    fields the resolution chose, loaded as the sidecar loads them when they differ."""
+    from dataclasses import replace
+
+    from es_tour.server import Models
+
+    out = replace(context, text_fields=chosen.text_fields, vector_field=chosen.vector_field)
+    models = Models(chosen.encoder)
+    if chosen.labeler != labeler:
+        out = replace(out, labeler=models.labeler(chosen.labeler))
+    if chosen.encoder != encoder:
+        out = replace(out, encoder=models.encoder)
+    return out
 
 
 def _later_round_find(result: SearchResult, relevant: Mapping[str, int]
@@ -557,16 +649,24 @@ async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
                   f"not hold; it ranks {rank}.")
 
 
-def _serve_playground(target: EngineTarget, index: str, query: str, listen: str) -> None:
-    """The sidecar in the foreground; the playground's URL is printed once it listens."""
+def _serve_playground(config: ServerConfig, index: str, query: str, listen: str,
+                      method: str) -> None:
+    """The sidecar in the foreground; the playground's URL is printed once it listens, on
+    the query with knn on the left and the index's configured `method` on the right (its
+    options are the index's settings, as for any search that names only the method)."""
     from es_tour.cli.serve import serve_until_stopped
-    from es_tour.server import ServerConfig
 
-    link = f"http://{listen}/_tour/playground?" + urlencode({"index": index, "q": query})
+    link = playground_link(listen, index, query, method)
 
     def ready() -> None:
-        console.print(f"\n[bold]playground[/] (the sidecar in front of {target.url}; Ctrl-C "
+        console.print(f"\n[bold]playground[/] (the sidecar in front of {config.upstream}; "
+                      f"knn against the index's method {method}, with its settings; Ctrl-C "
                       f"stops it):\n{link}", soft_wrap=True)
 
-    serve_until_stopped(ServerConfig(upstream=target.url, engine=target.engine,
-                                     upstream_tls=target.tls), listen, "warning", ready)
+    serve_until_stopped(config, listen, "warning", ready)
+
+
+def playground_link(listen: str, index: str, query: str, method: str) -> str:
+    """The playground on `query`, knn on the left and `method` on the right."""
+    return f"http://{listen}/_tour/playground?" + urlencode(
+        {"index": index, "q": query, "left": "knn", "right": method})

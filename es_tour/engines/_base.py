@@ -387,6 +387,20 @@ class ClientEngine:
         response = await self._client.indices.get_settings(index=index, flat_settings=True)
         return dict(response[index]["settings"])
 
+    async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
+        """Update the index's dynamic settings (`index.tour.*` is validated by the plugin:
+        a bad value is the engine's own 400)."""
+        try:
+            await self._client.indices.put_settings(index=index, body=dict(settings))
+        except self._bad_request as error:
+            if "index.tour." not in str(error) or "unknown setting" not in str(error):
+                raise
+            raise EngineSetupError(
+                "the engine does not know the index.tour.* settings: install the es-tour "
+                "plugin (`make plugin`, then `es-tour engine start --plugin "
+                "plugin/target/tour-settings[-es]-0.1.0.zip`)"
+            ) from error
+
     async def analyze(self, index: str, text: str, *, field: str = "text") -> list[str]:
         """`text` as the index analyses `field`: its tokens, in order."""
         response = await self._client.indices.analyze(

@@ -128,6 +128,13 @@ class ServerConfig:
 
         check_method(self.method)
 
+    def defaults(self) -> dict[str, Any]:
+        """The server's layer of `_options.resolve`: what a search runs with when neither
+        its `ext.tour` nor the index's settings say otherwise."""
+        return {"method": self.method, "labeler": self.labeler, "encoder": self.encoder,
+                "vector_field": self.vector_field, "text_fields": self.text_fields,
+                "options": dict(self.options)}
+
     @property
     def upstreams(self) -> tuple[str, ...]:
         """The nodes' base URLs, in the order given."""

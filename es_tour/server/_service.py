@@ -91,10 +91,7 @@ class TourService:
             await self._engine.close()
 
     def defaults(self) -> dict[str, Any]:
-        c = self.config
-        return {"method": c.method, "labeler": c.labeler, "encoder": c.encoder,
-                "vector_field": c.vector_field,
-                "text_fields": c.text_fields, "options": dict(c.options)}
+        return self.config.defaults()
 
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
                      engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
