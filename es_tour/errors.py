@@ -7,6 +7,7 @@ crashes included, through `to_engine_error`, in the engine's shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 
 class EsTourError(Exception):
@@ -16,7 +17,7 @@ class EsTourError(Exception):
     error_type = "es_tour_exception"
     headers: Mapping[str, str] = {}  # extra response headers (Retry-After, ...)
 
-    def to_engine_error(self) -> dict:
+    def to_engine_error(self) -> dict[str, Any]:
         """The engine's own error shape: {"error": {"root_cause", "type", "reason"},
         "status"}, the root cause being the error itself, as the engines write one."""
         cause = {"type": self.error_type, "reason": str(self)}
@@ -104,7 +105,7 @@ class EngineError(EsTourError):
         self.body = body
         super().__init__(f"the engine answered {status}")
 
-    def to_engine_error(self) -> dict:
+    def to_engine_error(self) -> dict[str, Any]:
         if isinstance(self.body, dict) and "error" in self.body:
             return self.body
         return {"error": {"type": self.error_type, "reason": str(self.body)},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -97,7 +98,7 @@ async def ingest(
         return encoder.encode_docs([doc.contents for doc in batches[number]])
 
     indexed = retried = 0
-    failed: list[dict] = []
+    failed: list[dict[str, Any]] = []
     with _progress(show_progress) as progress:
         task = progress.add_task(f"indexing {dataset.name} into {index}", total=len(docs))
         next_vectors = asyncio.create_task(asyncio.to_thread(embed, 0))
@@ -120,7 +121,8 @@ async def ingest(
     )
 
 
-def _actions(batch: list[Document], vectors: np.ndarray, metadata: bool) -> list[dict]:
+def _actions(batch: list[Document], vectors: np.ndarray, metadata: bool
+             ) -> list[dict[str, Any]]:
     return [
         {"_id": doc.id, "title": doc.title, "text": doc.text, "embedding": vector.tolist(),
          **(synthetic_metadata(doc.id) if metadata else {})}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from es_tour.agents._environment import Environment, State
-from es_tour.agents._grammar import Query, compile_bool
+from es_tour.agents._grammar import Query, Refinement, compile_bool
 from es_tour.agents._methods import MAX_AGENT_K, AgentRound
 from es_tour.agents._policies import NoRefinement, Policy, Rm3Policy
 from es_tour.engines import Hit
@@ -111,7 +111,7 @@ class HybridTourMethod:
         optimizer = QueryOptimizer(self.step)
         q, lexical = await context.embed_query(query, total), Query(query)
         seen = _Session(LabelCache(), {}, {})
-        provenance, rounds = Provenance(), []
+        provenance, rounds = Provenance(), list[HybridTourRound]()
         pairs = calls = 0
         first: list[Hit] = []  # round 0's two rankings in turn, `size` deep: the fill below
         for round_no in range(options.max_rounds + 1):
@@ -160,6 +160,8 @@ class HybridTourMethod:
                                                timings)
                 trace.candidates = [scored.to_dict() for scored in decision.considered]
                 if decision.chosen is not None:
+                    # RM3 rewrites the BM25 query only: TOUR's step is the vector's, above
+                    assert isinstance(decision.chosen, Refinement)
                     trace.chosen = decision.chosen.render()
                     lexical = lexical.refine(decision.chosen)
             trace.engine_calls += env.budget.engine_calls - calls_before

@@ -172,7 +172,8 @@ class OraclePolicy:
 
 
 class PolicyModel(Protocol):
-    threshold: float
+    @property
+    def threshold(self) -> float: ...
 
     def predict(self, features: np.ndarray) -> np.ndarray: ...
 

@@ -95,7 +95,7 @@ class Term:
         return {"term": {self.field: self.value}}
 
     def passes(self, meta: Mapping[str, Any]) -> bool:
-        return (meta.get(self.field) == self.value) != self.negated
+        return bool(meta.get(self.field) == self.value) != self.negated
 
 
 Filter = Range | Term
@@ -131,7 +131,7 @@ class Search:
 
     @property
     def first_page(self) -> bool:
-        return self.body.get("from", 0) == 0
+        return bool(self.body.get("from", 0) == 0)
 
 
 @dataclass(frozen=True)

@@ -104,10 +104,10 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
             reports = await evaluate(context, dataset, specs, split="test",
                                      max_queries=test_queries, cold_labels=False,
                                      on_query=advance)
-    methods = {}
+    by_label: dict[str, dict[str, Any]] = {}
     for report in reports:
         summary = report.summary()
-        methods[report.spec.label] = {
+        by_label[report.spec.label] = {
             "method": method_of[report.spec.label], "name": report.spec.name,
             "budget": report.spec.budget,
             "fused": "w_bm25" in report.spec.options,
@@ -116,7 +116,7 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
             "ndcg@10_per_round": ndcg_per_round(report, qrels),
             "operators": operator_counts(report),
         }
-    return {"version": version, "methods": methods}
+    return {"version": version, "methods": by_label}
 
 
 def verdicts(methods: Mapping[str, Mapping[str, Any]],

@@ -15,6 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -49,7 +50,7 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
     config = ServerConfig(upstream=upstream, deadline_ms=120_000)
     sidecar = SidecarProcess(config)
     with sidecar as sidecar_url, httpx.Client(timeout=60) as client:
-        def timed(base: str, body: dict) -> float:
+        def timed(base: str, body: dict[str, Any]) -> float:
             started = time.perf_counter()
             response = client.post(f"{base}/{index}/_search", json=body)
             elapsed = (time.perf_counter() - started) * 1000

@@ -183,12 +183,13 @@ async def run_sweeps(
         results = await run_methods(context, dataset, sweep.methods(), "train", None,
                                     query_ids=query_ids)
         # values as text, the form they take in results.json
-        settings = [(str(value), results[method])
-                    for value, method in zip(sweep.values, sweep.methods(), strict=True)]
-        scores = {value: summary["ndcg@10"] for value, summary in settings}
+        settings = [(str(value), results[label])
+                    for value, label in zip(sweep.values, sweep.methods(), strict=True)]
+        scores: dict[str, float] = {value: summary["ndcg@10"] for value, summary in settings}
+        best = max(scores, key=lambda value: scores[value])
         rows.append({"base": sweep.base, "parameter": sweep.parameter, "ndcg@10": scores,
                      "pairs": {value: summary["pairs_scored_mean"] for value, summary in settings},
-                     "best": max(scores, key=lambda value: scores[value])})
+                     "best": best})
     return rows
 
 

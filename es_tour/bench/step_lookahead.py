@@ -90,6 +90,7 @@ async def step_trial(context: SearchContext, query: str, judgements: dict[str, i
     start = await env.start(query, timings)
     stepped = await env.step(start, TourStep(), timings)
     seen, new = list(start.phi), list(stepped.returned.get("knn", ()))
+    assert start.vector is not None and stepped.vector is not None  # TOUR's step moved it
     features = lookahead_features(
         np.array([start.phi[doc] for doc in seen]), env.stored_vectors(seen),
         env.stored_vectors(new), start.vector, stepped.vector, k)
@@ -147,7 +148,8 @@ async def run(dataset: BeirDataset, url: str) -> str:
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+    return np.asarray(vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True),
+                                           1e-12))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -37,6 +37,6 @@ def clean_errors(command: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=1) from None

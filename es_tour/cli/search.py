@@ -584,7 +584,8 @@ def demo_tables(configured: str) -> dict[int, tuple[str, ...]]:
     """Budget -> the labels of its table: the first stages, the budget's methods
     (DEMO_BUDGETS) and the index's configured method, at its budget (20 when it names
     none), when no table holds it already."""
-    tables = {budget: (*DEMO_FIRST_STAGE, *labels) for budget, labels in DEMO_BUDGETS.items()}
+    tables: dict[int, tuple[str, ...]] = {
+        budget: (*DEMO_FIRST_STAGE, *labels) for budget, labels in DEMO_BUDGETS.items()}
     if any(configured in labels for labels in tables.values()):
         return tables
     budget = MethodSpec.parse(configured).options.get("budget")

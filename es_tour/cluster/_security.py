@@ -154,7 +154,7 @@ def _bcrypt(home: Path, password: str) -> str:
     return digest[0]
 
 
-def _yaml(kind: str, entries: dict[str, dict]) -> str:
+def _yaml(kind: str, entries: dict[str, dict[str, object]]) -> str:
     """Security yml: JSON is YAML, so each entry is written as one JSON mapping."""
     lines = ["---", "_meta:", f"  type: {json.dumps(kind)}", "  config_version: 2"]
     lines += [f"{json.dumps(name)}: {json.dumps(entry)}" for name, entry in entries.items()]

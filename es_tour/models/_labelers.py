@@ -100,7 +100,7 @@ class _CachedLabeler:
             _, dropped = self._cache.popitem(last=False)
             held -= len(dropped)
 
-    def _remembered(self, query: str, cache: OrderedDict, make: Any) -> Any:
+    def _remembered(self, query: str, cache: OrderedDict[str, Any], make: Any) -> Any:
         """cache[query], made with `make()` when absent, as the most recent of at most
         `cached_queries` entries. Call with the lock held."""
         if query in cache:
@@ -165,7 +165,7 @@ class DualEncoderLabeler(_CachedLabeler):
         return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:12]
 
     def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
-        return self.doc_vectors(keys, texts) @ self._query(query)
+        return np.asarray(self.doc_vectors(keys, texts) @ self._query(query))
 
     def held(self, keys: Sequence[DocKey]) -> dict[DocKey, np.ndarray]:
         """The doc vectors of `keys` in memory now (none is embedded)."""
@@ -213,9 +213,8 @@ class DualEncoderLabeler(_CachedLabeler):
 
 def _unit(x: np.ndarray) -> np.ndarray:
     """x: (n, d) -> (n, d) float32 unit rows (a no-op for normalised encoders)."""
-    return (x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)).astype(
-        np.float32
-    )
+    return np.asarray(x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None),
+                      dtype=np.float32)
 
 
 def load_labeler(

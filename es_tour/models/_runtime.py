@@ -6,8 +6,9 @@ Nothing here imports torch. onnxruntime is imported when the first model is open
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -198,19 +199,20 @@ class DualEncoder(_OnnxModel):
 def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     """hidden: (b, t, d), mask: (b, t) -> (b, d) float32 by mean over real tokens, or CLS."""
     if pooling == "cls":
-        return hidden[:, 0].astype(np.float32)
+        return np.asarray(hidden[:, 0], dtype=np.float32)
     m = mask[..., None].astype(np.float32)
     summed = (hidden * m).sum(axis=1)
-    return (summed / np.clip(m.sum(axis=1), 1e-9, None)).astype(np.float32)
+    return np.asarray(summed / np.clip(m.sum(axis=1), 1e-9, None), dtype=np.float32)
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """x: (n, d) -> (n, d) float32 with unit rows (zero rows stay zero)."""
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return np.asarray(x / np.clip(norms, 1e-12, None), dtype=np.float32)
 
 
-class Ranked(NamedTuple):
+@dataclass(frozen=True)
+class Ranked:
     """One document in a `CrossEncoder.rank` answer: its index in the input and its score."""
 
     index: int
@@ -250,7 +252,7 @@ class CrossEncoder(_OnnxModel):
 def _relevance(logits: np.ndarray) -> np.ndarray:
     """logits: (b, labels) -> (b,) float32."""
     if logits.shape[1] == 1:
-        return logits[:, 0].astype(np.float32)
+        return np.asarray(logits[:, 0], dtype=np.float32)
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return log_probs[:, -1].astype(np.float32)
+    return np.asarray(log_probs[:, -1], dtype=np.float32)

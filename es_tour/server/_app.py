@@ -30,9 +30,9 @@ from es_tour.server._ops import (
 )
 from es_tour.server._options import index_settings
 from es_tour.server._playground import playground_routes
+from es_tour.server._query import Passthrough
 from es_tour.server._request import (
     MalformedJson,
-    Passthrough,
     SearchRequest,
     check_path,
     inflated,
@@ -210,6 +210,7 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     caller = identity(request.headers)
 
     async def answer(search: SearchRequest, settings: dict[str, Any] | None) -> dict[str, Any]:
+        assert engine is not None  # detected: this item is servable
         try:
             return {**await service.search(search, settings, engine, caller), "status": 200}
         except EsTourError as exc:

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from es_tour.errors import ConfigError, EngineError
-from es_tour.server._request import Passthrough, search_target
+from es_tour.server._query import Passthrough
+from es_tour.server._request import search_target
 from es_tour.server._upstream import Upstream, identity
 
 RENDER_PATH = "/_render/template"

@@ -301,7 +301,7 @@ def _torch_scores(
 def _trace(
     torch: Any, net: Any, tokenizer: Any, inputs: list[str], output: str, path: Path
 ) -> None:
-    class _Graph(torch.nn.Module):
+    class _Graph(torch.nn.Module):  # type: ignore[misc]  # torch is imported lazily, untyped
         def __init__(self, inner: Any) -> None:
             super().__init__()
             self.inner = inner

@@ -77,7 +77,7 @@ class DualScorer:
         q = self._queries.get(query)
         if q is None:
             q = self._queries[query] = _unit(self.encoder.encode_queries([query]))[0]
-        return self._doc_vectors(doc_ids) @ q
+        return np.asarray(self._doc_vectors(doc_ids) @ q)
 
     def _doc_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
         if self._corpus is not None:

@@ -20,7 +20,7 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a, b: (n, d) -> (n,) cosine of each row of a with the same row of b."""
     num = (a * b).sum(axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return num / np.clip(den, 1e-12, None)
+    return np.asarray(num / np.clip(den, 1e-12, None))
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:

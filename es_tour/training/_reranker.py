@@ -247,7 +247,8 @@ def _parameter_groups(model: Any, options: TrainOptions) -> list[dict[str, Any]]
     """The trainable weights in two groups: the encoder's at `learning_rate`, the new head's
     (and BERT's pooler, unused by all-MiniLM-L6-v2's mean pooling) at `head_learning_rate`."""
     prefix = model.base_model_prefix
-    body, head = [], []
+    body: list[Any] = []
+    head: list[Any] = []
     for name, weight in model.named_parameters():
         if weight.requires_grad:
             new = name.startswith(f"{prefix}.pooler.") or not name.startswith(f"{prefix}.")
@@ -294,7 +295,7 @@ def teacher_scorer(name: str, data: BeirSplit) -> tuple[DocScorer, dict[str, Any
     path, registry_name = model_directory(name)
     precision = labeler_precision(name)
     scorer = model_scorer(name, data, precision)
-    facts = {"model": registry_name or str(path), "precision": precision}
+    facts: dict[str, Any] = {"model": registry_name or str(path), "precision": precision}
     if isinstance(scorer, DualScorer):
         facts["corpus_cache"] = scorer.from_cache
     return scorer, facts
