@@ -521,8 +521,11 @@ def markdown(report: Mapping[str, Any]) -> str:
         + "; ".join(f"{e['engine']} `{e['store']['index']}` {e['store']['written_by_warm']} "
                     f"vectors written, {e['store']['already_stored']} already stored "
                     f"({e['store']['warm_seconds']:.0f} s)" for e in engines)
-        + ". The labeler scores the same pairs with the store warm or not (φ is identical); "
-        "only their cost differs, for the frontier and the baseline alike.",
+        + ". The sidecar shares the labeler that warm used, so every doc vector is already "
+        "in its memory (as in a sidecar that has read each doc from the store once): the "
+        "latencies below hold no doc embedding and no store read. The labeler scores the "
+        "same pairs either way (φ is identical); only their cost differs, for the frontier "
+        "and the baseline alike.",
         "",
         header, rule,
         row("refined (items with `ext.tour`, no passthrough header)",
