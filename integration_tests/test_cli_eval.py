@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -58,10 +59,20 @@ def test_eval_names_an_unknown_method(nodes, scifact, scifact_index):
     assert "Traceback" not in result.stderr
 
 
-def test_demo_applies_the_frontier_settings_and_shows_the_indexs_method_first(start_node,
+@pytest.fixture
+def demo_node(start_node) -> Iterator[str]:
+    """The OpenSearch test node; its shared `scifact` index gets its own `index.tour.*`
+    back afterwards, so the demo's settings reach no other test (the playground's)."""
+    url = start_node("opensearch").url
+    yield url
+    reset = httpx.put(f"{url}/scifact/_settings", json=dict.fromkeys(FRONTIER_20))
+    assert reset.status_code == 200, reset.text
+
+
+def test_demo_applies_the_frontier_settings_and_shows_the_indexs_method_first(demo_node,
                                                                              scifact):
     # OpenSearch only: the demo's engine (`make demo`); it ingests SciFact when missing
-    url = start_node("opensearch").url
+    url = demo_node
     result = subprocess.run(
         [sys.executable, "-m", "es_tour", "demo", "--dataset", str(scifact.root), "--engine",
          "opensearch", "--url", url, "--queries", "5", "--no-serve",
