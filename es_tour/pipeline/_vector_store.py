@@ -33,7 +33,7 @@ STORE_FIELDS = {"index": {"type": "keyword"}, "doc_id": {"type": "keyword"},
                 "vector": {"type": "binary"}}
 READ_TIMEOUT_S = 1.0  # past it the docs are embedded: a slow store must not slow searches
 RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
-FLUSH_DOCS = 256  # vectors written in one bulk
+FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
 FLUSH_EVERY_S = 1.0
 MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
 
@@ -95,7 +95,8 @@ class VectorStore:
         if not isinstance(labeler, DualEncoderLabeler):
             return []
         keys = [doc_key(index, doc_id, text) for doc_id, text in docs]
-        wanted = [key for key in keys if key not in labeler.held(keys)]
+        held = labeler.held(keys)
+        wanted = [key for key in keys if key not in held]
         if not wanted or not self.available:
             return wanted
         self.counts.asked += len(wanted)
@@ -115,12 +116,14 @@ class VectorStore:
         if not keys or not self.available or not isinstance(labeler, DualEncoderLabeler):
             return
         pending = self._pending.setdefault(store_index(labeler), {})
+        queued = sum(map(len, self._pending.values()))
         for key, vector in labeler.held(keys).items():
-            if sum(map(len, self._pending.values())) >= MAX_PENDING:
+            if queued >= MAX_PENDING:
                 self.counts.dropped += 1
                 continue
             pending[record_id(key)] = record(key, vector)
-        if sum(map(len, self._pending.values())) >= FLUSH_DOCS:
+            queued += 1
+        if queued >= FLUSH_DOCS:
             self._wake.set()
 
     async def run_writer(self) -> None:
@@ -138,16 +141,17 @@ class VectorStore:
             await asyncio.shield(self.flush())
 
     async def flush(self) -> None:
-        """Write every queued vector now, in bulks of FLUSH_DOCS."""
+        """Write every queued vector now."""
         while self._pending:
             store, records = self._pending.popitem()
             if not self.available:
                 self.counts.dropped += len(records)
                 continue
+            written = self.counts.written
             try:
                 await self.write(store, records)
-            except EsTourError as exc:
-                self.counts.dropped += len(records)
+            except EsTourError as exc:  # what the bulk wrote before failing is not dropped
+                self.counts.dropped += len(records) - (self.counts.written - written)
                 self._failed("write", exc)
 
     async def read(self, store: str, ids: list[str]) -> dict[str, np.ndarray]:
@@ -172,14 +176,11 @@ class VectorStore:
             if store not in self._created:
                 await self._engine.create_side_index(store, STORE_FIELDS)
                 self._created.add(store)
-            docs = [{"_id": i, **record} for i, record in records.items()]
-            for start in range(0, len(docs), FLUSH_DOCS):
-                report = await self._engine.bulk_index(store, docs[start: start + FLUSH_DOCS],
-                                                       max_retries=1)
-                self.counts.written += report.indexed
-                if report.failed:
-                    self.counts.dropped += len(report.failed)
-                    raise EngineError(500, {"error": report.failed[0]})
+            report = await self._engine.bulk_index(
+                store, [{"_id": i, **record} for i, record in records.items()], max_retries=1)
+        self.counts.written += report.indexed
+        if report.failed:
+            raise EngineError(500, {"error": report.failed[0]})
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.counts.failures += 1
