@@ -8,9 +8,11 @@ beside it as `../shared/...`) and model cache paths under `<ES_TOUR_HOME>`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from es_tour import paths
 
@@ -64,3 +66,11 @@ def parsed_command(program: str, args: argparse.Namespace,
         words.append(action.option_strings[0] if value is True else
                      f"{action.option_strings[0]} {value}")
     return " ".join(words)
+
+
+def write_report(page: Path, markdown: str, report: Mapping[str, Any]) -> None:
+    """A bench's page, and its figures as JSON beside it."""
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(markdown)
+    page.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {page} and {page.with_suffix('.json')}")

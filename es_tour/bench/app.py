@@ -34,7 +34,7 @@ import ir_measures
 import numpy as np
 from ir_measures import nDCG
 
-from es_tour.bench._commands import parsed_command
+from es_tour.bench._commands import parsed_command, write_report
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import TOPICS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
@@ -640,10 +640,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "items": sum(len(r.items) for r in requests), "shapes_per_query": args.shapes_per_query,
         "settings": FRONTIER_20, "baseline": BASELINE, "engines": summaries,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(markdown(report))
-    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.output} and {args.output.with_suffix('.json')}")
+    write_report(args.output, markdown(report), report)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from es_tour.bench._commands import parsed_command
+from es_tour.bench._commands import parsed_command, write_report
 from es_tour.bench._machine import machine, now
 from es_tour.bench.app import INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
@@ -334,10 +334,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                               len(queries)),
               "throughput_queries": len(sample), "settings": FRONTIER_20, "engines": summaries}
     report = json.loads(json.dumps(report))  # int keys as the JSON file holds them
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(markdown(report))
-    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.output} and {args.output.with_suffix('.json')}")
+    write_report(args.output, markdown(report), report)
 
 
 if __name__ == "__main__":
