@@ -2,7 +2,9 @@
 TOUR request that cannot get capacity before its deadline degrades or gets a 429.
 
 Bounds are generous (correctness, not timing precision): the TOUR requests that saturate
-the pool each label 100 docs with the default labeler, seconds of model time on a shared CPU.
+the pool each label 200 docs with the default labeler, seconds of model time on a shared CPU.
+Each test gets models of its own and no vector store: a labeler that already holds the docs'
+vectors (from an earlier test, or the engine's store) would answer the holders at once.
 """
 
 from __future__ import annotations
@@ -52,13 +54,21 @@ def _saturated(url: str, sidecar_models: Models, holding: int = HOLDERS,
     """A sidecar with one worker and one refinement slot, `holding` long TOUR requests in
     flight."""
     config = ServerConfig(upstream=url, model_workers=1, max_refinements=1, label_batch=8,
-                          max_k=200, **options)  # type: ignore[arg-type]
+                          max_k=200, vector_store=False, **options)  # type: ignore[arg-type]
     with BackgroundServer(config, sidecar_models) as server, \
             ThreadPoolExecutor(HOLDERS) as clients:
         holders = [clients.submit(_post, server.url, _long(n)) for n in range(holding)]
         time.sleep(SETTLE_S)
         yield server.url, holders
         assert all(h.result().status_code == 200 for h in holders)
+
+
+@pytest.fixture
+def sidecar_models() -> Models:
+    """Models whose labeler has embedded no doc yet."""
+    models = Models("retriever")
+    models.preload("default")
+    return models
 
 
 @pytest.fixture(params=ENGINES)
@@ -109,7 +119,8 @@ def test_the_deadline_covers_model_time(upstream: str,
         sidecar_models: Models) -> None:
     """Alone on the server, a refinement with far more model work than its deadline stops
     after the labeler batch that is running (2 docs here) and answers round 0."""
-    config = ServerConfig(upstream=upstream, model_workers=1, label_batch=2, max_k=200)
+    config = ServerConfig(upstream=upstream, model_workers=1, label_batch=2, max_k=200,
+                          vector_store=False)
     with BackgroundServer(config, sidecar_models) as server:
         started = time.monotonic()
         response = _post(server.url, _long(99, timeout_ms=200))
@@ -123,7 +134,7 @@ def test_with_when_full_reject_a_burst_gets_one_slot_and_429s(upstream: str,
     """Requests that arrive together cannot all see the one slot free: one refines, the
     rest are refused at once rather than queued."""
     config = ServerConfig(upstream=upstream, model_workers=1, max_refinements=1,
-                          when_full="reject", max_k=200)
+                          when_full="reject", max_k=200, vector_store=False)
     with BackgroundServer(config, sidecar_models) as server, ThreadPoolExecutor(6) as clients:
         answers = list(clients.map(lambda n: _post(server.url, _long(n, 60_000)), range(6)))
     statuses = sorted(answer.status_code for answer in answers)
