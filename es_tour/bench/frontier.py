@@ -28,40 +28,17 @@ from rich.console import Console
 
 from es_tour.bench._commands import portable_command
 from es_tour.bench._machine import machine, now
-from es_tour.bench.fusion import fit, pools
 from es_tour.bench.retrieval import ndcg_per_round, operator_counts
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodSpec, evaluate, progress_bar
-from es_tour.pipeline import BUDGET_OPTIONS
+from es_tour.evaluation import evaluate, progress_bar
+from es_tour.tuning import BASELINE, CANDIDATES, fit, fused_spec, plain_spec, pools
 
 console = Console(stderr=True)
 BUDGETS = (10, 20, 40)
-BASELINES = ("rerank", "rerank-hybrid")  # rerank-of-kNN and rerank-of-hybrid
-# `name` or `name:key=value`, as `es-tour eval` takes them; the budget option is added
-METHODS = (*BASELINES, "rerank:first_stage=hybrid-linear", "tour-hard", "hybrid-tour",
-           "hybrid-tour:pool=hybrid-linear:lexical=none", "hre", "rm3-agent")
+BASELINES = ("rerank", BASELINE)  # rerank-of-kNN and rerank-hybrid
+METHODS = CANDIDATES
 TARGET = 0.01  # the issue's bar: the best method ≥ rerank-hybrid + 1.0 nDCG@10 points
-ROUNDS_PER_BUDGET = 2  # the refining methods label budget/2 new docs a round, at most 10
-
-
-def plain_spec(method: str, budget: int) -> MethodSpec:
-    """`method` capped at `budget` pairs; TOUR and hybrid-tour label budget/2 a round
-    (≤ 10), so even budget 10 has a round after round 0."""
-    given = MethodSpec.parse(method)
-    name = given.name
-    options: dict[str, Any] = {BUDGET_OPTIONS[name]: budget}
-    if name in ("tour-hard", "hybrid-tour"):
-        options["k"] = min(10, budget // ROUNDS_PER_BUDGET)
-    options |= given.options
-    label = ":".join([name, *(f"{key}={value}" for key, value in options.items())])
-    return MethodSpec(label, name, options, budget)
-
-
-def fused_spec(spec: MethodSpec, w_bm25: float, w_dense: float) -> MethodSpec:
-    options = {**spec.options, "w_bm25": w_bm25, "w_dense": w_dense}
-    return MethodSpec(f"{spec.label}:w_bm25={w_bm25}:w_dense={w_dense}", spec.name, options,
-                      spec.budget)
 
 
 async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None,

@@ -1,8 +1,8 @@
 """Fit final-score fusion weights on train, then report each method plain and fused on test.
 
-Each method runs once per train query; its labelled pool gets BM25 and kNN scores
-(`pool_scores`), and the weights (w_bm25, w_dense) with the best train nDCG@10 on a grid
-are chosen. The test rows come from the shipped path, `name:...:w_bm25=..:w_dense=..`:
+Each method runs once per train query, and the weights (w_bm25, w_dense) with the best
+train nDCG@10 on a grid are chosen (`es_tour.tuning.fit`). The test rows come from the
+shipped path, `name:...:w_bm25=..:w_dense=..`:
 
     python -m es_tour.bench.fusion --dataset ../shared/datasets/scifact \\
         --url http://localhost:9200 --methods rerank-hybrid:k=20,tour-hard:budget=20
@@ -12,67 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
-from dataclasses import dataclass
-
-import numpy as np
 
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import RUN_DEPTH, MethodSpec, evaluate, parse_methods
 from es_tour.metrics import score_run
-from es_tour.pipeline import SearchContext, Timings, build_method
-from es_tour.pipeline._fusion import pool_scores
-from es_tour.tour import fused_scores
-
-GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
-CONCURRENCY = 4
-
-
-@dataclass(frozen=True)
-class Pool:
-    """One query's result: its labelled docs with φ, BM25 and kNN scores, then the rest."""
-
-    ids: list[str]
-    phi: np.ndarray
-    bm25: np.ndarray
-    dense: np.ndarray
-    rest: list[str]
-
-    def ranking(self, w_bm25: float, w_dense: float) -> list[str]:
-        scores = fused_scores(self.phi, self.bm25, self.dense, w_bm25, w_dense)
-        return [self.ids[i] for i in np.argsort(-scores, kind="stable")] + self.rest
-
-
-async def pools(context: SearchContext, spec: MethodSpec, queries: dict[str, str]
-                ) -> dict[str, Pool]:
-    method = build_method(spec.name, context, spec.options)
-    gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(text: str) -> Pool:
-        async with gate:
-            result = await method.search(text, RUN_DEPTH)
-            labelled = [hit for hit in result.hits if hit.label is not None]
-            ids = [hit.id for hit in labelled]
-            bm25, dense = await pool_scores(context, text, ids, Timings())
-        return Pool(ids, np.array([hit.label for hit in labelled]), bm25, dense,
-                    [hit.id for hit in result.hits if hit.label is None])
-
-    found = await asyncio.gather(*(one(text) for text in queries.values()))
-    return dict(zip(queries, found, strict=True))
-
-
-def fit(found: dict[str, Pool], qrels: dict[str, dict[str, int]]) -> tuple[float, float, float]:
-    """The grid's (w_bm25, w_dense) with the best mean nDCG@10, and that nDCG."""
-    best = (0.0, 0.0, -1.0)
-    for w_bm25, w_dense in itertools.product(GRID, GRID):
-        run = {qid: {doc: float(RUN_DEPTH - rank)
-                     for rank, doc in enumerate(pool.ranking(w_bm25, w_dense))}
-               for qid, pool in found.items()}
-        ndcg = score_run(qrels, run)["ndcg@10"]
-        if ndcg > best[2] + 1e-9:
-            best = (w_bm25, w_dense, ndcg)
-    return best
+from es_tour.tuning import fit, pools
 
 
 async def fit_and_report(dataset: BeirDataset, url: str, methods: str, train_queries: int | None,

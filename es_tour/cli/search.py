@@ -1,5 +1,5 @@
-"""`es-tour index`, `es-tour eval`, `es-tour train-agent` and `es-tour demo`: ingest a BEIR
-dataset, compare methods, clone the oracle agent."""
+"""`es-tour index`, `eval`, `tune`, `train-agent` and `demo`: ingest a BEIR
+dataset, compare methods, choose an index's settings, clone the oracle agent."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
 from es_tour.models import DualEncoderLabeler, Labeler, has_corpus_embeddings, load_labeler
 from es_tour.pipeline import (
+    BUDGET_OPTIONS,
     DEFAULT_TEXT_FIELDS,
     RankedHit,
     SearchContext,
@@ -64,7 +65,16 @@ from es_tour.pipeline import (
 )
 from es_tour.recommended import FRONTIER_20, FRONTIER_WHY
 from es_tour.server import ServerConfig, parse_listen
-from es_tour.server._options import Resolved, build, index_settings, resolve
+from es_tour.server._options import Resolved, build, index_settings, resolve, settings_for
+from es_tour.tuning import (
+    BASELINE,
+    CANDIDATES,
+    Splits,
+    choose,
+    fit_candidates,
+    plain_spec,
+    splits,
+)
 
 console = Console()
 
@@ -326,6 +336,18 @@ def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
     return CorpusLabeler(labeler.encoder, data, labeler.name)
 
 
+Budgets = Annotated[str | None, typer.Option(
+    help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
+         "budget, the others once")]
+CorpusVectors = Annotated[bool | None, typer.Option(
+    "--corpus-vectors/--no-corpus-vectors",
+    help="a dual-encoder labeler encodes the whole corpus once (cached in the model cache) "
+         "and labels by dot products, or encodes each labelled doc; the same φ. Default: "
+         "corpus vectors when cached, or when the run labels at least half as many pairs "
+         "as the corpus has docs")]
+Output = Annotated[Path | None, typer.Option(help="write results JSON here")]
+
+
 @app.command("eval")
 @clean_errors
 def eval_command(
@@ -338,20 +360,13 @@ def eval_command(
     labeler: Labeler_ = "default",
     max_queries: Annotated[int | None, typer.Option(help="only the first N queries",
                                                     min=1)] = None,
-    budgets: Annotated[str | None, typer.Option(
-        help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
-             "budget, the others once")] = None,
+    budgets: Budgets = None,
     cold_labels: Annotated[bool, typer.Option(
         "--cold-labels/--label-once",
         help="time each method with an empty label cache, or label each (query, doc) pair "
              "once for the whole run (faster; latencies then hold only new labels)")] = False,
-    corpus_vectors: Annotated[bool | None, typer.Option(
-        "--corpus-vectors/--no-corpus-vectors",
-        help="a dual-encoder labeler encodes the whole corpus once (cached in the model "
-             "cache) and labels by dot products, or encodes each labelled doc; the same φ. "
-             "Default: corpus vectors when cached, or when the run labels at least half as "
-             "many pairs as the corpus has docs")] = None,
-    output: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+    corpus_vectors: CorpusVectors = None,
+    output: Output = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
     ] = None,
@@ -390,6 +405,128 @@ def eval_command(
 
         plot_frontier(summary["methods"], plot, title)
         console.print(f"wrote {plot}")
+
+
+@app.command("tune")
+@clean_errors
+def tune_command(
+    dataset: Dataset,
+    engine: Engine = "opensearch",
+    url: Url = None,
+    index: Index = None,
+    budgets: Annotated[str, typer.Option(
+        help="labeler pairs per query to choose for, e.g. 10,20")] = "10,20",
+    candidates: Annotated[str, typer.Option(
+        help="comma list of name[:key=value...] to choose from (the budget frontier's by "
+             "default); each is capped at the budget")] = ",".join(CANDIDATES),
+    labeler: Labeler_ = "default",
+    fit_queries: Annotated[int | None, typer.Option(
+        help="fit on the first N fitting queries only (default: all)", min=1)] = None,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="write the choice at the largest budget to the index's "
+                        "index.tour.* settings (the plugin validates them)")] = False,
+    corpus_vectors: CorpusVectors = None,
+    output: Output = None,
+    ca_certs: CaCerts = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    verify_certs: VerifyCerts = True,
+) -> None:
+    """Choose the index's method and fusion weights on the dataset's train queries, at
+    each budget; report the choice against rerank-hybrid on held-out queries (test, or a
+    fixed-seed part of the only judged split); with --apply, set it on the index."""
+    data = BeirDataset(dataset)
+    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
+    levels = parse_budgets(budgets)
+    names = [spec.label for spec in parse_methods(candidates)]
+    if not names:
+        raise ConfigError("--candidates names no method")
+    if unbudgeted := [name for name in names if MethodSpec.parse(name).name not in BUDGET_OPTIONS]:
+        raise ConfigError(f"--candidates must label docs (take a budget), not {unbudgeted}")
+    divided = splits(data)
+    fitting = dict(list(divided.queries(data, held_out=False).items())[:fit_queries])
+    writable(output)
+    console.print(f"{data.name}: {divided.describe()}"
+                  + (f" (the first {len(fitting)} fitting queries)" if fit_queries else ""))
+    results = asyncio.run(_tune(target, data, index or data.name, labeler, levels, names,
+                                divided, fitting, corpus_vectors, apply))
+    for budget, result in results["budgets"].items():
+        print_choice(console, data.name, int(budget), result)
+    if output:
+        output.write_text(json.dumps(results, indent=2))
+        console.print(f"wrote {output}")
+
+
+async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: str,
+                budgets: Sequence[int], candidates: Sequence[str], divided: Splits,
+                fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool
+                ) -> dict[str, Any]:
+    """Fit and check at each budget, then (with `apply`) set the largest budget's choice."""
+    context = _context(target, index, labeler)
+    held_out = divided.queries(data, held_out=True)
+    if corpus_vectors is None:
+        specs = [plain_spec(name, budget) for name in candidates for budget in budgets]
+        corpus_vectors = _corpus_vectors_pay(
+            context.labeler, data, expected_pairs(specs, len(fitting) + len(held_out), False))
+    if corpus_vectors:
+        context.labeler = _corpus_labeler(context.labeler, data)
+    fit_qrels = data.qrels(divided.fit)
+    results: dict[str, Any] = {
+        "dataset": data.name, "engine": target.engine, "index": index, "labeler": labeler,
+        "splits": divided.describe(), "fit_queries": len(fitting),
+        "held_out_queries": len(held_out), "fit_qids": list(fitting),
+        "held_out_qids": list(held_out), "budgets": {}}
+    async with context.engine:
+        await _ingest(context, data, replace=False)
+        for budget in budgets:
+            with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
+                              err_console) as advance:
+                fitted = await fit_candidates(context, fitting, fit_qrels, budget, candidates,
+                                              advance)
+            chosen = choose(fitted)
+            baseline = plain_spec(BASELINE, budget)
+            checked = await evaluate(context, data, [chosen.fused, baseline],
+                                     split=divided.held_out, query_ids=held_out,
+                                     cold_labels=False)
+            settings = settings_for(chosen.spec.name, chosen.fused.options)
+            if labeler != "default":
+                settings["index.tour.labeler"] = labeler
+            results["budgets"][str(budget)] = {
+                "candidates": [{"label": each.spec.label, "w_bm25": each.w_bm25,
+                                "w_dense": each.w_dense, "fit_ndcg@10": each.fit_ndcg,
+                                "chosen": each is chosen}
+                               for each in fitted],
+                "choice": chosen.fused.label, "settings": settings,
+                "held_out": {report.spec.label: report.summary() for report in checked},
+                "baseline": baseline.label}
+        if apply:
+            budget = max(budgets)
+            chosen_settings = results["budgets"][str(budget)]["settings"]
+            await _apply_settings(context.engine, index, chosen_settings,
+                                  f"tune's choice at {budget} labeler pairs per query",
+                                  ServerConfig(upstream=target.url, engine=target.engine))
+            results["applied"] = {"budget": budget, "settings": chosen_settings}
+    return results
+
+
+def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, Any]) -> None:
+    """One budget's candidates with their fitted weights, then the choice against the
+    baseline on the held-out queries."""
+    table = Table("candidate", "w_bm25", "w_dense", "fit nDCG@10",
+                  title=f"{dataset} at {budget} labeler pairs per query")
+    for each in result["candidates"]:
+        label = each["label"] + (" (chosen)" if each["chosen"] else "")
+        table.add_row(Text(label), str(each["w_bm25"]), str(each["w_dense"]),
+                      f"{each['fit_ndcg@10']:.4f}")
+    out.print(table)
+    held = result["held_out"]
+    mine, base = held[result["choice"]], held[result["baseline"]]
+    gain = mine["ndcg@10"] - base["ndcg@10"]
+    out.print(Text(f"held out: {result['choice']} nDCG@10 {mine['ndcg@10']:.4f} against "
+                   f"{result['baseline']} {base['ndcg@10']:.4f} ({gain:+.4f}); R@100 "
+                   f"{mine['recall@100']:.4f} against {base['recall@100']:.4f}"),
+              soft_wrap=True)
+    out.print(Text(f"settings: {settings_text(result['settings'])}"), soft_wrap=True)
 
 
 @app.command("train-agent")
@@ -524,7 +661,8 @@ async def _first_comparison(context: SearchContext, config: ServerConfig, qid: s
                             text: str, relevant: Mapping[str, int]) -> Resolved:
     """Apply the recommended settings, then show the query's top 5 by knn and bm25 against
     the method the index's settings now name, relevant hits marked; returns that method."""
-    chosen = await _apply_recommended(context.engine, context.index, config)
+    chosen = await _apply_settings(context.engine, context.index, FRONTIER_20, FRONTIER_WHY,
+                                   config)
     console.print(f"\n[bold]query {qid}:[/] {text}")
     configured = _resolved_context(context, chosen)
     for label, method, method_context, options, note in (
@@ -541,16 +679,16 @@ async def _first_comparison(context: SearchContext, config: ServerConfig, qid: s
     return chosen
 
 
-async def _apply_recommended(adapter: ClientEngine, index: str, config: ServerConfig
-                             ) -> Resolved:
-    """Put the budget frontier's recommended settings on `index` (the plugin validates
-    them: a bad one is the engine's 400), say which and why in one line, and resolve what
-    the index now names as the sidecar does (`_options.resolve`, no request layer)."""
+async def _apply_settings(adapter: ClientEngine, index: str, settings: Mapping[str, Any],
+                          why: str, config: ServerConfig) -> Resolved:
+    """Put `settings` on `index` (the plugin validates them: a bad one is the engine's
+    400), say which and why in one line, and resolve what the index now names as the
+    sidecar does (`_options.resolve`, no request layer)."""
     with adapter.engine_errors():
-        await adapter.put_settings(index, FRONTIER_20)
+        await adapter.put_settings(index, settings)
         flat = await adapter.settings(index)
     console.print(Text.from_markup(f"applied to [bold]{escape(index)}[/] "
-                                   f"{escape(settings_text(FRONTIER_20))}: {FRONTIER_WHY}"),
+                                   f"{escape(settings_text(settings))}: {escape(why)}"),
                   soft_wrap=True)
     return resolve({}, index_settings(flat), config.defaults())
 

@@ -65,6 +65,19 @@ def setting_names(method: str) -> dict[str, str]:
     return names | (_BUDGET if BUDGET_OPTIONS[method] == "budget" else {}) | _FUSION
 
 
+def settings_for(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat `index.tour.*` settings that make an index run `method` with `options`
+    (`setting_names` read backwards); an option no setting holds is an error, since the
+    index would silently run without it."""
+    setting_of = {option: setting for setting, option in setting_names(method).items()}
+    if unheld := sorted(set(options) - set(setting_of)):
+        raise ConfigError(f"{method} option(s) {unheld} have no index.tour.* setting; they "
+                          "can only be given per request (ext.tour)")
+    return {f"{SETTINGS_PREFIX}enabled": True, f"{SETTINGS_PREFIX}method": check_method(method),
+            **{SETTINGS_PREFIX + setting_of[option]: value
+               for option, value in options.items()}}
+
+
 def method_names() -> list[str]:
     return list(METHODS)
 

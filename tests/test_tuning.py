@@ -1,0 +1,92 @@
+"""tune's pure parts: where its queries come from, which candidate it chooses, and the
+settings that make an index run the choice (no engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from es_tour.datasets import BeirDataset
+from es_tour.errors import ConfigError
+from es_tour.evaluation import MethodSpec
+from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
+from es_tour.server._options import index_settings, resolve, settings_for
+from es_tour.tuning import (
+    CANDIDATES,
+    HELD_OUT_SHARE,
+    Fitted,
+    choose,
+    fused_spec,
+    plain_spec,
+    splits,
+)
+
+
+def _collection(root: Path, split_queries: dict[str, int]) -> BeirDataset:
+    """A BEIR directory whose splits judge `n` queries each (ids <split>-<i>)."""
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "a doc"}\n')
+    ids = {split: [f"{split}-{i}" for i in range(n)] for split, n in split_queries.items()}
+    (root / "queries.jsonl").write_text("".join(
+        f'{{"_id": "{qid}", "text": "query {qid}"}}\n' for qids in ids.values() for qid in qids))
+    for split, qids in ids.items():
+        (root / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"{qid}\td1\t1\n" for qid in qids))
+    return BeirDataset(root)
+
+
+def test_train_fits_and_test_checks_when_both_are_judged(tmp_path):
+    data = _collection(tmp_path, {"train": 5, "test": 3})
+    divided = splits(data)
+    assert (divided.fit, divided.held_out) == ("train", "test")
+    assert set(divided.queries(data, held_out=False)) == {f"train-{i}" for i in range(5)}
+    assert set(divided.queries(data, held_out=True)) == {f"test-{i}" for i in range(3)}
+
+
+def test_one_judged_split_is_divided_with_a_fixed_seed(tmp_path):
+    data = _collection(tmp_path, {"test": 40})
+    divided = splits(data)
+    fit, held = divided.queries(data, False), divided.queries(data, True)
+    assert not set(fit) & set(held) and len(fit) + len(held) == 40
+    assert len(held) == round(40 * HELD_OUT_SHARE)
+    assert splits(data) == divided  # the same queries held out on every run
+    assert set(held) != {f"test-{i}" for i in range(len(held))}  # drawn, not the first N
+    assert "held out with seed" in divided.describe()
+
+
+@pytest.mark.parametrize("judged", [{}, {"dev": 4, "test": 4}, {"test": 1}])
+def test_a_collection_tune_cannot_divide_is_a_clear_error(tmp_path, judged):
+    with pytest.raises(ConfigError, match=r"tune needs a train split|too few to hold"):
+        splits(_collection(tmp_path, judged))
+
+
+def test_the_best_fitted_candidate_is_chosen_and_the_earlier_on_a_tie():
+    fitted = [Fitted(plain_spec(name, 20), 0.1, 0.0, ndcg)
+              for name, ndcg in zip(CANDIDATES[:4], (0.70, 0.75, 0.75, 0.60), strict=True)]
+    assert choose(fitted) is fitted[1]
+
+
+@pytest.mark.parametrize("budget", [10, 20, 40])
+@pytest.mark.parametrize("candidate", CANDIDATES)
+def test_the_settings_of_a_choice_resolve_to_its_method_and_options(candidate, budget):
+    spec = fused_spec(plain_spec(candidate, budget), 0.3, 0.1)
+    settings = settings_for(spec.name, spec.options)
+    # the engine hands settings back as strings
+    flat = {key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in settings.items()}
+    defaults = {"method": "knn", "labeler": "default", "encoder": "retriever",
+                "vector_field": "embedding", "text_fields": ("title", "text")}
+    resolved = resolve({}, index_settings(flat), defaults)
+    assert (resolved.method, resolved.options) == (spec.name, spec.options)
+    assert index_settings(flat)["enabled"] is True
+
+
+def test_the_frontier_settings_are_its_label_as_settings():
+    spec = MethodSpec.parse(f"{FRONTIER_LABEL}:w_dense=0.0")
+    assert settings_for(spec.name, spec.options) == FRONTIER_20
+
+
+def test_an_option_only_a_request_can_give_is_refused():
+    with pytest.raises(ConfigError, match=r"\['scale'\] have no index.tour"):
+        settings_for("tour-hard", {"k": 10, "scale": 2.0})
