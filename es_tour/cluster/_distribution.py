@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -149,14 +150,18 @@ class Distribution:
                 f"not {self.engine} {self.version}: `make plugin` builds each (docs/plugin.md)"
             )
         home = self.ensure_installed()
+        # the build is reproducible (plugin/pom.xml), so the same source is the same digest
         digest = hashlib.sha256(archive.read_bytes()).hexdigest()
         name = descriptor["name"]
         marker = home / "plugins" / name / ".es-tour-sha256"
-        if marker.is_file() and marker.read_text() == digest:
-            return
-        shutil.rmtree(home / "plugins" / name, ignore_errors=True)
-        _install_plugin(home, archive, str(archive), self.java_env())
-        marker.write_text(digest)
+        # every checkout's nodes share this home: one install at a time
+        with (home / ".es-tour-plugins.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if marker.is_file() and marker.read_text() == digest:
+                return
+            shutil.rmtree(home / "plugins" / name, ignore_errors=True)
+            _install_plugin(home, archive, str(archive), self.java_env())
+            marker.write_text(digest)
 
     def java_home(self) -> Path:
         """A JDK it runs on (see `es_tour.cluster._java.java_home`)."""
