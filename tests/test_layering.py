@@ -55,7 +55,7 @@ LAYERS = {
     "tour": 3,
     "pipeline": 4, "ingest": 4, "judgements": 4,
     "agents": 5,
-    "evaluation": 6,
+    "evaluation": 6, "tuning": 6,  # tuning: the frontier's fit, for `es-tour tune` and the bench
     "server": 7,
     "training": 8, "bench": 8,
     "cli": 9, "__main__": 9,

@@ -28,7 +28,7 @@ from es_tour.server._ops import (
     ops_answer,
     passthrough_outcome,
 )
-from es_tour.server._options import index_settings
+from es_tour.server._options import index_settings, layered_text_fields
 from es_tour.server._playground import playground_routes
 from es_tour.server._query import Passthrough
 from es_tour.server._request import (
@@ -153,13 +153,9 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
     if not explicit and not _enabled(settings):
         raise Passthrough(NOT_ENABLED)
     tour = body.get("ext", {}).get("tour", {}) if explicit else {}
-    text_fields = (tour.get("text_fields") if isinstance(tour, Mapping) else None) \
-        or index_settings(settings or {}).get("text_fields") or service.config.text_fields
-    if isinstance(text_fields, str):
-        text_fields = [text_fields]
-    if not isinstance(text_fields, (list, tuple)) or not all(
-            isinstance(name, str) for name in text_fields):
-        raise ConfigError(f"text_fields must be a non-empty list of names, got {text_fields!r}")
+    text_fields = layered_text_fields(tour if isinstance(tour, Mapping) else {},
+                                      index_settings(settings or {}),
+                                      service.config.text_fields)
     try:
         return parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
     except Passthrough as verdict:

@@ -164,19 +164,34 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
             continue
         option = names.get(key, key)  # setting names and option names are both accepted
         options[option], origins[option] = value, "request"
-    text_fields = pick("text_fields")
-    if isinstance(text_fields, str):
-        text_fields = (text_fields,)
-    if not isinstance(text_fields, (list, tuple)) or not text_fields:
-        raise ConfigError(f"text_fields must be a non-empty list of names, got {text_fields!r}")
+    text_fields = checked_text_fields(pick("text_fields"))
     labeler, encoder, vector_field = pick("labeler"), pick("encoder"), pick("vector_field")
     for key, value in (("labeler", labeler), ("encoder", encoder), ("vector_field", vector_field)):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         if key in MODEL_KEYS and origins[key] == "request":
             _registry_model(key, value)
-    return Resolved(method, options, labeler, encoder, vector_field,
-                    tuple(str(f) for f in text_fields), origins)
+    return Resolved(method, options, labeler, encoder, vector_field, text_fields, origins)
+
+
+def layered_text_fields(request: Mapping[str, Any], settings: Mapping[str, Any],
+                        default: Any) -> tuple[str, ...]:
+    """The text fields as `resolve` picks them (request > index > server), before the
+    method is known: the query's text is read from these fields' clauses."""
+    for layer in (request, settings):
+        if layer.get("text_fields") is not None:
+            return checked_text_fields(layer["text_fields"])
+    return checked_text_fields(default)
+
+
+def checked_text_fields(value: Any) -> tuple[str, ...]:
+    """A name or a non-empty list of names, as a tuple; else a ConfigError (a 400)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(name, str) and name for name in value):
+        raise ConfigError(f"text_fields must be a non-empty list of names, got {value!r}")
+    return tuple(value)
 
 
 def _registry_model(key: str, name: str) -> None:
