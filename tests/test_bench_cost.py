@@ -53,7 +53,8 @@ def test_the_page_gives_each_target_its_verdict() -> None:
               "same_rankings_as_no_reuse": {"empty-store": 3, "warm-store": 3},
               "same_rankings_of": 3}
     page = markdown({"command": "python -m es_tour.bench.cost", "date": "d", "machine": "m",
-                     "stream": 10, "no_reuse_queries": 10, "throughput_queries": 4,
+                     "stream": 10, "no_reuse_queries": 10, "empty_store_queries": 10,
+                     "throughput_queries": 4,
                      "engines": [engine]})
     rows = {line.split(" | ")[0].lstrip("| "): line for line in page.splitlines()
             if line.startswith("| warm") or line.startswith("| empty")}
