@@ -433,8 +433,9 @@ def tune_command(
     verify_certs: VerifyCerts = True,
 ) -> None:
     """Choose the index's method and fusion weights on the dataset's train queries, at
-    each budget; report the choice against rerank-hybrid on held-out queries (test, or a
-    fixed-seed part of the only judged split); with --apply, set it on the index."""
+    each budget; check the choice against rerank-hybrid on held-out queries (test, or a
+    fixed-seed part of the only judged split) and recommend it if it holds up there, else
+    rerank-hybrid; with --apply, set the recommendation on the index."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     levels = parse_budgets(budgets)
@@ -488,7 +489,12 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
             checked = await evaluate(context, data, [chosen.fused, baseline],
                                      split=divided.held_out, query_ids=held_out,
                                      cold_labels=False)
-            settings = settings_for(chosen.spec.name, chosen.fused.options)
+            scores = {report.spec.label: report.summary() for report in checked}
+            # the choice only if it holds up on queries the fit never saw: a fit on few
+            # queries can pick a candidate that trails the plain reranker
+            holds = scores[chosen.fused.label]["ndcg@10"] >= scores[baseline.label]["ndcg@10"]
+            kept = chosen.fused if holds else baseline
+            settings = settings_for(kept.name, kept.options)
             if labeler != "default":
                 settings["index.tour.labeler"] = labeler
             results["budgets"][str(budget)] = {
@@ -496,16 +502,15 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                                 "w_dense": each.w_dense, "fit_ndcg@10": each.fit_ndcg,
                                 "chosen": each is chosen}
                                for each in fitted],
-                "choice": chosen.fused.label, "settings": settings,
-                "held_out": {report.spec.label: report.summary() for report in checked},
-                "baseline": baseline.label}
+                "choice": chosen.fused.label, "baseline": baseline.label, "held_out": scores,
+                "recommended": kept.label, "settings": settings}
         if apply:
             budget = max(budgets)
-            chosen_settings = results["budgets"][str(budget)]["settings"]
-            await _apply_settings(context.engine, index, chosen_settings,
-                                  f"tune's choice at {budget} labeler pairs per query",
+            recommended = results["budgets"][str(budget)]
+            await _apply_settings(context.engine, index, recommended["settings"],
+                                  f"tune's recommendation at {budget} labeler pairs per query",
                                   ServerConfig(upstream=target.url, engine=target.engine))
-            results["applied"] = {"budget": budget, "settings": chosen_settings}
+            results["applied"] = {"budget": budget, "settings": recommended["settings"]}
     return results
 
 
@@ -526,7 +531,12 @@ def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, A
                    f"{result['baseline']} {base['ndcg@10']:.4f} ({gain:+.4f}); R@100 "
                    f"{mine['recall@100']:.4f} against {base['recall@100']:.4f}"),
               soft_wrap=True)
-    out.print(Text(f"settings: {settings_text(result['settings'])}"), soft_wrap=True)
+    if result["recommended"] != result["choice"]:
+        out.print(Text(f"the choice trails {result['baseline']} on the held-out queries, so "
+                       f"tune recommends {result['baseline']} (fit on more queries to choose "
+                       "again)"), soft_wrap=True)
+    out.print(Text(f"recommended settings: {settings_text(result['settings'])}"),
+              soft_wrap=True)
 
 
 @app.command("train-agent")
