@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from es_tour.bench.subset import write_subset
 from es_tour.recommended import FRONTIER_20
 from integration_tests.test_cli_engine import es_tour
 
@@ -111,27 +112,11 @@ def test_demo_applies_the_frontier_settings_and_shows_the_indexs_method_first(de
     assert "No relevant doc in these queries' top 10 came from a later round" in out
 
 
-def _small_collection(scifact, root, docs: int = 150, queries: int = 3):
-    """The first test queries, their relevant docs and the first others of SciFact, in
-    BEIR form under `root` (a temporary directory: the data never enters the repo)."""
-    qrels = scifact.qrels("test")
-    kept = list(qrels)[:queries]
-    wanted = {doc for qid in kept for doc in qrels[qid]}
-    lines = (scifact.root / "corpus.jsonl").read_text().splitlines()
-    corpus = [line for line in lines if json.loads(line)["_id"] in wanted]
-    corpus += [line for line in lines if line not in corpus][: docs - len(corpus)]
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
-    texts = scifact.queries("test")
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": qid, "text": texts[qid]}) + "\n" for qid in kept))
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{qid}\t{doc}\t{grade}\n" for qid in kept for doc, grade in qrels[qid].items()))
-    return root
-
-
 def test_corpus_vectors_give_the_same_labels_as_encoding_each_doc(nodes, scifact, tmp_path):
-    small = _small_collection(scifact, tmp_path / "scifact-small")
+    # the first 3 test queries, their relevant docs and others up to 150, in a temporary
+    # directory: the data never enters the repo
+    small = tmp_path / "scifact-small"
+    write_subset(scifact, docs=150, queries=3, out=small)
     runs = {}
     for flag in ("--no-corpus-vectors", "--corpus-vectors"):
         output = tmp_path / f"{flag}.json"
