@@ -41,7 +41,7 @@ browser:
 		(apt-get update && apt-get install -y chromium chromium-driver)
 
 test: install models plugin browser lint typecheck
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests integration_tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests integration_tests
 
 unit: install
 	$(BIN)/python -m pytest -q tests
