@@ -439,11 +439,12 @@ def tune_command(
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     levels = parse_budgets(budgets)
-    names = [spec.label for spec in parse_methods(candidates)]
-    if not names:
+    specs = parse_methods(candidates)
+    if not specs:
         raise ConfigError("--candidates names no method")
-    if unbudgeted := [name for name in names if MethodSpec.parse(name).name not in BUDGET_OPTIONS]:
+    if unbudgeted := [spec.label for spec in specs if spec.name not in BUDGET_OPTIONS]:
         raise ConfigError(f"--candidates must label docs (take a budget), not {unbudgeted}")
+    names = [spec.label for spec in specs]
     divided = splits(data)
     fitting = dict(list(divided.queries(data, held_out=False).items())[:fit_queries])
     writable(output)

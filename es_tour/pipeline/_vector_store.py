@@ -121,8 +121,8 @@ class VectorStore:
             if queued >= MAX_PENDING:
                 self.counts.dropped += 1
                 continue
+            queued += record_id(key) not in pending  # a key queued again replaces its record
             pending[record_id(key)] = record(key, vector)
-            queued += 1
         if queued >= FLUSH_DOCS:
             self._wake.set()
 
