@@ -79,10 +79,16 @@ def retriever():
 
 
 @pytest.fixture(scope="session")
-def labeler():
-    from es_tour.models import load_labeler
+def corpus_labeler(scifact):
+    """The default labeler (bge-small) over SciFact's corpus vectors, which its model cache
+    keeps after the first run: each pair is a row lookup, with the φ of query time."""
+    from es_tour.agents import CorpusLabeler
+    from es_tour.models import DualEncoder, model_path
+    from onnx_models import spec
 
-    return load_labeler("default")
+    default = spec("default")
+    return CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
+                         scifact, default.name)
 
 
 @pytest.fixture(scope="module")

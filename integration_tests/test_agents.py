@@ -19,10 +19,9 @@ from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import MethodSpec, evaluate
-from es_tour.models import DualEncoder, model_path
+from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 from es_tour.training import sample_queries, train_policy
-from onnx_models import spec
 
 SAMPLE, SEED = 100, 13  # test queries, fixed sample
 # train queries the policy is cloned from: only about 1 in 20 has a Δq that raises
@@ -40,13 +39,10 @@ def policy_name(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def models(scifact: BeirDataset) -> tuple[DualEncoder, CorpusLabeler]:
-    """The query encoder, and the default labeler over its cached corpus vectors (computed
-    on first use)."""
-    default = spec("default")
-    return (DualEncoder(model_path("minilm-l6")),
-            CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
-                          scifact))
+def models(retriever: DualEncoder, corpus_labeler: CorpusLabeler
+           ) -> tuple[DualEncoder, CorpusLabeler]:
+    """The query encoder, and the default labeler over its cached corpus vectors."""
+    return retriever, corpus_labeler
 
 
 async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(

@@ -12,11 +12,11 @@ ANSERINI_BM25_MULTIFIELD = 0.665
 
 
 async def test_bm25_and_knn_ndcg_agree_across_engines(nodes, scifact, scifact_index, retriever,
-                                                      labeler):
+                                                      corpus_labeler):
     ndcg = {}
     for name, status in nodes.items():
         async with connect(name, status.url) as engine:
-            context = SearchContext(engine, scifact_index, retriever, labeler)
+            context = SearchContext(engine, scifact_index, retriever, corpus_labeler)
             reports = await evaluate(context, scifact, [MethodSpec.parse("bm25"),
                                                         MethodSpec.parse("knn")])
         ndcg[name] = {r.spec.label: r.metrics["ndcg@10"] for r in reports}

@@ -34,13 +34,15 @@ def explored(report: MethodReport) -> float:
 
 
 @asynccontextmanager
-async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "opensearch"
+async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "opensearch",
+                         labeler_max_length: int | None = None
                          ) -> AsyncIterator[SearchContext]:
     """The dataset's index on the node at `url` (built if missing), searched with minilm-l6
-    and labelled by the default labeler over its cached corpus vectors."""
+    and labelled by the default labeler over its cached corpus vectors (of docs cut to
+    `labeler_max_length` tokens when given)."""
     default = spec("default")
-    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
-                            dataset)
+    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision,
+                                        max_length=labeler_max_length), dataset)
     encoder = DualEncoder(model_path("minilm-l6"))
     async with connect(engine_name, url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,

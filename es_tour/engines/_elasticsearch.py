@@ -10,6 +10,7 @@ from elasticsearch import TransportError as ElasticTransportError
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
+from es_tour.engines._json import ElasticsearchSerializer
 from es_tour.engines._types import IndexSpec
 
 
@@ -21,7 +22,7 @@ class ElasticsearchEngine(ClientEngine):
     def __init__(self, url: str | Sequence[str], **client_options: Any):
         super().__init__(
             AsyncElasticsearch(url if isinstance(url, str) else list(url), request_timeout=60,
-                               **client_options),
+                               serializer=ElasticsearchSerializer(), **client_options),
             async_bulk,
             NotFoundError,
             BadRequestError,

@@ -12,6 +12,7 @@ from opensearchpy.client.utils import NamespacedClient
 from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
+from es_tour.engines._json import OpenSearchSerializer
 from es_tour.engines._types import IndexSpec
 
 _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
@@ -33,8 +34,9 @@ class OpenSearchEngine(ClientEngine):
     def __init__(self, url: str | Sequence[str], **client_options: Any):
         hosts = [url] if isinstance(url, str) else list(url)
         super().__init__(
-            AsyncOpenSearch(hosts=hosts, timeout=60, **client_options), async_bulk, NotFoundError,
-            RequestError,
+            AsyncOpenSearch(hosts=hosts, timeout=60, serializer=OpenSearchSerializer(),
+                            **client_options),
+            async_bulk, NotFoundError, RequestError,
         )
 
     def _bind(self, headers: dict[str, str]) -> Any:

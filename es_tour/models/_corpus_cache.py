@@ -62,7 +62,7 @@ def _cache_files(
     m = encoder.manifest
     key = hashlib.sha256(
         json.dumps([
-            m.files[m.models[encoder.precision]], encoder.precision, m.max_length,
+            m.files[m.models[encoder.precision]], encoder.precision, encoder.max_length,
             encoder.doc_prefix, m.pooling, m.normalize, _content_digest(corpus_path),
             len(texts),
         ]).encode()

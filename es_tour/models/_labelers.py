@@ -160,7 +160,7 @@ class DualEncoderLabeler(_CachedLabeler):
         max_length, doc prefix and pooling. Vectors kept outside this process (the engine's
         store) are kept under it, so another model's are never read as this one's."""
         e, m = self.encoder, self.encoder.manifest
-        facts = [m.files[m.models[e.precision]], e.precision, m.max_length, e.doc_prefix,
+        facts = [m.files[m.models[e.precision]], e.precision, e.max_length, e.doc_prefix,
                  m.pooling, m.normalize]
         return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:12]
 

@@ -47,7 +47,9 @@ class _OnnxModel:
         threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         providers: Sequence[str] | None = None,
+        max_length: int | None = None,
     ) -> None:
+        """`max_length` truncates inputs below the manifest's (a cheaper doc encoding)."""
         if precision not in PRECISIONS:
             raise ConfigError(f"precision [{precision}] is not one of {list(PRECISIONS)}")
         if threads is not None and threads < 1:
@@ -67,6 +69,10 @@ class _OnnxModel:
                 f"[{self.path}] has no {precision} model; it has {sorted(manifest.models)}"
             )
         self.manifest: Manifest = manifest
+        self.max_length = manifest.max_length if max_length is None else max_length
+        if not 2 <= self.max_length <= manifest.max_length:
+            raise ConfigError(f"max_length [{self.max_length}] must be between 2 and the "
+                              f"model's [{manifest.max_length}]")
         self.precision = precision
         self.batch_size = batch_size
         model_file = self.path / manifest.models[precision]
@@ -74,7 +80,7 @@ class _OnnxModel:
         for needed in (model_file, tokenizer_file):
             if not needed.is_file():
                 raise ModelError(f"[{needed}] is missing; rebuild the model directory")
-        self._tokenizer = _load_tokenizer(tokenizer_file, manifest.max_length)
+        self._tokenizer = _load_tokenizer(tokenizer_file, self.max_length)
         ort = _onnxruntime()
         options = ort.SessionOptions()
         if threads is not None:
@@ -158,9 +164,10 @@ class DualEncoder(_OnnxModel):
         providers: Sequence[str] | None = None,
         query_prefix: str | None = None,
         doc_prefix: str | None = None,
+        max_length: int | None = None,
     ) -> None:
         """`query_prefix` / `doc_prefix` replace the manifest's when given (ablations)."""
-        super().__init__(path, precision, threads, batch_size, providers)
+        super().__init__(path, precision, threads, batch_size, providers, max_length)
         self.query_prefix = self.manifest.query_prefix if query_prefix is None else query_prefix
         self.doc_prefix = self.manifest.doc_prefix if doc_prefix is None else doc_prefix
 

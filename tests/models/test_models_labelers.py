@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from es_tour.errors import ConfigError
 from es_tour.models import (
     CrossEncoder,
     CrossEncoderLabeler,
@@ -171,3 +173,21 @@ def test_the_fingerprint_names_the_model_and_its_precision(minilm_dir):
     assert fp32.fingerprint == DualEncoderLabeler(DualEncoder(minilm_dir)).fingerprint
     int8 = DualEncoderLabeler(DualEncoder(minilm_dir, "int8"))
     assert int8.fingerprint != fp32.fingerprint
+
+
+def test_a_shorter_max_length_cuts_long_docs_only_and_keys_their_vectors_apart(minilm_dir):
+    """max_length truncates the doc encoding: a short doc keeps its vector, a long one's
+    changes, and the labeler's fingerprint (the store's key) tells the two apart."""
+    full, cut = DualEncoder(minilm_dir), DualEncoder(minilm_dir, max_length=16)
+    long_doc = " ".join(["vitamin d deficiency raises the risk of bone fractures"] * 20)
+    short_doc = "Elasticsearch shards."
+    assert np.allclose(full.encode_docs([short_doc]), cut.encode_docs([short_doc]), atol=1e-5)
+    assert not np.allclose(full.encode_docs([long_doc]), cut.encode_docs([long_doc]), atol=1e-3)
+    assert DualEncoderLabeler(full).fingerprint != DualEncoderLabeler(cut).fingerprint
+
+
+def test_a_max_length_beyond_the_models_is_refused(minilm_dir):
+    with pytest.raises(ConfigError, match="max_length"):
+        DualEncoder(minilm_dir, max_length=10_000)
+    with pytest.raises(ConfigError, match="max_length"):
+        DualEncoder(minilm_dir, max_length=1)

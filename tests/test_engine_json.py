@@ -1,0 +1,62 @@
+"""The engine clients' JSON (es_tour.engines._json): orjson, with the json module for what
+orjson refuses, and each client's own error for what is not JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from elastic_transport import SerializationError as ElasticSerializationError
+from opensearchpy.exceptions import SerializationError as OpenSearchSerializationError
+
+from es_tour.engines import connect
+from es_tour.engines._json import ElasticsearchSerializer, OpenSearchSerializer
+
+PAGE = {"hits": {"total": {"value": 2}, "hits": [
+    {"_id": "1", "_score": 1.5, "_source": {"text": "café ☕", "embedding": [0.25, -1e-8, 3.0]}},
+    {"_id": "2", "_score": None, "_source": {"text": "", "embedding": []}}]}}
+HUGE = 2**70  # past orjson's 64 bits, yet valid JSON (an unsigned_long sum can reach it)
+
+
+@pytest.mark.parametrize("serializer", [ElasticsearchSerializer(), OpenSearchSerializer()])
+def test_a_page_reads_and_writes_as_the_json_module_does(serializer):
+    text = json.dumps(PAGE)
+    assert serializer.loads(text.encode() if isinstance(serializer, ElasticsearchSerializer)
+                            else text) == json.loads(text)
+    assert json.loads(serializer.dumps(PAGE)) == PAGE
+
+
+@pytest.mark.parametrize("serializer", [ElasticsearchSerializer(), OpenSearchSerializer()])
+def test_integers_past_64_bits_fall_back_to_the_json_module(serializer):
+    text = json.dumps({"value": HUGE})
+    raw = text.encode() if isinstance(serializer, ElasticsearchSerializer) else text
+    assert serializer.loads(raw) == {"value": HUGE}
+    assert json.loads(serializer.dumps({"value": HUGE})) == {"value": HUGE}
+
+
+@pytest.mark.parametrize("serializer", [ElasticsearchSerializer(), OpenSearchSerializer()])
+def test_numpy_vectors_are_written_as_lists(serializer):
+    vector = np.array([0.5, -0.25], dtype=np.float32)
+    assert json.loads(serializer.dumps({"vector": vector})) == {"vector": [0.5, -0.25]}
+
+
+def test_what_is_not_json_is_each_clients_own_error():
+    with pytest.raises(ElasticSerializationError):
+        ElasticsearchSerializer().loads(b"{not json")
+    with pytest.raises(OpenSearchSerializationError):
+        OpenSearchSerializer().loads("{not json")
+
+
+@pytest.mark.parametrize("engine", ["opensearch", "elasticsearch"])
+async def test_both_clients_are_given_these_serializers(engine):
+    """Fails when an engine's client is left on the json module."""
+    async with connect(engine, "http://localhost:1") as adapter:
+        transport = adapter._client.transport
+        if engine == "elasticsearch":  # responses come as application/vnd.elasticsearch+json
+            read = transport.serializers.serializers["application/vnd.elasticsearch+json"]
+            assert isinstance(read, ElasticsearchSerializer)
+        else:
+            assert isinstance(transport.deserializer.serializers["application/json"],
+                              OpenSearchSerializer)
+            assert isinstance(transport.serializer, OpenSearchSerializer)
