@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -178,11 +178,14 @@ async def evaluate(
 
     `query_ids` keeps only those queries, `max_queries` the first N of what is kept.
     With `cold_labels` every method starts with an empty labeler cache, so none is timed
-    on labels another paid for; pairs scored are counted per search either way.
+    on labels another paid for; without, the methods also share each query's embedding.
+    Pairs scored are counted per search either way.
     """
     qrels = dataset.qrels(split)
     queries = [(qid, text) for qid, text in dataset.queries(split).items()
                if query_ids is None or qid in query_ids][:max_queries]
+    if not cold_labels:  # latency is not measured: methods share each query's vector too
+        context = replace(context, query_vectors={})
     built = build_methods(context, methods, qrels, dict(queries))
     reports = []
     for spec, method in built:

@@ -276,3 +276,28 @@ class EmptyStore(ExactStore):
 async def test_tour_on_an_empty_index_finds_nothing_without_failing(fake_context, name):
     result = await build_method(name, fake_context(EmptyStore(), QUERY, PHI)).search("q", 10)
     assert result.hits == [] and result.pairs_scored == 0
+
+
+class CountingEncoder:
+    def __init__(self):
+        self.calls = 0
+
+    def encode_queries(self, texts):
+        self.calls += 1
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+
+async def test_a_shared_query_vector_is_embedded_once_and_given_as_a_copy():
+    """evaluate's memo across methods: one model run per text, and a method that moves the
+    vector it got (TOUR) leaves the next method's untouched."""
+    from es_tour.pipeline import Timings
+
+    encoder = CountingEncoder()
+    context = SearchContext(None, "idx", encoder, None, query_vectors={})  # type: ignore[arg-type]
+    first = await context.embed_query("vitamin d", Timings())
+    first += 5.0
+    again = await context.embed_query("vitamin d", Timings())
+    assert encoder.calls == 1 and again.tolist() == [1.0, 1.0, 1.0]
+    await SearchContext(None, "idx", encoder, None).embed_query(  # type: ignore[arg-type]
+        "vitamin d", Timings())
+    assert encoder.calls == 2  # without the memo (the sidecar's contexts) each call embeds

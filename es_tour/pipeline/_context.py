@@ -70,15 +70,24 @@ class SearchContext:
     label_batch: int = DEFAULT_LABEL_BATCH
     lexical_query: Mapping[str, Any] | None = None
     store: VectorStore | None = None
+    # query text -> its vector, across an evaluation's methods when latency is not measured
+    # (a sidecar's searches never share it: each request has its own context)
+    query_vectors: dict[str, np.ndarray] | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
 
     async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
+        if self.query_vectors is not None and query in self.query_vectors:
+            return self.query_vectors[query].copy()  # a copy: TOUR moves the vector it gets
         with timings.model():
             if self.pool is None:
-                return np.asarray(self.encoder.encode_queries([query])[0])
-            return await self.pool.embed(lambda: self.encoder.encode_queries([query])[0])
+                vector = np.asarray(self.encoder.encode_queries([query])[0])
+            else:
+                vector = await self.pool.embed(lambda: self.encoder.encode_queries([query])[0])
+        if self.query_vectors is not None:
+            self.query_vectors[query] = vector.copy()
+        return vector
 
     async def label(
         self, query: str, hits: Sequence[Hit], timings: Timings, labels: LabelCache
