@@ -62,11 +62,14 @@ class BeirDataset:
         self.root = Path(root)
         if not self.root.is_dir():
             raise ConfigError(f"{self.root} is not a directory (a BEIR dataset is one)")
-        if not (self.root / "corpus.jsonl").is_file():
-            raise ConfigError(f"{self.root} is not a BEIR dataset: corpus.jsonl is missing")
+        if not any((self.root / name).is_file() for name in ("corpus.jsonl", "queries.jsonl")):
+            raise ConfigError(f"{self.root} is not a BEIR dataset: it has neither corpus.jsonl "
+                              "nor queries.jsonl")
         self.name = self.root.name
 
     def corpus(self) -> Iterator[Document]:
+        """The docs. Judgements for an index es-tour did not make (queries.jsonl and qrels/
+        naming its doc ids) need none: eval and tune search that index as it is."""
         for row in _json_lines(self.root / "corpus.jsonl", ("_id",)):
             yield Document(str(row["_id"]), row.get("title", ""), row.get("text", ""))
 

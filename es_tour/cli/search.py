@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -65,7 +66,14 @@ from es_tour.pipeline import (
 )
 from es_tour.recommended import FRONTIER_20, FRONTIER_WHY
 from es_tour.server import ServerConfig, parse_listen
-from es_tour.server._options import Resolved, build, index_settings, resolve, settings_for
+from es_tour.server._options import (
+    Resolved,
+    build,
+    check_encoder_fits,
+    index_settings,
+    resolve,
+    settings_for,
+)
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
@@ -79,7 +87,8 @@ from es_tour.tuning import (
 console = Console()
 
 Dataset = Annotated[
-    Path, typer.Option(help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
+    Path, typer.Option(help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/); for "
+                            "an index es-tour did not make, queries.jsonl and qrels/ only")
 ]
 Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
 Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
@@ -139,6 +148,36 @@ async def _ingest(context: SearchContext, dataset: BeirDataset, replace: bool,
             f"indexed {report.indexed} docs into [bold]{report.index}[/] "
             f"({report.docs_per_s:.0f} docs/s, {report.retried} retried)"
         )
+
+
+async def _searchable(context: SearchContext, data: BeirDataset, labeler: str,
+                      target: EngineTarget) -> tuple[SearchContext, bool]:
+    """The context to run the dataset's queries in, and whether the index is the team's own.
+
+    An index es-tour did not make is searched as it is and never written: with the text
+    fields, vector field and query encoder its index.tour.* settings name, resolved and
+    checked as the sidecar does, and `labeler` as given; the dataset's qrels name its doc
+    ids. Any other index is es-tour's: ingested first (nothing to do once complete)."""
+    adapter, index = context.engine, context.index
+    with adapter.engine_errors():
+        own = await adapter.exists(index) and not await adapter.made_by_es_tour(index)
+        if not own:
+            await _ingest(context, data, replace=False)
+            return context, False
+        flat = await adapter.settings(index)
+        config = ServerConfig(upstream=target.url, engine=target.engine)
+        chosen = replace(resolve({}, index_settings(flat), config.defaults()), labeler=labeler)
+        out = _resolved_context(context, chosen, labeler)
+        found = await adapter.vector_field(index, chosen.vector_field)
+    check_encoder_fits(found, chosen.encoder, out.encoder.dimension, index)
+    if not found.in_source:
+        out = replace(out, engine=adapter.with_doc_value_vectors(found.name))
+    console.print(Text(
+        f"index {index} is not es-tour's: searched as it is, never written, with text fields "
+        f"{','.join(chosen.text_fields)}, vector field {chosen.vector_field} and encoder "
+        f"{chosen.encoder} (its index.tour.* settings, else the sidecar's defaults)"),
+        soft_wrap=True)
+    return out, True
 
 
 Rate = Annotated[float | None, typer.Option(
@@ -285,15 +324,15 @@ async def _evaluate(
 ) -> list[MethodReport]:
     context = _context(target, index or data.name, labeler)
     queries = len(list(data.queries(split))[:max_queries])
-    if corpus_vectors is None:
-        corpus_vectors = _corpus_vectors_pay(context.labeler, data,
-                                             expected_pairs(methods, queries, cold_labels))
-    if corpus_vectors:
-        context.labeler = _corpus_labeler(context.labeler, data)
     # a typo fails now, not after the ingest
     build_methods(context, methods, data.qrels(split), data.queries(split))
     async with context.engine:
-        await _ingest(context, data, replace=False)
+        context, own = await _searchable(context, data, labeler, target)
+        if corpus_vectors is None:
+            corpus_vectors = not own and _corpus_vectors_pay(
+                context.labeler, data, expected_pairs(methods, queries, cold_labels))
+        if corpus_vectors:
+            context.labeler = _corpus_labeler(context.labeler, data)
         with progress_bar(f"{data.name} {split}", len(methods) * queries,
                           err_console) as advance:
             return await evaluate(context, data, methods, split=split,
@@ -466,12 +505,6 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
     """Fit and check at each budget, then (with `apply`) set the largest budget's choice."""
     context = _context(target, index, labeler)
     held_out = divided.queries(data, held_out=True)
-    if corpus_vectors is None:
-        specs = [plain_spec(name, budget) for name in candidates for budget in budgets]
-        corpus_vectors = _corpus_vectors_pay(
-            context.labeler, data, expected_pairs(specs, len(fitting) + len(held_out), False))
-    if corpus_vectors:
-        context.labeler = _corpus_labeler(context.labeler, data)
     fit_qrels = data.qrels(divided.fit)
     results: dict[str, Any] = {
         "dataset": data.name, "engine": target.engine, "index": index, "labeler": labeler,
@@ -479,7 +512,14 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         "held_out_queries": len(held_out), "fit_qids": list(fitting),
         "held_out_qids": list(held_out), "budgets": {}}
     async with context.engine:
-        await _ingest(context, data, replace=False)
+        context, own = await _searchable(context, data, labeler, target)
+        if corpus_vectors is None:
+            specs = [plain_spec(name, budget) for name in candidates for budget in budgets]
+            corpus_vectors = not own and _corpus_vectors_pay(
+                context.labeler, data,
+                expected_pairs(specs, len(fitting) + len(held_out), False))
+        if corpus_vectors:
+            context.labeler = _corpus_labeler(context.labeler, data)
         for budget in budgets:
             with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
                               err_console) as advance:
@@ -747,8 +787,6 @@ def _resolved_context(context: SearchContext, chosen: Resolved, labeler: str = "
                       encoder: str = "retriever") -> SearchContext:
     """`context` (opened with the models `labeler` and `encoder`) with the models and
     fields the resolution chose, loaded as the sidecar loads them when they differ."""
-    from dataclasses import replace
-
     from es_tour.server import Models
 
     out = replace(context, text_fields=chosen.text_fields, vector_field=chosen.vector_field)

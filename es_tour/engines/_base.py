@@ -156,6 +156,9 @@ class ClientEngine:
             for key, value in similarity.items()
         )
 
+    async def exists(self, index: str) -> bool:
+        return bool(await self._client.indices.exists(index=index))
+
     async def made_by_es_tour(self, name: str) -> bool:
         """Whether es-tour created the index (its mappings' `_meta` mark): only such an index
         may be rebuilt without being asked to."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import es_tour.agents  # noqa: F401  (registers the agent methods)
+from es_tour.engines import VectorField
 from es_tour.errors import ConfigError
 from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
 
@@ -133,6 +134,16 @@ class Resolved:
     vector_field: str
     text_fields: tuple[str, ...]
     origins: dict[str, str] = field(default_factory=dict)
+
+
+def check_encoder_fits(found: VectorField, encoder: str, dimension: int, index: str) -> None:
+    """A ConfigError (400) naming both dimensions when the query encoder's vectors do not fit
+    the index's vector field; an index with no vector yet cannot tell."""
+    if found.dimension is not None and found.dimension != dimension:
+        raise ConfigError(
+            f"encoder [{encoder}] makes {dimension}-d vectors, but the vector field "
+            f"[{found.name}] of [{index}] holds {found.dimension}-d vectors: set "
+            "index.tour.encoder to the model the index was embedded with")
 
 
 def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],

@@ -29,7 +29,7 @@ from es_tour.pipeline import (
 )
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
-from es_tour.server._options import Resolved, build, index_settings, resolve
+from es_tour.server._options import Resolved, build, check_encoder_fits, index_settings, resolve
 from es_tour.server._render import render
 from es_tour.server._request import SearchRequest
 from es_tour.server._stats import Stats
@@ -114,7 +114,7 @@ class TourService:
         context = _GivenVector(searcher, request.index, encoder,
                                labeler, chosen.text_fields, chosen.vector_field, self.pool,
                                self.config.label_batch, request.lexical, self.store,
-                               request.vector)
+                               vector=request.vector)
         # every option checked here; a learned policy is read from disk: off the loop too
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
         self._check(request, chosen, encoder.dimension)
@@ -185,11 +185,7 @@ class TourService:
                 found = await engine.vector_field(index, chosen.vector_field)
             if found.dimension is not None:  # an index with no vector yet is asked again
                 self._vector_fields[key] = found
-        if found.dimension is not None and found.dimension != dimension:
-            raise ConfigError(
-                f"encoder [{chosen.encoder}] makes {dimension}-d vectors, but the vector field "
-                f"[{found.name}] of [{index}] holds {found.dimension}-d vectors: set "
-                "index.tour.encoder to the model the index was embedded with")
+        check_encoder_fits(found, chosen.encoder, dimension, index)
         return found
 
     def _check(self, request: SearchRequest, chosen: Resolved, dimension: int) -> None:
