@@ -83,12 +83,10 @@ def corpus_labeler(scifact):
     """The default labeler (bge-small) over SciFact's corpus vectors, which its model cache
     keeps after the first run: each pair is a row lookup, with the φ of query time."""
     from es_tour.agents import CorpusLabeler
-    from es_tour.models import DualEncoder, model_path
+    from es_tour.models import labeler_encoder
     from onnx_models import spec
 
-    default = spec("default")
-    return CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision),
-                         scifact, default.name)
+    return CorpusLabeler(labeler_encoder("default"), scifact, spec("default").name)
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,13 @@ from es_tour.bench.retrieval import (
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.ingest import ingest
-from es_tour.models import CrossEncoder, CrossEncoderLabeler, DualEncoder, model_path
+from es_tour.models import (
+    CrossEncoder,
+    CrossEncoderLabeler,
+    DualEncoder,
+    labeler_encoder,
+    model_path,
+)
 from es_tour.paths import models_dir
 from es_tour.pipeline import SearchContext
 from es_tour.tour import TourConfig
@@ -86,10 +92,10 @@ async def run(
     started = time.perf_counter()
     retriever = DualEncoder(model_path(spec("retriever").name))
     recipe = spec(labeler_name)
-    labeler_encoder = DualEncoder(model_path(recipe.name), recipe.labeler_precision)
-    labeler = CorpusLabeler(labeler_encoder, dataset, recipe.name)
+    encoder = labeler_encoder(recipe.name)
+    labeler = CorpusLabeler(encoder, dataset, recipe.name)
     sample = [doc.contents for doc in list(dataset.corpus())[:32]]
-    cost = measure_labeler_cost(labeler_encoder, sample, f"{recipe.name} "
+    cost = measure_labeler_cost(encoder, sample, f"{recipe.name} "
                                 f"({recipe.labeler_precision})")
     test_ids = list(dataset.queries("test"))[: plan.test_queries]
     out: dict[str, Any] = {

@@ -37,7 +37,7 @@ from es_tour.bench._machine import machine, now
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodSpec, evaluate
-from es_tour.models import DualEncoder, model_path
+from es_tour.models import labeler_encoder
 from es_tour.pipeline._context import DEFAULT_LABEL_BATCH
 from es_tour.recommended import FRONTIER_LABEL
 from onnx_models import spec
@@ -53,9 +53,7 @@ TARGET_MS = 50.0
 def ms_per_doc(lengths: Sequence[int], texts: Sequence[str], repeats: int) -> dict[int, float]:
     """length -> median ms per doc over `repeats` interleaved passes over `texts`, embedded
     in the sidecar's label batches at the default labeler's precision."""
-    default = spec("default")
-    encoders = {n: DualEncoder(model_path(default.name), default.labeler_precision,
-                               max_length=n) for n in lengths}
+    encoders = {n: labeler_encoder("default", n) for n in lengths}
     for encoder in encoders.values():  # the first run of a session pays its set-up
         encoder.encode_docs(texts[:2])
     passes: dict[int, list[float]] = {n: [] for n in lengths}

@@ -22,9 +22,8 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import MethodReport, evaluate, parse_methods
 from es_tour.ingest import ingest
-from es_tour.models import DualEncoder, model_path
+from es_tour.models import DualEncoder, labeler_encoder, model_path
 from es_tour.pipeline import SearchContext
-from onnx_models import spec
 
 
 def explored(report: MethodReport) -> float:
@@ -40,9 +39,7 @@ async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "ope
     """The dataset's index on the node at `url` (built if missing), searched with minilm-l6
     and labelled by the default labeler over its cached corpus vectors (of docs cut to
     `labeler_max_length` tokens when given)."""
-    default = spec("default")
-    labeler = CorpusLabeler(DualEncoder(model_path(default.name), default.labeler_precision,
-                                        max_length=labeler_max_length), dataset)
+    labeler = CorpusLabeler(labeler_encoder("default", labeler_max_length), dataset)
     encoder = DualEncoder(model_path("minilm-l6"))
     async with connect(engine_name, url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,

@@ -13,6 +13,7 @@ from es_tour.models._labelers import (
     DualEncoderLabeler,
     Labeler,
     doc_key,
+    labeler_encoder,
     load_labeler,
     model_path,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "corpus_embeddings",
     "doc_key",
     "has_corpus_embeddings",
+    "labeler_encoder",
     "load_labeler",
     "model_path",
     "read_manifest",

@@ -7,16 +7,15 @@ the corpus embeddings are cached in each model's directory, so later runs take s
 from __future__ import annotations
 
 from es_tour.datasets import BeirDataset
-from es_tour.models import DualEncoder, model_path
+from es_tour.models import DualEncoder, labeler_encoder, model_path
 from es_tour.training import evaluate_encoder
-from onnx_models import DEFAULT_LABELER, RETRIEVER, spec
+from onnx_models import DEFAULT_LABELER, RETRIEVER
 
 
 def test_default_labeler_beats_retriever_on_scifact_test(scifact, minilm_dir,
                                                           default_labeler_dir):
     data = BeirDataset(scifact).split("test")
-    labeler_precision = spec("default").labeler_precision
-    labeler = evaluate_encoder(DualEncoder(default_labeler_dir, labeler_precision), data, "test")
+    labeler = evaluate_encoder(labeler_encoder("default"), data, "test")  # as it labels
     retriever = evaluate_encoder(DualEncoder(model_path(RETRIEVER)), data, "test")
     assert labeler.model == DEFAULT_LABELER and retriever.model == RETRIEVER
     assert labeler.queries == retriever.queries == 300
