@@ -33,7 +33,6 @@ class ModelSpec:
     doc_prefix: str = ""
     int8: bool = True
     labeler_precision: str = "fp32"
-    labeler_max_length: int | None = None  # doc tokens the labeler reads; None: max_length
     summary: str = ""
 
 

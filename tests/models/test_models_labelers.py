@@ -191,3 +191,14 @@ def test_a_max_length_beyond_the_models_is_refused(minilm_dir):
         DualEncoder(minilm_dir, max_length=10_000)
     with pytest.raises(ConfigError, match="max_length"):
         DualEncoder(minilm_dir, max_length=1)
+
+
+
+def test_the_default_labeler_is_served_as_the_benches_label_with(default_labeler_dir):
+    """What is served (load_labeler) and what the benches and quality tests label with
+    (labeler_encoder) are the same encoding: precision and doc length."""
+    from es_tour.models import labeler_encoder, load_labeler
+
+    served = load_labeler("default")
+    assert isinstance(served, DualEncoderLabeler)
+    assert DualEncoderLabeler(labeler_encoder("default")).fingerprint == served.fingerprint
