@@ -267,3 +267,9 @@ def test_eval_and_tune_search_the_teams_index_as_it_is(
     assert httpx.get(f"{foreign.direct}/{INDEX}/_mapping").json() == before
     count = httpx.get(f"{foreign.direct}/{INDEX}/_count").json()["count"]
     assert count == DOCS
+    # a mistyped index: judgements alone cannot build one
+    result = es_tour("eval", "--dataset", str(data), "--engine", foreign.engine, "--url",
+                     foreign.direct, "--index", "it-no-such-index", "--methods", "knn")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "index [it-no-such-index] does not exist" in result.stderr
+    assert "no corpus.jsonl to build it from" in result.stderr

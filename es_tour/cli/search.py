@@ -160,8 +160,11 @@ async def _searchable(context: SearchContext, data: BeirDataset, labeler: str,
     ids. Any other index is es-tour's: ingested first (nothing to do once complete)."""
     adapter, index = context.engine, context.index
     with adapter.engine_errors():
-        own = await adapter.exists(index) and not await adapter.made_by_es_tour(index)
-        if not own:
+        exists = await adapter.exists(index)
+        if not exists and not (data.root / "corpus.jsonl").is_file():
+            raise ConfigError(f"index [{index}] does not exist, and {data.root} has no "
+                              "corpus.jsonl to build it from")
+        if not exists or await adapter.made_by_es_tour(index):
             await _ingest(context, data, replace=False)
             return context, False
         flat = await adapter.settings(index)
