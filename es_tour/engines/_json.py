@@ -1,8 +1,9 @@
 """The engine clients' JSON, read and written with orjson.
 
-A page of 100 hits with their 384-d vectors decodes in about 2.6 ms with orjson against
-17 ms with the json module, which would otherwise be most of a refined search's own CPU.
-What orjson refuses but JSON allows (integers past 64 bits) falls back to the json module.
+A refined search reads pages of hits with their 384-d vectors in every round; orjson
+decodes them many times faster than the json module (docs/benchmarks/decode.md), which
+would otherwise be most of a refined search's own CPU. What orjson refuses but JSON allows
+(integers past 64 bits) falls back to the json module.
 """
 
 from __future__ import annotations
