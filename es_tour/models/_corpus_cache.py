@@ -59,13 +59,8 @@ def _cache_files(
     encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
 ) -> tuple[Path, Path]:
     """The (.npy vectors, .json facts) cache files of `encoder` over `corpus_path`."""
-    m = encoder.manifest
-    key = hashlib.sha256(
-        json.dumps([
-            m.files[m.models[encoder.precision]], encoder.precision, encoder.max_length,
-            encoder.doc_prefix, m.pooling, m.normalize, _content_digest(corpus_path),
-            len(texts),
-        ]).encode()
+    key = hashlib.sha256(json.dumps(
+        [*encoder.doc_encoding, _content_digest(corpus_path), len(texts)]).encode()
     ).hexdigest()[:20]
     cache = encoder.path / CACHE
     return cache / f"corpus-{key}.npy", cache / f"corpus-{key}.json"

@@ -159,10 +159,7 @@ class DualEncoderLabeler(_CachedLabeler):
         """What the doc vectors depend on besides the text: the model file, precision,
         max_length, doc prefix and pooling. Vectors kept outside this process (the engine's
         store) are kept under it, so another model's are never read as this one's."""
-        e, m = self.encoder, self.encoder.manifest
-        facts = [m.files[m.models[e.precision]], e.precision, e.max_length, e.doc_prefix,
-                 m.pooling, m.normalize]
-        return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:12]
+        return hashlib.sha256(json.dumps(self.encoder.doc_encoding).encode()).hexdigest()[:12]
 
     def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
         return np.asarray(self.doc_vectors(keys, texts) @ self._query(query))

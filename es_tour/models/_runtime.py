@@ -180,6 +180,14 @@ class DualEncoder(_OnnxModel):
     def normalized(self) -> bool:
         return bool(self.manifest.normalize)
 
+    @property
+    def doc_encoding(self) -> list[Any]:
+        """What a doc's vector depends on besides its text: the model file, precision,
+        max_length, doc prefix, pooling and normalisation (the keys of kept doc vectors)."""
+        m = self.manifest
+        return [m.files[m.models[self.precision]], self.precision, self.max_length,
+                self.doc_prefix, m.pooling, m.normalize]
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n queries -> (n, d) float32, unit length when the manifest normalises."""
         return self.encode([self.query_prefix + t for t in texts])
