@@ -13,12 +13,16 @@ ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-
 	bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
 	clean
 
+# Bytecode is compiled ahead, since an environment with PYTHONDONTWRITEBYTECODE set never
+# caches it: every es-tour process would compile scipy, the clients and the package anew
+# (seconds each). compileall rewrites only what changed.
 install: $(VENV)/.installed
+	$(BIN)/python -m compileall -q es_tour onnx_models
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev]'
+	$(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e '.[dev]'
 	touch $@
 
 # e5-small-v2: the encoder of the foreign-index tests (an index es-tour did not make)

@@ -18,14 +18,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingClassifier
 
 from es_tour.agents._features import FEATURES
 from es_tour.errors import ConfigError, ModelError, NotFoundError
 from es_tour.paths import models_dir
+
+if TYPE_CHECKING:  # sklearn takes seconds to import: only fitting a policy needs it
+    from sklearn.ensemble import HistGradientBoostingClassifier
 
 FORMAT = 2
 MANIFEST = "manifest.json"
@@ -134,6 +136,8 @@ def _loaded(directory: Path, mtime_ns: int, size: int) -> TreePolicy:
 def tree_classifier(seed: int = 13) -> HistGradientBoostingClassifier:
     """Class-balanced gradient-boosted trees, unfitted: few, shallow and regularised, since
     a few thousand trials are all there is to learn from."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
     return HistGradientBoostingClassifier(
         learning_rate=0.05, max_iter=200, max_leaf_nodes=15, min_samples_leaf=20,
         l2_regularization=1.0, class_weight="balanced", random_state=seed)

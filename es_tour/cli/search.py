@@ -695,9 +695,11 @@ def demo_command(
     label = configured_label(chosen)
     tables = demo_tables(label)
     methods = list(dict.fromkeys(m for labels in tables.values() for m in labels))
-    # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times
+    # each pair is labelled once for all methods: a demo on two cores cannot pay it 6 times;
+    # from the corpus vectors when they cost less, as eval decides
     reports = asyncio.run(_evaluate(target, data, None, parse_methods(",".join(methods)),
-                                    "test", queries, "default", cold_labels=False))
+                                    "test", queries, "default", cold_labels=False,
+                                    corpus_vectors=None))
     by_label = {report.spec.label: report for report in reports}
     for budget, labels in tables.items():
         print_table(

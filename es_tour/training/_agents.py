@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
 
 from es_tour.agents._environment import Action, Environment, State, TourStep
 from es_tour.agents._features import FEATURES, query_terms
@@ -128,6 +127,8 @@ async def train_policy(
     else:
         # the threshold comes from held-out predictions (in-sample, trees are overconfident),
         # folds split by query, each holding some of the queries with an improvement
+        from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
+
         held_out = cross_val_predict(
             tree_classifier(seed), X, y.astype(int), groups=groups,
             cv=StratifiedGroupKFold(n_splits=min(FOLDS, improved_queries), shuffle=True,
