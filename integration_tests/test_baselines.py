@@ -1,4 +1,4 @@
-"""The baselines every verdict names, on real engines over 100 SciFact test queries.
+"""The baselines every verdict names, on the real OpenSearch over 100 SciFact test queries.
 
 - `vector-rerank` (BM25's top 100 reranked by the stored retriever vectors, BERTserini's
   μ = 0.5) labels nothing and must beat BM25.
@@ -17,6 +17,10 @@
 The labeler is the default one (bge-small) reading its corpus vectors from the model
 cache, so each pair is a row lookup: the same φ as at query time, in seconds.
 
+One engine: the methods are the same code on both, and `test_engine_parity` holds
+Elasticsearch's first stages (BM25, kNN and the linear hybrid of their scores) to
+OpenSearch's over all 300 test queries.
+
 Measured on OpenSearch (2026-11-23): bm25 0.7263, vector-rerank 0.7721, rerank:k=20
 0.7411, rerank-hybrid:k=20 0.7572 nDCG@10. vector-rerank must keep about half its gain;
 rerank-hybrid must not lose. 2026-11-24: rerank-hybrid:k=20 0.7579, fused 0.7950,
@@ -32,7 +36,6 @@ import pytest
 from es_tour.engines import connect
 from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.pipeline import SearchContext
-from integration_tests.conftest import ENGINES
 
 QUERIES = 100
 BUDGET = 20
@@ -51,51 +54,44 @@ LINEAR_TOUR_SLACK = 0.01  # measured +0.0018 over LINEAR_RERANK on both engines 
 
 @pytest.fixture(scope="module")
 async def reports(nodes, scifact, scifact_index, retriever, corpus_labeler):
-    """engine -> method label -> report."""
+    """method label -> report."""
     methods = [MethodSpec.parse(m) for m in
                ("bm25", "vector-rerank", f"rerank:k={BUDGET}", f"rerank-hybrid:k={BUDGET}",
                 FUSED, HYBRID_TOUR, "hybrid-rrf", "hybrid-linear", f"rerank-hybrid:k={SMALL}",
                 LINEAR_POOL, LINEAR_RERANK, LINEAR_TOUR)]
-    by_engine = {}
-    for name, status in nodes.items():
-        async with connect(name, status.url) as engine:
-            context = SearchContext(engine, scifact_index, retriever, corpus_labeler)
-            # latency is not under test: the methods may share the labeler's query vectors
-            measured = await evaluate(context, scifact, methods, split="test",
-                                      max_queries=QUERIES, cold_labels=False)
-        by_engine[name] = {r.spec.label: r for r in measured}
-    return by_engine
+    async with connect("opensearch", nodes["opensearch"].url) as engine:
+        context = SearchContext(engine, scifact_index, retriever, corpus_labeler)
+        # latency is not under test: the methods may share the labeler's query vectors
+        measured = await evaluate(context, scifact, methods, split="test",
+                                  max_queries=QUERIES, cold_labels=False)
+    return {r.spec.label: r for r in measured}
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_vector_rerank_beats_bm25_without_labelling(reports, engine):
-    bm25 = reports[engine]["bm25"].metrics["ndcg@10"]
-    vector = reports[engine]["vector-rerank"].metrics["ndcg@10"]
+def test_vector_rerank_beats_bm25_without_labelling(reports):
+    bm25 = reports["bm25"].metrics["ndcg@10"]
+    vector = reports["vector-rerank"].metrics["ndcg@10"]
     assert vector > bm25 + VECTOR_GAIN, f"vector-rerank {vector:.4f} vs bm25 {bm25:.4f}"
-    assert set(reports[engine]["vector-rerank"].pairs_scored) == {0}
+    assert set(reports["vector-rerank"].pairs_scored) == {0}
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_rerank_hybrid_at_budget_20_is_no_worse_than_rerank_of_knn(reports, engine):
-    rerank = reports[engine][f"rerank:k={BUDGET}"].metrics["ndcg@10"]
-    hybrid = reports[engine][f"rerank-hybrid:k={BUDGET}"].metrics["ndcg@10"]
+def test_rerank_hybrid_at_budget_20_is_no_worse_than_rerank_of_knn(reports):
+    rerank = reports[f"rerank:k={BUDGET}"].metrics["ndcg@10"]
+    hybrid = reports[f"rerank-hybrid:k={BUDGET}"].metrics["ndcg@10"]
     assert hybrid >= rerank + HYBRID_GAIN, f"rerank-hybrid {hybrid:.4f} vs rerank {rerank:.4f}"
-    assert set(reports[engine][f"rerank-hybrid:k={BUDGET}"].pairs_scored) == {BUDGET}
+    assert set(reports[f"rerank-hybrid:k={BUDGET}"].pairs_scored) == {BUDGET}
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_fusion_with_train_weights_lifts_rerank_hybrid_at_the_same_budget(reports, engine):
-    plain = reports[engine][f"rerank-hybrid:k={BUDGET}"]
-    fused = reports[engine][FUSED]
+def test_fusion_with_train_weights_lifts_rerank_hybrid_at_the_same_budget(reports):
+    plain = reports[f"rerank-hybrid:k={BUDGET}"]
+    fused = reports[FUSED]
     assert fused.metrics["ndcg@10"] >= plain.metrics["ndcg@10"] + FUSION_GAIN, (
         f"fused {fused.metrics['ndcg@10']:.4f} vs plain {plain.metrics['ndcg@10']:.4f}")
     assert fused.pairs_scored == plain.pairs_scored
     assert fused.metrics["recall@100"] == pytest.approx(plain.metrics["recall@100"])
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_hybrid_tour_refines_both_halves_within_its_budget(reports, engine):
-    tour = reports[engine][HYBRID_TOUR]
+def test_hybrid_tour_refines_both_halves_within_its_budget(reports):
+    tour = reports[HYBRID_TOUR]
     results = tour.results.values()
     assert all(r.pairs_scored <= BUDGET for r in results)
     later = [r for r in results if sum(t.newly_scored for t in r.rounds[1:])]
@@ -103,33 +99,29 @@ def test_hybrid_tour_refines_both_halves_within_its_budget(reports, engine):
     moved = [r for r in results if r.rounds[0].delta_q_norm]
     rewritten = [r for r in results if r.rounds[0].chosen]
     assert len(moved) >= 0.9 * QUERIES and len(rewritten) >= 0.5 * QUERIES
-    hybrid = reports[engine][f"rerank-hybrid:k={BUDGET}"].metrics["ndcg@10"]
+    hybrid = reports[f"rerank-hybrid:k={BUDGET}"].metrics["ndcg@10"]
     assert tour.metrics["ndcg@10"] >= hybrid - 0.01, (tour.metrics["ndcg@10"], hybrid)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_the_linear_hybrid_beats_rrf_labelling_nothing(reports, engine):
-    linear, rrf = reports[engine]["hybrid-linear"], reports[engine]["hybrid-rrf"]
+def test_the_linear_hybrid_beats_rrf_labelling_nothing(reports):
+    linear, rrf = reports["hybrid-linear"], reports["hybrid-rrf"]
     assert set(linear.pairs_scored) == {0}
     assert linear.metrics["ndcg@10"] >= rrf.metrics["ndcg@10"] + LINEAR_GAIN, (
         linear.metrics["ndcg@10"], rrf.metrics["ndcg@10"])
     assert linear.metrics["recall@100"] >= rrf.metrics["recall@100"] - 0.01
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_ten_pairs_on_the_linear_hybrids_top_keep_up_with_five_from_each_list(reports, engine):
-    linear = reports[engine][LINEAR_POOL]
-    hybrid = reports[engine][f"rerank-hybrid:k={SMALL}"]
+def test_ten_pairs_on_the_linear_hybrids_top_keep_up_with_five_from_each_list(reports):
+    linear = reports[LINEAR_POOL]
+    hybrid = reports[f"rerank-hybrid:k={SMALL}"]
     assert set(linear.pairs_scored) == {SMALL}
     assert linear.metrics["ndcg@10"] >= hybrid.metrics["ndcg@10"] - 0.01, (
         linear.metrics["ndcg@10"], hybrid.metrics["ndcg@10"])
     assert linear.metrics["recall@100"] >= hybrid.metrics["recall@100"] - 0.01
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_tour_over_the_linear_hybrids_pool_labels_what_its_moved_vector_ranks_next(
-        reports, engine):
-    tour, rerank = reports[engine][LINEAR_TOUR], reports[engine][LINEAR_RERANK]
+def test_tour_over_the_linear_hybrids_pool_labels_what_its_moved_vector_ranks_next(reports):
+    tour, rerank = reports[LINEAR_TOUR], reports[LINEAR_RERANK]
     results = tour.results.values()
     assert all(r.pairs_scored <= BUDGET for r in results)
     assert all(not r.rounds[0].chosen for r in results)  # lexical=none: the text is kept
