@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -331,16 +331,24 @@ async def _evaluate(
     build_methods(context, methods, data.qrels(split), data.queries(split))
     async with context.engine:
         context, own = await _searchable(context, data, labeler, target)
-        if corpus_vectors is None:
-            corpus_vectors = not own and _corpus_vectors_pay(
-                context.labeler, data, expected_pairs(methods, queries, cold_labels))
-        if corpus_vectors:
-            context.labeler = _corpus_labeler(context.labeler, data)
+        _choose_labelling(context, data, own, corpus_vectors,
+                          lambda: expected_pairs(methods, queries, cold_labels))
         with progress_bar(f"{data.name} {split}", len(methods) * queries,
                           err_console) as advance:
             return await evaluate(context, data, methods, split=split,
                                   max_queries=max_queries, cold_labels=cold_labels,
                                   on_query=advance)
+
+
+def _choose_labelling(context: SearchContext, data: BeirDataset, own: bool,
+                      corpus_vectors: bool | None, pairs: Callable[[], int]) -> None:
+    """Label by corpus vectors when asked, or (`corpus_vectors` None) when they cost less
+    than the run's expected `pairs`; never on the team's own index, whose docs the
+    dataset need not hold."""
+    if corpus_vectors is None:
+        corpus_vectors = not own and _corpus_vectors_pay(context.labeler, data, pairs())
+    if corpus_vectors:
+        context.labeler = _corpus_labeler(context.labeler, data)
 
 
 def _corpus_vectors_pay(labeler: Labeler, data: BeirDataset, pairs: int) -> bool:
@@ -516,13 +524,9 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         "held_out_qids": list(held_out), "budgets": {}}
     async with context.engine:
         context, own = await _searchable(context, data, labeler, target)
-        if corpus_vectors is None:
-            specs = [plain_spec(name, budget) for name in candidates for budget in budgets]
-            corpus_vectors = not own and _corpus_vectors_pay(
-                context.labeler, data,
-                expected_pairs(specs, len(fitting) + len(held_out), False))
-        if corpus_vectors:
-            context.labeler = _corpus_labeler(context.labeler, data)
+        _choose_labelling(context, data, own, corpus_vectors, lambda: expected_pairs(
+            [plain_spec(name, budget) for name in candidates for budget in budgets],
+            len(fitting) + len(held_out), False))
         for budget in budgets:
             with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
                               err_console) as advance:
