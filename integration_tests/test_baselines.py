@@ -17,9 +17,9 @@
 The labeler is the default one (bge-small) reading its corpus vectors from the model
 cache, so each pair is a row lookup: the same φ as at query time, in seconds.
 
-One engine: the methods are the same code on both, and `test_engine_parity` holds
-Elasticsearch's first stages (BM25, kNN and the linear hybrid of their scores) to
-OpenSearch's over all 300 test queries.
+One engine: the methods are the same code on both, `test_engine_parity` holds
+Elasticsearch's BM25 and kNN to OpenSearch's over all 300 test queries, and the sidecar
+tests run every method on both engines.
 
 Measured on OpenSearch (2026-11-23): bm25 0.7263, vector-rerank 0.7721, rerank:k=20
 0.7411, rerank-hybrid:k=20 0.7572 nDCG@10. vector-rerank must keep about half its gain;
