@@ -6,6 +6,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from es_tour.cluster import LocalNode, NodeStatus
@@ -90,13 +91,34 @@ def corpus_labeler(scifact):
 
 
 @pytest.fixture(scope="module")
-def sidecar_models():
-    """A sidecar's models with the default labeler loaded, shared by one module's servers."""
+def sidecar_models(scifact):
+    """A sidecar's models with the default labeler loaded, shared by one module's servers;
+    it holds SciFact's doc vectors for the shared index (see `remember_scifact`)."""
     from es_tour.server import Models
 
     shared = Models("retriever")
     shared.preload("default")
+    remember_scifact(shared, scifact, SCIFACT_INDEX)
     return shared
+
+
+def remember_scifact(models, scifact: BeirDataset, *indices: str) -> None:
+    """The default labeler holds SciFact's doc vectors for `indices`, read from its model
+    cache, as a sidecar holds them once its vector store is warm. The φ is the one live
+    embedding gives (tests/models: the corpus vectors' test); the modules that use this
+    test serving, not labelling cost, which 2 cores would otherwise spend most of their
+    time on. Docs outside SciFact, or with other text, are still embedded live."""
+    from es_tour.models import DualEncoderLabeler, corpus_embeddings, doc_key
+
+    labeler = models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    docs = list(scifact.corpus())
+    texts = [doc.contents for doc in docs]
+    vectors, _ = corpus_embeddings(labeler.encoder, scifact.root / "corpus.jsonl", texts)
+    vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    labeler.remember({doc_key(index, doc.id, text): vector.astype(np.float32)
+                      for index in indices
+                      for doc, text, vector in zip(docs, texts, vectors, strict=True)})
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,11 @@ import httpx
 import pytest
 
 from es_tour.cluster import NodeStatus
-from es_tour.datasets import synthetic_metadata
+from es_tour.datasets import BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.ingest import index_spec
 from es_tour.server import BackgroundServer, Models, ServerConfig
+from integration_tests.conftest import remember_scifact
 
 DOC = Path(__file__).parents[1] / "docs" / "dev-tools.md"
 COPY = "it-sidecar-devtools"
@@ -53,18 +54,19 @@ def test_the_doc_has_recipes_for_each_step() -> None:
 
 @pytest.fixture(scope="module", params=["opensearch", "elasticsearch"])
 async def sidecar_url(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
-                      scifact_index: str) -> AsyncIterator[str]:
+                      scifact: BeirDataset, scifact_index: str, sidecar_models: Models
+                      ) -> AsyncIterator[str]:
     url = nodes[request.param].url
-    models = Models("retriever")
+    remember_scifact(sidecar_models, scifact, COPY)
     async with connect(request.param, url) as adapter:
         hits = await adapter.bool_search(scifact_index, {"match_all": {}}, 200)
         # the year and topic the application recipes filter and facet on
-        await adapter.create_index(index_spec(COPY, models.encoder, metadata=True),
+        await adapter.create_index(index_spec(COPY, sidecar_models.encoder, metadata=True),
                                    replace=True)
         await adapter.bulk_index(COPY, [{"_id": h.id, **h.source, **synthetic_metadata(h.id)}
                                         for h in hits])
         await adapter.refresh(COPY)
-    with BackgroundServer(ServerConfig(upstream=url, settings_ttl_s=0.0), models) as server:
+    with BackgroundServer(ServerConfig(upstream=url, settings_ttl_s=0.0), sidecar_models) as server:
         yield server.url
 
 

@@ -57,7 +57,7 @@ class Sidecar:
 
 @pytest.fixture(scope="module", params=ENGINES)
 async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus], scifact,
-                  scifact_index: str) -> AsyncIterator[Sidecar]:
+                  scifact_index: str, sidecar_models: Models) -> AsyncIterator[Sidecar]:
     engine, url = request.param, nodes[request.param].url
     arguments = ["index", "--dataset", str(scifact.root), "--engine", engine, "--url", url,
                  "--index", scifact_index, "--qrels"]
@@ -74,7 +74,7 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus], 
     # no deadline to speak of: a degraded (round-0) answer would make runs differ
     config = ServerConfig(upstream=url, method=SERVER_METHOD, settings_ttl_s=0.0,
                           deadline_ms=600_000)
-    with BackgroundServer(config, Models("retriever")) as server:
+    with BackgroundServer(config, sidecar_models) as server:
         yield Sidecar(engine, server.url)
 
 

@@ -26,7 +26,13 @@ from es_tour.engines import connect
 from es_tour.ingest import ingest
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from es_tour.server._service import FALLBACK_TIMEOUT_MS
-from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, SCIFACT_INDEX, TEST_PORTS
+from integration_tests.conftest import (
+    PLUGIN_ZIPS,
+    SCIFACT,
+    SCIFACT_INDEX,
+    TEST_PORTS,
+    remember_scifact,
+)
 
 BASE = TEST_PORTS["opensearch"]
 COPY = "it-reliability"
@@ -66,6 +72,13 @@ async def cluster(main_node: LocalNode) -> AsyncIterator[LocalCluster]:
     await copy_docs(main_node.url, nodes.urls, SCIFACT_INDEX, 200, COPY)
     yield nodes
     nodes.stop()
+
+
+@pytest.fixture(scope="module")
+def sidecar_models(sidecar_models: Models, scifact: BeirDataset) -> Models:
+    """The shared models, also holding the vectors of the docs copied to the other nodes."""
+    remember_scifact(sidecar_models, scifact, COPY)
+    return sidecar_models
 
 
 def _sidecar(upstreams: list[str], sidecar_models: Models, **options) -> BackgroundServer:

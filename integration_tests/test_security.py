@@ -34,7 +34,7 @@ from es_tour.pipeline import store_index
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
-from integration_tests.conftest import PLUGIN_ZIPS, TEST_PORTS
+from integration_tests.conftest import PLUGIN_ZIPS, TEST_PORTS, remember_scifact
 
 SECURED_PORT = TEST_PORTS["opensearch"] + 30
 INDEX_A, INDEX_B = "tour-a-scifact", "tour-b-scifact"
@@ -90,6 +90,7 @@ async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
         for name in (INDEX_A, INDEX_B):
             await ingest(admin, scifact, name, sidecar_models.encoder, max_docs=DOCS, replace=True,
                          reuse_embeddings=False, show_progress=False)
+    remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B)
     response = _http().put(f"{secured.url}/{INDEX_A}/_settings", auth=(user, password),
                          json={"index": {"tour": {"enabled": True, "method": "tour-hard",
                                                   **SMALL}}})

@@ -18,12 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from es_tour.cluster import NodeStatus
-from es_tour.datasets import FIRST_YEAR, TOPICS, YEARS, synthetic_metadata
+from es_tour.datasets import FIRST_YEAR, TOPICS, YEARS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.ingest import index_spec
 from es_tour.paths import models_dir
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
+from integration_tests.conftest import remember_scifact
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-app"
@@ -48,7 +49,8 @@ class App:
 
 @pytest.fixture(scope="module", params=ENGINES)
 async def app(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
-              scifact_index: str, sidecar_models: Models) -> AsyncIterator[App]:
+              scifact: BeirDataset, scifact_index: str, sidecar_models: Models
+              ) -> AsyncIterator[App]:
     engine, url = request.param, nodes[request.param].url
     async with connect(engine, url) as adapter:
         # BM25's top for QUERY, not match_all's first: match_all's order follows the bulk's,
@@ -62,6 +64,7 @@ async def app(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     settings_body = {"index": {"tour": {"enabled": True, "method": "tour-hard", **SMALL}}}
     assert httpx.put(f"{url}/{INDEX}/_settings", json=settings_body).status_code == 200
     config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000, max_refinements=8)
+    remember_scifact(sidecar_models, scifact, INDEX)
     with BackgroundServer(config, sidecar_models) as server:
         yield App(engine, server.url, url)
 
