@@ -11,7 +11,8 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,6 +30,8 @@ DEFAULT_CACHED_PAIRS = 200_000
 # doc vectors a dual-encoder labeler keeps, least recently used dropped first: 4 bytes per
 # dimension each, so ~75 MB at 384 dimensions and ~150 MB at 768 when full
 DEFAULT_CACHED_DOCS = 50_000
+# docs embedded in one shared batch at most: what one search's batches wait behind
+DEFAULT_BATCH_DOCS = 64
 
 
 @runtime_checkable
@@ -145,14 +148,22 @@ class DualEncoderLabeler(_CachedLabeler):
     def __init__(
         self, encoder: DualEncoder, name: str | None = None,
         cached_queries: int = DEFAULT_CACHED_QUERIES, cached_docs: int = DEFAULT_CACHED_DOCS,
+        batch_docs: int = DEFAULT_BATCH_DOCS,
     ) -> None:
         super().__init__(name or encoder.manifest.name or encoder.path.name, cached_queries)
-        if cached_docs < 1:
-            raise ConfigError(f"cached_docs [{cached_docs}] must be >= 1")
+        if cached_docs < 1 or batch_docs < 1:
+            raise ConfigError(f"cached_docs [{cached_docs}] and batch_docs [{batch_docs}] "
+                              "must be >= 1")
         self.encoder = encoder
         self.docs_embedded = 0
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._doc_vectors: LRUCache[DocKey, np.ndarray] = LRUCache(maxsize=cached_docs)
+        self._batches = _SharedBatches(self._embed, batch_docs)
+
+    @property
+    def queued_docs(self) -> int:
+        """Docs waiting for the model behind the batch it is running now."""
+        return self._batches.queued
 
     @property
     def fingerprint(self) -> str:
@@ -177,18 +188,22 @@ class DualEncoderLabeler(_CachedLabeler):
                 self._doc_vectors[key] = vector
 
     def doc_vectors(self, keys: list[DocKey], texts: list[str]) -> np.ndarray:
-        """(n, d) unit vectors of the docs: cached ones reused, the rest embedded together
-        (the same rows a labeler without the cache computes for them in one batch)."""
+        """(n, d) unit vectors of the docs: cached ones reused, the rest embedded in batches
+        shared with the other threads labelling now (`_SharedBatches`)."""
         held = self.held(keys)
         new = {key: text for key, text in zip(keys, texts, strict=True) if key not in held}
         if new:
-            embedded = _unit(self.encoder.encode_docs(list(new.values())))
-            held.update(zip(new, embedded, strict=True))
-            with self._lock:
-                self.docs_embedded += len(new)
-                for key, vector in zip(new, embedded, strict=True):
-                    self._doc_vectors[key] = vector
+            held.update(self._batches.vectors(new))
         return np.stack([held[key] for key in keys])
+
+    def _embed(self, docs: Mapping[DocKey, str]) -> np.ndarray:
+        """One shared batch through the model, kept in the cache."""
+        embedded = _unit(self.encoder.encode_docs(list(docs.values())))
+        with self._lock:
+            self.docs_embedded += len(docs)
+            for key, vector in zip(docs, embedded, strict=True):
+                self._doc_vectors[key] = vector
+        return embedded
 
     def _query(self, query: str) -> np.ndarray:
         """The query's unit embedding, computed once per cached query."""
@@ -206,6 +221,67 @@ class DualEncoderLabeler(_CachedLabeler):
         with self._lock:
             self._query_vectors.clear()
             self._doc_vectors.clear()
+
+
+class _SharedBatches:
+    """Doc embedding shared by the threads that label at once (the sidecar's model pool).
+
+    A doc that several searches need at the same time is embedded once. The model runs one
+    batch at a time: a thread that finds it busy queues its docs, and when the batch ends
+    one waiting thread runs the next, up to `batch_docs` of the queued docs whoever asked
+    for them. One run already uses every core, so runs side by side only contend, while
+    a shared batch pads and dispatches once.
+    """
+
+    def __init__(self, embed: Callable[[Mapping[DocKey, str]], np.ndarray], batch_docs: int):
+        self._embed = embed
+        self._batch_docs = batch_docs
+        self._changed = threading.Condition()
+        self._queue: OrderedDict[DocKey, str] = OrderedDict()
+        self._wanted: dict[DocKey, Future[np.ndarray]] = {}  # queued or running
+        self._running = False
+
+    @property
+    def queued(self) -> int:
+        with self._changed:
+            return len(self._queue)
+
+    def vectors(self, docs: Mapping[DocKey, str]) -> dict[DocKey, np.ndarray]:
+        """The docs' vectors, embedded by this thread or by another that took them."""
+        with self._changed:
+            mine = {}
+            for key, text in docs.items():
+                if key not in self._wanted:
+                    self._wanted[key] = Future()
+                    self._queue[key] = text
+                mine[key] = self._wanted[key]
+        while not all(future.done() for future in mine.values()):
+            with self._changed:
+                if self._running:
+                    self._changed.wait()
+                    continue
+                if not self._queue:  # another thread took the docs and finished them
+                    continue
+                self._running = True
+                batch = dict(self._queue.popitem(last=False)
+                             for _ in range(min(self._batch_docs, len(self._queue))))
+            self._run(batch)
+        return {key: future.result() for key, future in mine.items()}
+
+    def _run(self, batch: dict[DocKey, str]) -> None:
+        try:
+            outcome: np.ndarray | BaseException = self._embed(batch)
+        except BaseException as exc:  # every thread waiting on the batch gets the error
+            outcome = exc
+        with self._changed:
+            for row, key in enumerate(batch):
+                future = self._wanted.pop(key)
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome[row])
+            self._running = False
+            self._changed.notify_all()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

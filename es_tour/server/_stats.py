@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from es_tour.models import Labeler
@@ -162,13 +162,17 @@ class _LabelerWork(Collector):
         embedded = CounterMetricFamily(f"{PREFIX}labeler_docs_embedded", "Docs a dual-encoder "
                                        "labeler embedded: its doc-vector cache's misses",
                                        labels=["labeler"])
+        queued = GaugeMetricFamily(f"{PREFIX}labeler_docs_queued", "Docs waiting now for a "
+                                   "dual-encoder labeler's next shared batch", labels=["labeler"])
         for name, labeler in self._labelers().items():
             scored.add_metric([name], labeler.pairs_scored)
             docs = getattr(labeler, "docs_embedded", None)  # cross-encoders embed no docs
             if docs is not None:
                 embedded.add_metric([name], docs)
+                queued.add_metric([name], labeler.queued_docs)  # type: ignore[attr-defined]
         yield scored
         yield embedded
+        yield queued
 
 
 class _StoreWork(Collector):

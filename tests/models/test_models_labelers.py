@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -202,3 +205,105 @@ def test_the_default_labeler_is_served_as_the_benches_label_with(default_labeler
     served = load_labeler("default")
     assert isinstance(served, DualEncoderLabeler)
     assert DualEncoderLabeler(labeler_encoder("default")).fingerprint == served.fingerprint
+
+
+class _HeldEncoder(DualEncoder):
+    """MiniLM whose first doc batch waits for `release`, so other threads queue behind it;
+    `batches` records the size of each batch the model ran."""
+
+    def __init__(self, path) -> None:
+        super().__init__(path)
+        self.started, self.release = threading.Event(), threading.Event()
+        self.batches: list[int] = []
+
+    def encode_docs(self, texts):  # type: ignore[no-untyped-def]
+        self.batches.append(len(texts))
+        if len(self.batches) == 1:
+            self.started.set()
+            assert self.release.wait(30)
+        return super().encode_docs(texts)
+
+
+def _threads_labelling(labeler: DualEncoderLabeler, work: list[list[tuple[str, str]]],
+                       encoder: _HeldEncoder) -> list[np.ndarray]:
+    """The first of `work` starts the held batch; the rest are queued behind it; then it
+    is released and every thread's scores returned in order."""
+    results: list[np.ndarray] = [np.zeros(0)] * len(work)
+
+    def label(i: int) -> None:
+        results[i] = labeler.score(f"query {i}", work[i], "idx")
+
+    threads = [threading.Thread(target=label, args=(i,)) for i in range(len(work))]
+    threads[0].start()
+    assert encoder.started.wait(30)
+    for thread in threads[1:]:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while labeler.queued_docs < len({doc for docs in work[1:] for doc in docs} - set(work[0])):
+        assert time.monotonic() < deadline, "the other threads never queued their docs"
+        time.sleep(0.01)
+    encoder.release.set()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+def test_threads_labelling_at_once_share_one_batch_and_embed_a_doc_once(minilm_dir):
+    encoder = _HeldEncoder(minilm_dir)
+    labeler = DualEncoderLabeler(encoder)
+    texts = [f"doc {i} about vitamin D and bone density, sample {i}" for i in range(12)]
+    docs = [(f"d{i}", text) for i, text in enumerate(texts)]
+    # three searches queued behind the first; each shares docs with another
+    work = [docs[0:4], docs[2:8], docs[6:10], docs[8:12]]
+    _threads_labelling(labeler, work, encoder)
+    assert encoder.batches == [4, 8]  # the three queued searches' 8 new docs in one run
+    assert labeler.docs_embedded == 12
+    assert labeler.queued_docs == 0
+
+
+def test_shared_batches_give_the_phi_labelling_alone_gives(minilm_dir):
+    encoder = _HeldEncoder(minilm_dir)
+    shared = DualEncoderLabeler(encoder)
+    docs = [(f"d{i}", DOCS[i % 3][1] + f" (part {i})") for i in range(9)]
+    work = [docs[0:3], docs[3:6], docs[5:9]]
+    together = _threads_labelling(shared, work, encoder)
+    alone = DualEncoderLabeler(DualEncoder(minilm_dir))
+    for i, docs_of_search in enumerate(work):
+        np.testing.assert_allclose(together[i], alone.score(f"query {i}", docs_of_search, "idx"),
+                                   atol=1e-5)
+
+
+def test_an_error_in_a_shared_batch_reaches_every_thread_waiting_on_it(minilm_dir):
+    class Failing(_HeldEncoder):
+        def encode_docs(self, texts):  # type: ignore[no-untyped-def]
+            if len(self.batches) == 1:  # the queued searches' batch
+                self.batches.append(len(texts))
+                raise RuntimeError("model failed")
+            return super().encode_docs(texts)
+
+    encoder = Failing(minilm_dir)
+    labeler = DualEncoderLabeler(encoder)
+    errors: list[BaseException] = []
+    docs = [(f"d{i}", f"text {i}") for i in range(6)]
+
+    def label(i: int, docs_of_search: list[tuple[str, str]]) -> None:
+        try:
+            labeler.score(f"q{i}", docs_of_search, "idx")
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=label, args=(0, docs[:2]))
+    first.start()
+    assert encoder.started.wait(30)
+    queued = [threading.Thread(target=label, args=(i, docs[2 * i: 2 * i + 2])) for i in (1, 2)]
+    for thread in queued:
+        thread.start()
+    while labeler.queued_docs < 4:
+        time.sleep(0.01)
+    encoder.release.set()
+    for thread in (first, *queued):
+        thread.join(30)
+    assert [str(e) for e in errors] == ["model failed"] * 2
+    assert labeler.queued_docs == 0
+    # the failed docs are not stuck as in flight: the next search embeds them
+    assert labeler.score("q3", docs[2:4], "idx").shape == (2,)

@@ -33,7 +33,7 @@ def test_passthrough_reasons_past_the_cap_count_as_other() -> None:
 
 
 def test_json_and_prometheus_text_report_the_same_counts() -> None:
-    dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1)
+    dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1, queued_docs=7)
     cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
     stats = Stats(lambda: {"default": dual, "cross": cross})
     stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0)
@@ -61,6 +61,8 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     assert samples[("es_tour_labeler_pairs_scored_total", (("labeler", "default"),))] == 3.0
     assert samples[("es_tour_labeler_docs_embedded_total", (("labeler", "default"),))] == 1.0
     assert ("es_tour_labeler_docs_embedded_total", (("labeler", "cross"),)) not in samples
+    assert samples[("es_tour_labeler_docs_queued", (("labeler", "default"),))] == 7.0
+    assert body["labeler_docs_queued"]["by_labeler"] == {"default": 7.0}
     assert samples[("es_tour_queue_depth", ())] == 1.0
 
 
