@@ -322,8 +322,8 @@ async def _evaluate(
     split: str,
     max_queries: int | None,
     labeler: str,
-    cold_labels: bool = True,
-    corpus_vectors: bool | None = False,
+    cold_labels: bool,
+    corpus_vectors: bool | None,
 ) -> list[MethodReport]:
     context = _context(target, index or data.name, labeler)
     queries = len(list(data.queries(split))[:max_queries])

@@ -167,9 +167,8 @@ class DualEncoderLabeler(_CachedLabeler):
 
     @property
     def fingerprint(self) -> str:
-        """What the doc vectors depend on besides the text: the model file, precision,
-        max_length, doc prefix and pooling. Vectors kept outside this process (the engine's
-        store) are kept under it, so another model's are never read as this one's."""
+        """A digest of the encoder's `doc_encoding`. Vectors kept outside this process (the
+        engine's store) are kept under it, so another model's are never read as this one's."""
         return hashlib.sha256(json.dumps(self.encoder.doc_encoding).encode()).hexdigest()[:12]
 
     def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
