@@ -44,7 +44,9 @@ browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update && apt-get install -y chromium chromium-driver)
 
-test: install models plugin browser lint typecheck
+# The set-up steps two at a time: the plugin's Maven builds and the Python checks
+test: install
+	$(MAKE) -j2 --output-sync=target models plugin browser lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests integration_tests
 
 unit: install

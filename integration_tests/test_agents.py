@@ -18,7 +18,8 @@ from es_tour.agents import CorpusLabeler, policy_dir
 from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
-from es_tour.evaluation import MethodSpec, evaluate
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate
+from es_tour.metrics import Qrels, score_run
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 from es_tour.training import sample_queries, train_policy
@@ -28,6 +29,9 @@ SAMPLE, SEED = 100, 13  # test queries, fixed sample
 # nDCG@10, so 40 held one such query, too few to learn from
 TRAIN_QUERIES = 200
 ACTS_ON = 3  # measured: the policy acted on 6 of the 100 and gained +0.0014 over hre
+# test queries the oracle runs on, the sample's first: it measured 0.7159 against hre's
+# 0.6861 on all 100
+ORACLE_QUERIES = 40
 
 
 @pytest.fixture
@@ -56,11 +60,17 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
         await train_policy(engine, scifact_index, scifact, "train", max_queries=TRAIN_QUERIES,
                            out=policy_dir(policy_name), encoder=encoder, labeler=labeler)
         context = SearchContext(engine, scifact_index, encoder, labeler)
-        methods = [MethodSpec("hre", "hre"), MethodSpec("oracle-agent", "oracle-agent"),
+        methods = [MethodSpec("hre", "hre"),
                    MethodSpec("learned-agent", "learned-agent", {"policy": policy_name})]
         reports = {report.spec.name: report for report in await evaluate(
             context, scifact, methods, split="test", query_ids=queries, cold_labels=False)}
+        # the oracle, the costliest, on the first of them: its lead is wide
+        oracle_queries = list(queries)[:ORACLE_QUERIES]
+        (reports["oracle-agent"],) = await evaluate(
+            context, scifact, [MethodSpec("oracle-agent", "oracle-agent")], split="test",
+            query_ids=oracle_queries, cold_labels=False)
     ndcg = {name: report.metrics["ndcg@10"] for name, report in reports.items()}
+    hre_where_oracle = _ndcg_on(reports["hre"], oracle_queries, scifact.qrels("test"))
     engine_calls = {name: np.mean([r.engine_calls for r in report.results.values()])
                     for name, report in reports.items()}
     for name, report in reports.items():
@@ -69,20 +79,30 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
              if sum(t.newly_scored for t in r.rounds[1:])]
     assert len(acted) >= ACTS_ON, f"the learned policy acted on {len(acted)} of {SAMPLE}"
     assert ndcg["learned-agent"] >= ndcg["hre"]
-    assert ndcg["oracle-agent"] > ndcg["hre"]
+    print(f"oracle-agent {ndcg['oracle-agent']:.4f} against hre {hre_where_oracle:.4f} on "
+          f"{ORACLE_QUERIES}")
+    assert ndcg["oracle-agent"] > hre_where_oracle
     # one BM25, the session's one kNN call (ids), and an mget of the texts it labels, unless
     # BM25 already returned all k of them
     assert 2 <= engine_calls["hre"] <= 3
 
 
-@pytest.mark.parametrize("engine_name", ["opensearch", "elasticsearch"])
+def _ndcg_on(report: MethodReport, query_ids: list[str], qrels: Qrels) -> float:
+    """The report's nDCG@10 over `query_ids` alone."""
+    run = {qid: {hit.id: float(len(report.results[qid].hits) - rank)
+                 for rank, hit in enumerate(report.results[qid].hits)} for qid in query_ids}
+    return score_run({qid: qrels[qid] for qid in query_ids}, run)["ndcg@10"]
+
+
 async def test_tour_agent_moves_the_dense_query_and_labels_what_it_finds(
-    nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, engine_name: str,
+    nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str,
     models: tuple[DualEncoder, CorpusLabeler],
 ) -> None:
+    """On OpenSearch: the agent is one code path over the engine adapter (it measured the
+    same on both engines), and test_sidecar_app runs tour-agent on both."""
     encoder, labeler = models
     queries = sample_queries(scifact, "test", SAMPLE, SEED)
-    async with connect(engine_name, nodes[engine_name].url) as engine:
+    async with connect("opensearch", nodes["opensearch"].url) as engine:
         context = SearchContext(engine, scifact_index, encoder, labeler)
         reports = {report.spec.name: report for report in await evaluate(
             context, scifact, [MethodSpec("hre", "hre"), MethodSpec("tour-agent", "tour-agent")],

@@ -1,7 +1,8 @@
 """`make bench`'s pipeline end to end on 10 test queries (`--smoke`), on both real engines.
 
-No timing is asserted: this checks that every benchmark runs and that RESULTS.md and the
-plots are written from what it measured. The labeler is the retriever itself, whose corpus
+No timing is asserted: this checks that every benchmark runs (the models bench has its
+own smoke test, in tests/models) and that RESULTS.md and the plots are written from what
+it measured. The labeler is the retriever itself, whose corpus
 vectors ingest already cached, so the smoke run takes minutes on two cores.
 """
 
@@ -55,10 +56,10 @@ def test_results_markdown_and_plots_are_written(smoke_run):
     out, results = smoke_run
     text = (out / "RESULTS.md").read_text()
     for section in ("Quality and cost on opensearch", "Quality and cost on elasticsearch",
-                    "Against the papers", "Hyper-parameters", "Ingest", "Proxy (P4)",
-                    "Models (P3)"):
+                    "Against the papers", "Hyper-parameters", "Ingest", "Proxy (P4)"):
         assert section in text
-    assert results["models_markdown"].strip().splitlines()[-1] in text
+    # the smoke leaves the models bench to its own smoke test (tests/models)
+    assert results["models_markdown"] is None and "Models (P3)" not in text
     assert "**P1, TOUR-hard" in text and "**P2, learned agent" in text
     for image in ("frontier", "latency", "rounds"):
         png = out / "img" / f"{image}.png"

@@ -88,7 +88,7 @@ def _sidecar(upstreams: list[str], sidecar_models: Models, **options) -> Backgro
 
 async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node, sidecar_models):
     with _sidecar([main_node.url], sidecar_models) as sidecar:
-        run = await load_with_probe(sidecar.url, SCIFACT_INDEX, clients=8, seconds=15,
+        run = await load_with_probe(sidecar.url, SCIFACT_INDEX, clients=8, seconds=10,
                                     max_requests=2_000, idle_requests=20,
                                     direct=main_node.url)
     assert not run.errors(), run.errors()
@@ -136,8 +136,8 @@ async def test_a_two_node_cluster_loses_a_node_with_zero_failed_searches(cluster
                          params={"flat_settings": "true"}).json()
     assert replicas[COPY]["settings"]["index.number_of_replicas"] == "1"
     with _sidecar(cluster.urls, sidecar_models) as sidecar:
-        result = await node_kill(cluster, sidecar.url, COPY, clients=6, seconds=20,
-                                 kill_after_s=6, max_requests=5_000)
+        result = await node_kill(cluster, sidecar.url, COPY, clients=6, seconds=14,
+                                 kill_after_s=5, max_requests=5_000)
     run = result["run"]
     assert result["after_kill"] > 0
     assert not run.errors(), run.errors()

@@ -61,8 +61,11 @@ def _tls() -> UpstreamTls:
 
 @functools.cache
 def _http() -> httpx.Client:
-    """A client that trusts the node's CA and nothing else."""
-    return httpx.Client(verify=_tls().context(), timeout=300)
+    """A client that trusts the node's CA and nothing else. It keeps no connection open: a
+    sidecar stopping with an idle TLS connection would wait out its drain time for the
+    client's close_notify, which a client left for the garbage collector never sends."""
+    return httpx.Client(verify=_tls().context(), timeout=300,
+                        limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def _config(secured: LocalNode, **options: Any) -> ServerConfig:

@@ -6,7 +6,8 @@
 Both engines must be running (`make bench` starts them). The labeler reads its corpus
 vectors from the model cache (computed once, ~9 min for bge-small int8 on two cores), and
 the learned agent's policy is trained afresh on train queries each run. `--smoke` runs
-the same pipeline on 10 test queries with tiny sweeps, to check it works.
+the same pipeline on 10 test queries with tiny sweeps, to check it works (the models
+bench aside: `python -m es_tour.bench.models --smoke`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Plan:
     ingest_docs: int
     proxy_requests: int
     sweeps: tuple[Sweep, ...]
-    models_smoke: bool
+    smoke: bool  # also: one proxy round, and no models bench (tests/models runs its own)
 
 
 FULL = Plan(None, 100, 200, 50, 1024, 300, (*TOUR_SWEEPS, *AGENT_SWEEPS), False)
@@ -141,9 +142,9 @@ async def run(
                         context, dataset, cross_encoder, plan.cross_queries, policy)
     out["proxy_markdown"] = proxy.markdown(
         await asyncio.to_thread(proxy.measure, next(iter(urls.values())), index,
-                                plan.proxy_requests, 1 if plan.models_smoke else 5),
+                                plan.proxy_requests, 1 if plan.smoke else 5),
         "python -m es_tour.bench")
-    out["models_markdown"] = _models_markdown(plan.models_smoke)
+    out["models_markdown"] = None if plan.smoke else _models_markdown()
     out["seconds"] = time.perf_counter() - started
     return out
 
@@ -178,12 +179,12 @@ def _strip_policy(label: str) -> str:
     return ":".join(part for part in label.split(":") if not part.startswith("policy="))
 
 
-def _models_markdown(smoke: bool) -> str | None:
+def _models_markdown() -> str | None:
     try:
         from es_tour.bench import models
     except ImportError:  # torch and transformers come with the `export` extra
         return None
-    return models.render_markdown(models.run(smoke=smoke))
+    return models.render_markdown(models.run())
 
 
 def _trained_reranker() -> Path | None:
