@@ -1,4 +1,4 @@
-"""`make bench`'s pipeline end to end on 10 test queries (`--smoke`), on both real engines.
+"""`make bench`'s pipeline end to end on 5 test queries (`--smoke`), on both real engines.
 
 No timing is asserted: this checks that every benchmark runs (the models bench has its
 own smoke test, in tests/models) and that RESULTS.md and the plots are written from what
@@ -30,7 +30,7 @@ def test_every_method_runs_on_both_engines(smoke_run):
     for engine in ("opensearch", "elasticsearch"):
         methods = results["engines"][engine]["methods"]
         assert set(methods) == set(ALL_METHODS)
-        assert all(m["queries"] == 10 for m in methods.values())
+        assert all(m["queries"] == 5 for m in methods.values())
         assert all(0.0 <= m["ndcg@10"] <= 1.0 for m in methods.values())
         assert methods["rerank:k=40"]["pairs_scored_mean"] == 40
         assert methods["knn"]["pairs_scored_mean"] == 0

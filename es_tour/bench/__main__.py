@@ -6,7 +6,7 @@
 Both engines must be running (`make bench` starts them). The labeler reads its corpus
 vectors from the model cache (computed once, ~9 min for bge-small int8 on two cores), and
 the learned agent's policy is trained afresh on train queries each run. `--smoke` runs
-the same pipeline on 10 test queries with tiny sweeps, to check it works (the models
+the same pipeline on 5 test queries with tiny sweeps, to check it works (the models
 bench aside: `python -m es_tour.bench.models --smoke`).
 """
 
@@ -72,7 +72,7 @@ class Plan:
 
 
 FULL = Plan(None, 100, 200, 50, 1024, 300, (*TOUR_SWEEPS, *AGENT_SWEEPS), False)
-SMOKE = Plan(10, 10, 20, 5, 64, 20, (Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.1, 0.2)),
+SMOKE = Plan(5, 10, 20, 5, 64, 20, (Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.1, 0.2)),
                                       Sweep("learned-agent", "m", (3, 5))), True)
 
 
