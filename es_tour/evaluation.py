@@ -22,7 +22,7 @@ from rich.progress import (
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
-from es_tour.metrics import score_run
+from es_tour.metrics import Qrels, ranked, score_run
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
     SearchContext,
@@ -142,6 +142,12 @@ class MethodReport:
     pairs_scored: list[int]
     results: dict[str, SearchResult]
 
+    def metrics_on(self, qrels: Qrels, query_ids: Collection[str]) -> dict[str, float]:
+        """The metrics over `query_ids` alone (a subset of the report's queries)."""
+        return score_run({qid: qrels[qid] for qid in query_ids},
+                         {qid: ranked([hit.id for hit in self.results[qid].hits])
+                          for qid in query_ids})
+
     def summary(self) -> dict[str, float]:
         return {
             **{name: round(value, 4) for name, value in self.metrics.items()},
@@ -185,7 +191,9 @@ async def evaluate(
     queries = [(qid, text) for qid, text in dataset.queries(split).items()
                if query_ids is None or qid in query_ids][:max_queries]
     if not cold_labels:  # latency is not measured: methods share each query's vector too
-        context = replace(context, query_vectors={})
+        if context.query_vectors is None:
+            context = replace(context, query_vectors={})
+        context.embed_ahead([text for _, text in queries])
     built = build_methods(context, methods, qrels, dict(queries))
     reports = []
     for spec, method in built:
@@ -199,8 +207,7 @@ async def evaluate(
             latencies.append((time.perf_counter() - started) * 1000)
             pairs.append(result.pairs_scored)
             results[qid] = result
-            # ties broken by rank, as trec_eval would otherwise reorder equal scores by id
-            run[qid] = {hit.id: float(RUN_DEPTH - rank) for rank, hit in enumerate(result.hits)}
+            run[qid] = ranked([hit.id for hit in result.hits])
             if on_query:
                 on_query(spec.label)
         reports.append(MethodReport(spec, score_run(qrels, run), latencies, pairs, results))

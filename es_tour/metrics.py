@@ -13,6 +13,12 @@ Qrels = Mapping[str, Mapping[str, int]]  # query id -> {doc id: relevance}
 Run = Mapping[str, Mapping[str, float]]  # query id -> {doc id: score}
 
 
+def ranked(ranking: Sequence[str]) -> dict[str, float]:
+    """One ranked list of doc ids as a run's scores: scores by rank, as trec_eval would
+    otherwise reorder equal scores by id."""
+    return {doc: float(len(ranking) - rank) for rank, doc in enumerate(ranking)}
+
+
 def score_run(qrels: Qrels, run: Run) -> dict[str, float]:
     """nDCG@10, Recall@100 and MRR@10 averaged over the run's judged queries."""
     judged = {qid: dict(docs) for qid, docs in qrels.items() if qid in run}
@@ -24,6 +30,5 @@ def ndcg_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int = 10
     """nDCG@k of one ranked list of doc ids; 0 when nothing in `judgements` is relevant."""
     if not ranking or not any(rel > 0 for rel in judgements.values()):
         return 0.0
-    # scores by rank, as trec_eval would otherwise reorder equal scores by id
-    run = {"q": {doc: float(len(ranking) - rank) for rank, doc in enumerate(ranking)}}
+    run = {"q": ranked(ranking)}
     return float(ir_measures.calc_aggregate([nDCG @ k], {"q": dict(judgements)}, run)[nDCG @ k])

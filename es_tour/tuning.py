@@ -21,7 +21,7 @@ import numpy as np
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import RUN_DEPTH, MethodSpec
-from es_tour.metrics import score_run
+from es_tour.metrics import ranked, score_run
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, Timings, build_method
 from es_tour.pipeline._fusion import pool_scores
 from es_tour.tour import fused_scores
@@ -99,9 +99,7 @@ def fit(found: Mapping[str, Pool], qrels: Mapping[str, Mapping[str, int]]
     """The grid's (w_bm25, w_dense) with the best mean nDCG@10, and that nDCG."""
     best = (0.0, 0.0, -1.0)
     for w_bm25, w_dense in itertools.product(GRID, GRID):
-        run = {qid: {doc: float(RUN_DEPTH - rank)
-                     for rank, doc in enumerate(pool.ranking(w_bm25, w_dense))}
-               for qid, pool in found.items()}
+        run = {qid: ranked(pool.ranking(w_bm25, w_dense)) for qid, pool in found.items()}
         ndcg = score_run(qrels, run)["ndcg@10"]
         if ndcg > best[2] + 1e-9:
             best = (w_bm25, w_dense, ndcg)

@@ -6,7 +6,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from es_tour.cluster import LocalNode, NodeStatus
@@ -108,15 +107,14 @@ def remember_scifact(models, scifact: BeirDataset, *indices: str) -> None:
     embedding gives (tests/models: the corpus vectors' test); the modules that use this
     test serving, not labelling cost, which 2 cores would otherwise spend most of their
     time on. Docs outside SciFact, or with other text, are still embedded live."""
-    from es_tour.models import DualEncoderLabeler, corpus_embeddings, doc_key
+    from es_tour.models import DualEncoderLabeler, doc_key, unit_corpus_embeddings
 
     labeler = models.labeler("default")
     assert isinstance(labeler, DualEncoderLabeler)
     docs = list(scifact.corpus())
     texts = [doc.contents for doc in docs]
-    vectors, _ = corpus_embeddings(labeler.encoder, scifact.root / "corpus.jsonl", texts)
-    vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-    labeler.remember({doc_key(index, doc.id, text): vector.astype(np.float32)
+    vectors = unit_corpus_embeddings(labeler.encoder, scifact.root / "corpus.jsonl", texts)
+    labeler.remember({doc_key(index, doc.id, text): vector
                       for index in indices
                       for doc, text, vector in zip(docs, texts, vectors, strict=True)})
 

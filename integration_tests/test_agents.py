@@ -18,8 +18,7 @@ from es_tour.agents import CorpusLabeler, policy_dir
 from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
-from es_tour.evaluation import MethodReport, MethodSpec, evaluate
-from es_tour.metrics import Qrels, score_run
+from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 from es_tour.training import sample_queries, train_policy
@@ -71,7 +70,7 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
             context, scifact, [MethodSpec("oracle-agent", "oracle-agent")], split="test",
             query_ids=oracle_queries, cold_labels=False)
     ndcg = {name: report.metrics["ndcg@10"] for name, report in reports.items()}
-    hre_where_oracle = _ndcg_on(reports["hre"], oracle_queries, scifact.qrels("test"))
+    hre_where_oracle = reports["hre"].metrics_on(scifact.qrels("test"), oracle_queries)["ndcg@10"]
     engine_calls = {name: np.mean([r.engine_calls for r in report.results.values()])
                     for name, report in reports.items()}
     for name, report in reports.items():
@@ -86,13 +85,6 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
     # one BM25, the session's one kNN call (ids), and an mget of the texts it labels, unless
     # BM25 already returned all k of them
     assert 2 <= engine_calls["hre"] <= 3
-
-
-def _ndcg_on(report: MethodReport, query_ids: list[str], qrels: Qrels) -> float:
-    """The report's nDCG@10 over `query_ids` alone."""
-    run = {qid: {hit.id: float(len(report.results[qid].hits) - rank)
-                 for rank, hit in enumerate(report.results[qid].hits)} for qid in query_ids}
-    return score_run({qid: qrels[qid] for qid in query_ids}, run)["ndcg@10"]
 
 
 async def test_tour_agent_moves_the_dense_query_and_labels_what_it_finds(

@@ -48,7 +48,7 @@ def test_sweeps_ingest_and_sub_reports_are_filled(smoke_run):
     _, results = smoke_run
     assert [s["parameter"] for s in results["sweeps"]] == ["lr", "m"]
     assert all(s["best"] in s["ndcg@10"] for s in results["sweeps"])
-    assert results["ingest"]["docs"] == 64 and results["ingest"]["ratio"] > 0
+    assert results["ingest"]["docs"] == 16 and results["ingest"]["ratio"] > 0
     assert "| direct |" in results["proxy_markdown"]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
-from es_tour.metrics import score_run
+from es_tour.metrics import ranked, score_run
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from integration_tests.test_cli_engine import es_tour
 
@@ -97,7 +97,7 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(upstream, scifact, sc
             tour = answer.json()["ext"]["tour"]
             assert tour["method"] == chosen["settings"]["index.tour.method"]
             hits = answer.json()["hits"]["hits"]
-            run[qid] = {hit["_id"]: float(len(hits) - rank) for rank, hit in enumerate(hits)}
+            run[qid] = ranked([hit["_id"] for hit in hits])
     served = score_run({qid: qrels[qid] for qid in held_out}, run)["ndcg@10"]
     reported = held[chosen["recommended"]]["ndcg@10"]
     assert served == pytest.approx(reported, abs=SAME)

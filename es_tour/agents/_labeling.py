@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from es_tour.datasets import BeirDataset
-from es_tour.models import DualEncoder, DualEncoderLabeler, corpus_embeddings
+from es_tour.models import DualEncoder, DualEncoderLabeler, unit_corpus_embeddings
 from es_tour.models._labelers import DocKey
 
 
@@ -20,9 +20,7 @@ class CorpusLabeler(DualEncoderLabeler):
     def __init__(self, encoder: DualEncoder, dataset: BeirDataset, name: str | None = None):
         super().__init__(encoder, name)
         texts = [doc.contents for doc in dataset.corpus()]
-        vectors, _ = corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
-        norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-        self._vectors = (vectors / norms).astype(np.float32)
+        self._vectors = unit_corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
         self._rows = {text: row for row, text in enumerate(texts)}
 
     def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
@@ -32,6 +30,6 @@ class CorpusLabeler(DualEncoderLabeler):
         if unknown:  # the parent encodes them (and embeds and caches the query)
             encoded = iter(super()._score_new(
                 query, [key for key, _ in unknown], [text for _, text in unknown]).tolist())
-        q = self._query(query)
+        q = self.query_vector(query)
         return np.array([float(self._vectors[row] @ q) if row is not None else next(encoded)
                          for row in rows], dtype=np.float32)

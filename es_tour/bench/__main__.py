@@ -72,7 +72,7 @@ class Plan:
 
 
 FULL = Plan(None, 100, 200, 50, 1024, 300, (*TOUR_SWEEPS, *AGENT_SWEEPS), False)
-SMOKE = Plan(5, 10, 20, 5, 64, 20, (Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.1, 0.2)),
+SMOKE = Plan(5, 10, 20, 5, 16, 20, (Sweep("tour-hard:k=10:max_rounds=3", "lr", (0.1, 0.2)),
                                       Sweep("learned-agent", "m", (3, 5))), True)
 
 

@@ -527,6 +527,9 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         _choose_labelling(context, data, own, corpus_vectors, lambda: expected_pairs(
             [plain_spec(name, budget) for name in candidates for budget in budgets],
             len(fitting) + len(held_out), False))
+        # every candidate searches the same queries: each embedded once, before the first
+        context = replace(context, query_vectors={})
+        context.embed_ahead([*fitting.values(), *held_out.values()])
         for budget in budgets:
             with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
                               err_console) as advance:

@@ -6,7 +6,11 @@ Exporting, building registry models and training live in `es_tour.training`.
 
 from __future__ import annotations
 
-from es_tour.models._corpus_cache import corpus_embeddings, has_corpus_embeddings
+from es_tour.models._corpus_cache import (
+    corpus_embeddings,
+    has_corpus_embeddings,
+    unit_corpus_embeddings,
+)
 from es_tour.models._labelers import (
     CrossEncoderLabeler,
     DocKey,
@@ -37,4 +41,5 @@ __all__ = [
     "load_labeler",
     "model_path",
     "read_manifest",
+    "unit_corpus_embeddings",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from es_tour.models._manifest import CACHE
-from es_tour.models._runtime import DualEncoder
+from es_tour.models._runtime import DualEncoder, l2_normalize
 
 
 def corpus_embeddings(
@@ -38,6 +38,14 @@ def corpus_embeddings(
     np.save(vectors, embedded)
     meta.write_text(json.dumps({"docs": len(texts), "docs_per_s": rate}))
     return embedded, rate
+
+
+def unit_corpus_embeddings(
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+) -> np.ndarray:
+    """`corpus_embeddings` as float32 unit rows: the doc vectors a dual-encoder labeler's
+    cosine φ uses."""
+    return l2_normalize(corpus_embeddings(encoder, corpus_path, texts)[0])
 
 
 def cached_corpus_embeddings(

@@ -21,7 +21,7 @@ from cachetools import LRUCache
 
 from es_tour.errors import ConfigError
 from es_tour.models._manifest import read_manifest
-from es_tour.models._runtime import CrossEncoder, DualEncoder
+from es_tour.models._runtime import CrossEncoder, DualEncoder, l2_normalize
 from es_tour.paths import models_dir
 
 DEFAULT_CACHED_QUERIES = 256
@@ -114,6 +114,10 @@ class _CachedLabeler:
             cache.popitem(last=False)
         return value
 
+    @property
+    def cached_queries(self) -> int:
+        return self._cached_queries
+
     def clear_cache(self) -> None:
         """Forget every cached score; `pairs_scored` keeps counting."""
         with self._lock:
@@ -172,7 +176,7 @@ class DualEncoderLabeler(_CachedLabeler):
         return hashlib.sha256(json.dumps(self.encoder.doc_encoding).encode()).hexdigest()[:12]
 
     def _score_new(self, query: str, keys: list[DocKey], texts: list[str]) -> np.ndarray:
-        return np.asarray(self.doc_vectors(keys, texts) @ self._query(query))
+        return np.asarray(self.doc_vectors(keys, texts) @ self.query_vector(query))
 
     def held(self, keys: Sequence[DocKey]) -> dict[DocKey, np.ndarray]:
         """The doc vectors of `keys` in memory now (none is embedded)."""
@@ -197,19 +201,19 @@ class DualEncoderLabeler(_CachedLabeler):
 
     def _embed(self, docs: Mapping[DocKey, str]) -> np.ndarray:
         """One shared batch through the model, kept in the cache."""
-        embedded = _unit(self.encoder.encode_docs(list(docs.values())))
+        embedded = l2_normalize(self.encoder.encode_docs(list(docs.values())))
         with self._lock:
             self.docs_embedded += len(docs)
             for key, vector in zip(docs, embedded, strict=True):
                 self._doc_vectors[key] = vector
         return embedded
 
-    def _query(self, query: str) -> np.ndarray:
+    def query_vector(self, query: str) -> np.ndarray:
         """The query's unit embedding, computed once per cached query."""
         with self._lock:
             q = self._query_vectors.get(query)
         if q is None:
-            q = _unit(self.encoder.encode_queries([query]))[0]
+            q = l2_normalize(self.encoder.encode_queries([query]))[0]
             with self._lock:
                 self._remembered(query, self._query_vectors, lambda: q)
         return q
@@ -254,13 +258,15 @@ class _SharedBatches:
                     self._wanted[key] = Future()
                     self._queue[key] = text
                 mine[key] = self._wanted[key]
-        while not all(future.done() for future in mine.values()):
+        def finished() -> bool:
+            return all(future.done() for future in mine.values())
+
+        while True:
             with self._changed:
-                if self._running:
-                    self._changed.wait()
-                    continue
-                if not self._queue:  # another thread took the docs and finished them
-                    continue
+                self._changed.wait_for(lambda: finished() or not self._running)
+                if finished():
+                    break
+                # idle with some of ours unfinished: they are queued, so run the next batch
                 self._running = True
                 batch = dict(self._queue.popitem(last=False)
                              for _ in range(min(self._batch_docs, len(self._queue))))
@@ -281,12 +287,6 @@ class _SharedBatches:
                     future.set_result(outcome[row])
             self._running = False
             self._changed.notify_all()
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    """x: (n, d) -> (n, d) float32 unit rows (a no-op for normalised encoders)."""
-    return np.asarray(x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None),
-                      dtype=np.float32)
 
 
 def load_labeler(

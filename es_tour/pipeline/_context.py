@@ -12,7 +12,7 @@ import numpy as np
 
 from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.errors import ConfigError
-from es_tour.models import DualEncoder, Labeler
+from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -70,8 +70,8 @@ class SearchContext:
     label_batch: int = DEFAULT_LABEL_BATCH
     lexical_query: Mapping[str, Any] | None = None
     store: VectorStore | None = None
-    # query text -> its vector, across an evaluation's methods when latency is not measured
-    # (a sidecar's searches never share it: each request has its own context)
+    # query text -> its vector: across an evaluation's methods when latency is not measured;
+    # in the sidecar, one request's own (the vector it brought, or its one embedding)
     query_vectors: dict[str, np.ndarray] | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
@@ -88,6 +88,19 @@ class SearchContext:
         if self.query_vectors is not None:
             self.query_vectors[query] = vector.copy()
         return vector
+
+    def embed_ahead(self, queries: Sequence[str]) -> None:
+        """Embed an offline run's queries before its searches start, one at a time as a
+        search would (the same vectors): the encoder's into `query_vectors`, a dual-encoder
+        labeler's into its query cache, as many as that holds. Run mid-search instead, each
+        waits for the cores behind the engine's work and the other searches'."""
+        if self.query_vectors is not None:
+            for query in queries:
+                if query not in self.query_vectors:
+                    self.query_vectors[query] = self.encoder.encode_queries([query])[0]
+        if isinstance(self.labeler, DualEncoderLabeler):
+            for query in queries[:self.labeler.cached_queries]:
+                self.labeler.query_vector(query)
 
     async def label(
         self, query: str, hits: Sequence[Hit], timings: Timings, labels: LabelCache

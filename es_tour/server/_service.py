@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from cachetools import TTLCache
 
 from es_tour.engines import ClientEngine, VectorField, connect
@@ -24,7 +23,6 @@ from es_tour.pipeline import (
     SearchContext,
     SearchMethod,
     SearchResult,
-    Timings,
     VectorStore,
 )
 from es_tour.server._config import ServerConfig
@@ -41,19 +39,6 @@ FALLBACK_TIMEOUT_MS = 1_000
 # how long what an index's vector field holds (dimension, in `_source` or not) is kept: it
 # cannot change while the index lives, but the name may be given to a new index
 VECTOR_FIELD_TTL_S = 60.0
-
-
-@dataclass
-class _GivenVector(SearchContext):
-    """A context whose query embedding is the vector the request brought."""
-
-    vector: np.ndarray | None = None
-
-    async def embed_query(self, query: str, timings: Timings) -> np.ndarray:
-        # kept: past the deadline, round 0 reuses it rather than queue behind the encoder
-        if self.vector is None:
-            self.vector = await super().embed_query(query, timings)
-        return self.vector
 
 
 class TourService:
@@ -111,10 +96,12 @@ class TourService:
         searcher = as_caller.with_filters(request.filters)
         if not vectors.in_source:
             searcher = searcher.with_doc_value_vectors(vectors.name)
-        context = _GivenVector(searcher, request.index, encoder,
-                               labeler, chosen.text_fields, chosen.vector_field, self.pool,
-                               self.config.label_batch, request.lexical, self.store,
-                               vector=request.vector)
+        # the request's own vector, if it brought one; else its embedding, kept: past the
+        # deadline, round 0 reuses it rather than queue behind the encoder
+        given = {} if request.vector is None else {request.text: request.vector}
+        context = SearchContext(searcher, request.index, encoder, labeler, chosen.text_fields,
+                                chosen.vector_field, self.pool, self.config.label_batch,
+                                request.lexical, self.store, query_vectors=given)
         # every option checked here; a learned policy is read from disk: off the loop too
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
         self._check(request, chosen, encoder.dimension)

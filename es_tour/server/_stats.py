@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -148,6 +148,16 @@ def _histogram(family: Metric) -> dict[str, Any]:
     return out
 
 
+@runtime_checkable
+class _EmbedsDocs(Protocol):
+    """A labeler that embeds docs apart from queries (`DualEncoderLabeler`)."""
+
+    docs_embedded: int
+
+    @property
+    def queued_docs(self) -> int: ...
+
+
 class _LabelerWork(Collector):
     """The work each loaded labeler did, read from its own counters at scrape: pairs it
     scored anew (the score cache's misses) and, for a dual encoder, docs it embedded (the
@@ -166,10 +176,9 @@ class _LabelerWork(Collector):
                                    "dual-encoder labeler's next shared batch", labels=["labeler"])
         for name, labeler in self._labelers().items():
             scored.add_metric([name], labeler.pairs_scored)
-            docs = getattr(labeler, "docs_embedded", None)  # cross-encoders embed no docs
-            if docs is not None:
-                embedded.add_metric([name], docs)
-                queued.add_metric([name], labeler.queued_docs)  # type: ignore[attr-defined]
+            if isinstance(labeler, _EmbedsDocs):  # a dual encoder; cross-encoders embed none
+                embedded.add_metric([name], labeler.docs_embedded)
+                queued.add_metric([name], labeler.queued_docs)
         yield scored
         yield embedded
         yield queued

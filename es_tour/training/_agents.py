@@ -87,8 +87,9 @@ async def train_policy(
     """
     started = time.perf_counter()
     context = SearchContext(engine, index, encoder or DualEncoder(model_path(RETRIEVER)),
-                            labeler or load_labeler("default"))
+                            labeler or load_labeler("default"), query_vectors={})
     queries = sample_queries(dataset, split, max_queries, seed)
+    context.embed_ahead(list(queries.values()))
     qrels = dataset.qrels(split)
     gate = asyncio.Semaphore(concurrency)
 

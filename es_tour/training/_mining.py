@@ -15,9 +15,9 @@ from rich.progress import Progress
 
 from es_tour.datasets import BeirSplit
 from es_tour.models._corpus_cache import cached_corpus_embeddings, corpus_embeddings
-from es_tour.models._labelers import _unit, model_directory
+from es_tour.models._labelers import model_directory
 from es_tour.models._manifest import read_manifest
-from es_tour.models._runtime import CrossEncoder, DualEncoder
+from es_tour.models._runtime import CrossEncoder, DualEncoder, l2_normalize
 from es_tour.training._corpus import run_ndcg_at_10
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class DualScorer:
         corpus = corpus_embeddings if encode_corpus else cached_corpus_embeddings
         cached = corpus(encoder, data.corpus_path, data.doc_texts)
         self.from_cache = cached is not None
-        self._corpus = _unit(cached[0]) if cached is not None else None
+        self._corpus = l2_normalize(cached[0]) if cached is not None else None
         self._encoded: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
         self.docs_encoded = 0
@@ -76,7 +76,7 @@ class DualScorer:
         """query and n doc ids -> (n,) float32 cosines."""
         q = self._queries.get(query)
         if q is None:
-            q = self._queries[query] = _unit(self.encoder.encode_queries([query]))[0]
+            q = self._queries[query] = l2_normalize(self.encoder.encode_queries([query]))[0]
         return np.asarray(self._doc_vectors(doc_ids) @ q)
 
     def _doc_vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
@@ -84,7 +84,8 @@ class DualScorer:
             return self._corpus[[self._rows[d] for d in doc_ids]]
         new = [d for d in dict.fromkeys(doc_ids) if d not in self._encoded]
         if new:
-            vectors = _unit(self.encoder.encode_docs([self._texts[self._rows[d]] for d in new]))
+            texts = [self._texts[self._rows[d]] for d in new]
+            vectors = l2_normalize(self.encoder.encode_docs(texts))
             self._encoded.update(zip(new, vectors, strict=True))
             self.docs_encoded += len(new)
         return np.stack([self._encoded[d] for d in doc_ids])

@@ -14,6 +14,7 @@ from es_tour.cli import search
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import CORPUS_VECTORS_BREAK_EVEN
 from es_tour.models import DualEncoder, DualEncoderLabeler
+from es_tour.models._runtime import l2_normalize
 
 DOCS = {
     "d1": ("Aspirin", "Aspirin lowers the risk of a second heart attack."),
@@ -42,8 +43,8 @@ def collection(tmp_path: Path) -> BeirDataset:
 @pytest.fixture
 def encoder(minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> DualEncoder:
     # the vectors of a throwaway corpus stay out of the shared model cache
-    monkeypatch.setattr(_labeling, "corpus_embeddings",
-                        lambda enc, path, texts: (enc.encode_docs(texts), 0.0))
+    monkeypatch.setattr(_labeling, "unit_corpus_embeddings",
+                        lambda enc, path, texts: l2_normalize(enc.encode_docs(texts)))
     return DualEncoder(minilm_dir)
 
 
