@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -179,14 +180,19 @@ async def evaluate(
     on_query: Callable[[str], None] | None = None,
     cold_labels: bool = True,
     query_ids: Collection[str] | None = None,
+    concurrency: int = 1,
 ) -> list[MethodReport]:
     """Each method over the split's queries, one at a time so latencies are honest.
 
     `query_ids` keeps only those queries, `max_queries` the first N of what is kept.
     With `cold_labels` every method starts with an empty labeler cache, so none is timed
-    on labels another paid for; without, the methods also share each query's embedding.
-    Pairs scored are counted per search either way.
+    on labels another paid for; without, the methods also share each query's embedding,
+    and `concurrency` queries may run at once (a quality run: each latency then includes
+    waiting on the others). Pairs scored are counted per search either way.
     """
+    if concurrency != 1 and (cold_labels or concurrency < 1):
+        raise ConfigError(f"concurrency [{concurrency}] must be 1 with cold labels (timed "
+                          "searches run one at a time), else >= 1")
     qrels = dataset.qrels(split)
     queries = [(qid, text) for qid, text in dataset.queries(split).items()
                if query_ids is None or qid in query_ids][:max_queries]
@@ -199,19 +205,36 @@ async def evaluate(
     for spec, method in built:
         if cold_labels:
             _forget_labels(context)
-        run: dict[str, dict[str, float]] = {}
-        latencies, pairs, results = [], [], {}
-        for qid, text in queries:
+        answered = await _search_each(method, [text for _, text in queries], concurrency,
+                                      on_query, spec.label)
+        results = {qid: result for (qid, _), (result, _) in zip(queries, answered, strict=True)}
+        run = {qid: ranked([hit.id for hit in result.hits]) for qid, result in results.items()}
+        reports.append(MethodReport(spec, score_run(qrels, run),
+                                    [elapsed for _, elapsed in answered],
+                                    [result.pairs_scored for result in results.values()],
+                                    results))
+    return reports
+
+
+async def _search_each(method: SearchMethod, texts: Sequence[str], concurrency: int,
+                       on_query: Callable[[str], None] | None, label: str
+                       ) -> list[tuple[SearchResult, float]]:
+    """(result, ms) of each text's search, in order, `concurrency` at a time; `on_query`
+    hears `label` after each."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def timed(text: str) -> tuple[SearchResult, float]:
+        async with gate:
             started = time.perf_counter()
             result = await method.search(text, RUN_DEPTH)
-            latencies.append((time.perf_counter() - started) * 1000)
-            pairs.append(result.pairs_scored)
-            results[qid] = result
-            run[qid] = ranked([hit.id for hit in result.hits])
-            if on_query:
-                on_query(spec.label)
-        reports.append(MethodReport(spec, score_run(qrels, run), latencies, pairs, results))
-    return reports
+            elapsed_ms = (time.perf_counter() - started) * 1000
+        if on_query:
+            on_query(label)
+        return result, elapsed_ms
+
+    async with asyncio.TaskGroup() as group:  # a failed search cancels the rest
+        tasks = [group.create_task(timed(text)) for text in texts]
+    return [task.result() for task in tasks]
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from es_tour.pipeline._fusion import pool_scores
 from es_tour.tour import fused_scores
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
-CONCURRENCY = 4  # fitting searches in flight at once
+CONCURRENCY = 4  # searches in flight at once, in the fit and in the held-out check
 BASELINE = "rerank-hybrid"  # reranking BM25 ∪ kNN: what a choice must beat
 # `name` or `name:key=value`, as `es-tour eval` takes them; `plain_spec` adds the budget
 CANDIDATES = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear", "tour-hard",

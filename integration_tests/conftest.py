@@ -69,6 +69,9 @@ async def engine(
 
 
 SCIFACT_INDEX = "scifact"
+# queries a quality run (latency not under test) searches at once: the engine's calls
+# overlap the client's work on two cores
+QUALITY_CONCURRENCY = 4
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
 from es_tour.training import sample_queries, train_policy
+from integration_tests.conftest import QUALITY_CONCURRENCY
 
 SAMPLE, SEED = 100, 13  # test queries, fixed sample
 # train queries the policy is cloned from: only about 1 in 20 has a Δq that raises
@@ -63,12 +64,13 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
         methods = [MethodSpec("hre", "hre"),
                    MethodSpec("learned-agent", "learned-agent", {"policy": policy_name})]
         reports = {report.spec.name: report for report in await evaluate(
-            context, scifact, methods, split="test", query_ids=queries, cold_labels=False)}
+            context, scifact, methods, split="test", query_ids=queries, cold_labels=False,
+            concurrency=QUALITY_CONCURRENCY)}
         # the oracle, the costliest, on the first of them: its lead is wide
         oracle_queries = list(queries)[:ORACLE_QUERIES]
         (reports["oracle-agent"],) = await evaluate(
             context, scifact, [MethodSpec("oracle-agent", "oracle-agent")], split="test",
-            query_ids=oracle_queries, cold_labels=False)
+            query_ids=oracle_queries, cold_labels=False, concurrency=QUALITY_CONCURRENCY)
     ndcg = {name: report.metrics["ndcg@10"] for name, report in reports.items()}
     hre_where_oracle = reports["hre"].metrics_on(scifact.qrels("test"), oracle_queries)["ndcg@10"]
     engine_calls = {name: np.mean([r.engine_calls for r in report.results.values()])
@@ -99,7 +101,8 @@ async def test_tour_agent_moves_the_dense_query_and_labels_what_it_finds(
         context = SearchContext(engine, scifact_index, encoder, labeler)
         reports = {report.spec.name: report for report in await evaluate(
             context, scifact, [MethodSpec("hre", "hre"), MethodSpec("tour-agent", "tour-agent")],
-            split="test", query_ids=queries, cold_labels=False)}
+            split="test", query_ids=queries, cold_labels=False,
+            concurrency=QUALITY_CONCURRENCY)}
     results = reports["tour-agent"].results.values()
     # every query takes the step, and the moved vector's kNN brings docs HRE never labelled
     assert all(r.rounds[0].chosen == "tour-step" and r.rounds[1].newly_scored > 0

@@ -41,6 +41,7 @@ import pytest
 from es_tour.engines import connect
 from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.pipeline import SearchContext
+from integration_tests.conftest import QUALITY_CONCURRENCY
 
 QUERIES = 60
 BUDGET = 20
@@ -68,7 +69,8 @@ async def reports(nodes, scifact, scifact_index, retriever, corpus_labeler):
         context = SearchContext(engine, scifact_index, retriever, corpus_labeler)
         # latency is not under test: the methods may share the labeler's query vectors
         measured = await evaluate(context, scifact, methods, split="test",
-                                  max_queries=QUERIES, cold_labels=False)
+                                  max_queries=QUERIES, cold_labels=False,
+                                  concurrency=QUALITY_CONCURRENCY)
     return {r.spec.label: r for r in measured}
 
 

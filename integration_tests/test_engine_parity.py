@@ -7,6 +7,7 @@ from __future__ import annotations
 from es_tour.engines import connect
 from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.pipeline import SearchContext
+from integration_tests.conftest import QUALITY_CONCURRENCY
 
 ANSERINI_BM25_MULTIFIELD = 0.665
 
@@ -20,7 +21,7 @@ async def test_bm25_and_knn_ndcg_agree_across_engines(nodes, scifact, scifact_in
             # latency is not under test: each query is embedded once
             reports = await evaluate(context, scifact, [MethodSpec.parse("bm25"),
                                                         MethodSpec.parse("knn")],
-                                     cold_labels=False)
+                                     cold_labels=False, concurrency=QUALITY_CONCURRENCY)
         ndcg[name] = {r.spec.label: r.metrics["ndcg@10"] for r in reports}
     for method in ("bm25", "knn"):
         assert abs(ndcg["opensearch"][method] - ndcg["elasticsearch"][method]) <= 0.01, ndcg

@@ -13,6 +13,7 @@ import pytest
 from es_tour.engines import connect
 from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.pipeline import SearchContext
+from integration_tests.conftest import QUALITY_CONCURRENCY
 
 QUERIES = 100
 BUDGET = 20  # TOUR's default pairs per query
@@ -27,7 +28,8 @@ async def scifact_test_reports(nodes, scifact, scifact_index, retriever, corpus_
                                                "tour-soft")]
         # latency is not under test: the methods may share the labeler's cached scores
         reports = await evaluate(
-            context, scifact, specs, split="test", max_queries=QUERIES, cold_labels=False
+            context, scifact, specs, split="test", max_queries=QUERIES, cold_labels=False,
+            concurrency=QUALITY_CONCURRENCY
         )
     return {r.spec.label: r for r in reports}
 

@@ -151,7 +151,10 @@ async def test_hybrid_linear_ranks_both_lists_union_by_z_scored_bm25_and_similar
     union = sorted({*np.argsort(-(DOCS @ unit))[:40], *np.argsort(-BM25)[:40]})
     scores = hybrid_scores(BM25[union], DOCS[union] @ unit, lexical_weight)
     assert [h.id for h in result.hits] == [f"d{union[i]}" for i in np.argsort(-scores)[:30]]
-    assert result.pairs_scored == 0 and result.engine_calls == 3  # kNN-only docs' BM25
+    # two more calls: the kNN-only docs' BM25 and the BM25-only docs' kNN score; the
+    # engine's scores rank the union, so no stored vector crosses the wire
+    assert result.pairs_scored == 0 and result.engine_calls == 4
+    assert sorted(set(context.engine.returned)) == ["ids", "text"]
 
 
 async def test_rerank_over_hybrid_linear_labels_its_top_k_and_keeps_the_rest(context):

@@ -84,14 +84,15 @@ class HybridTourRound(AgentRound):
 
 @dataclass
 class _Session:
-    """What one query's session has labelled, with the docs' vectors and sources."""
+    """What one query's session has labelled: the docs' sources, and the stored vectors
+    of those a TOUR step has read."""
 
     labels: LabelCache
-    vectors: dict[str, np.ndarray]
     sources: dict[str, dict[str, Any]]
+    vectors: dict[str, np.ndarray]
 
     def phi(self) -> dict[str, float]:
-        ids = list(self.vectors)
+        ids = list(self.sources)
         return dict(zip(ids, self.labels.get(ids).tolist(), strict=True))
 
 
@@ -118,10 +119,10 @@ class HybridTourMethod:
             timings, round_started = Timings(), time.perf_counter()
             calls_before = env.budget.engine_calls
             # k docs past every one labelled; round 0 also reaches `size`, for the fill
-            depth = options.k + len(seen.vectors) if rounds else max(options.k, size)
+            depth = options.k + len(seen.sources) if rounds else max(options.k, size)
             if options.pool == "hybrid-linear":
                 depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
-            dense, sparse = await asyncio.gather(context.knn(q, depth, timings),
+            dense, sparse = await asyncio.gather(context.knn(q, depth, timings, returns="text"),
                                                  self._bm25(lexical, depth, timings))
             calls += 2
             new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
@@ -129,12 +130,11 @@ class HybridTourMethod:
             pool, extra_calls = await self._pool(q, lexical, dense, sparse, timings)
             calls += extra_calls
             first = first or pool
-            to_label = [h for h in pool if h.id not in seen.vectors][
+            to_label = [h for h in pool if h.id not in seen.sources][
                 : min(options.k, options.budget - pairs)]
             _, newly = await context.label(query, to_label, timings, seen.labels)
             pairs += newly
             for hit in to_label:
-                seen.vectors[hit.id] = context.stored_vector(hit)
                 seen.sources[hit.id] = self._source(hit)
             phi = seen.phi()
             answer = tuple(sorted(phi, key=lambda doc: -phi[doc])[: options.k])
@@ -151,7 +151,12 @@ class HybridTourMethod:
             last = round_no == options.max_rounds or not to_label or pairs >= options.budget
             if not last:
                 # the same labels move both halves: the vector by TOUR's step, the text by Δq
-                ids = list(seen.vectors)
+                seen.vectors |= await context.stored_vectors(
+                    [i for i in seen.sources if i not in seen.vectors], timings)
+                calls += 1
+                trace.engine_calls += 1
+                # a doc deleted since it was labelled has no vector to read
+                ids = [i for i in seen.sources if i in seen.vectors]
                 q_next = optimizer.step(q, np.stack([seen.vectors[i] for i in ids]),
                                         seen.labels.get(ids))
                 trace.delta_q_norm = float(np.linalg.norm(q_next - q))
@@ -197,16 +202,16 @@ class HybridTourMethod:
             return await self._bm25(lexical, len(ids), timings, ids=ids)
 
         return await rank_linear(self.context, q, dense, sparse, bm25_of,
-                                 self.options.lexical_weight)
+                                 self.options.lexical_weight, timings)
 
     async def _bm25(self, query: Query, k: int, timings: Timings,
                     ids: list[str] | None = None) -> list[Hit]:
-        """The Lucene query q_t's top k (among `ids`, if given), with the stored vectors
-        TOUR's step needs."""
+        """The Lucene query q_t's top k (among `ids`, if given), without stored vectors."""
         compiled = compile_bool(query, self.context.text_fields)
         with timings.engine():
             return await self.context.engine.bool_search(self.context.index, compiled, k,
-                                                         ids=ids)
+                                                         ids=ids,
+                                                         exclude=[self.context.vector_field])
 
     def _source(self, hit: Hit) -> dict[str, Any]:
         return {key: value for key, value in hit.source.items()

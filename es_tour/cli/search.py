@@ -77,6 +77,7 @@ from es_tour.server._options import (
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
+    CONCURRENCY,
     Splits,
     choose,
     fit_candidates,
@@ -539,7 +540,7 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
             baseline = plain_spec(BASELINE, budget)
             checked = await evaluate(context, data, [chosen.fused, baseline],
                                      split=divided.held_out, query_ids=held_out,
-                                     cold_labels=False)
+                                     cold_labels=False, concurrency=CONCURRENCY)
             scores = {report.spec.label: report.summary() for report in checked}
             # the choice only if it holds up on queries the fit never saw: a fit on few
             # queries can pick a candidate that trails the plain reranker

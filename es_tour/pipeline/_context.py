@@ -146,6 +146,16 @@ class SearchContext:
                 "and this method reads every doc's stored vector: index one for each doc")
         return np.asarray(hit.source[self.vector_field], dtype=np.float32)
 
+    async def stored_vectors(self, ids: Sequence[str], timings: Timings
+                             ) -> dict[str, np.ndarray]:
+        """The stored vectors of the docs of `ids` that exist, in one call (none for no ids):
+        what a TOUR step reads of the docs it has labelled, fetched for them alone."""
+        if not ids:
+            return {}
+        with timings.engine():
+            hits = await self.engine.mget(self.index, ids, exclude=self.text_fields)
+        return {hit.id: self.stored_vector(hit) for hit in hits}
+
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
         returns: KnnReturns = "vectors",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -211,8 +212,9 @@ class HybridRrfMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
-        dense = _recorded(await self.context.knn(await self.context.embed_query(query, timings), k,
-                                                 timings), "knn", provenance)
+        vector = await self.context.embed_query(query, timings)
+        dense = _recorded(await self.context.knn(vector, k, timings, returns="text"), "knn",
+                          provenance)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -224,7 +226,7 @@ class HybridRrfMethod(_FirstStage):
 
 class HybridLinearMethod(_FirstStage):
     """BM25 and kNN, each `depth` deep, their union ranked by `hybrid_scores`: a
-    convex combination of z-scored BM25 and q·c, exact for every doc in the union."""
+    convex combination of z-scored BM25 and kNN scores, exact for every doc in the union."""
 
     name = "hybrid-linear"
     options: FirstStageOptions
@@ -241,19 +243,18 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
                         timings: Timings, provenance: Provenance) -> tuple[list[Hit], int]:
     """The union of BM25's and kNN's top `depth`, best first by `hybrid_scores`, then (for
     k past it) their next hits in turn at the union's lowest score, so a deeper page never
-    reorders the first; and the engine calls made (a third gives the kNN-only docs their
-    BM25)."""
+    reorders the first; and the engine calls made (`rank_linear` adds up to two)."""
     depth = options.depth
     vector = await context.embed_query(query, timings)
-    dense = _recorded(await context.knn(vector, max(k, depth), timings), "knn", provenance)
-    lexical = _recorded(await context.bm25(query, max(k, depth), timings, with_vectors=True),
-                        "bm25", provenance)
+    dense = _recorded(await context.knn(vector, max(k, depth), timings, returns="text"),
+                      "knn", provenance)
+    lexical = _recorded(await context.bm25(query, max(k, depth), timings), "bm25", provenance)
 
     async def bm25_of(ids: list[str]) -> list[Hit]:
         return await context.bm25(query, len(ids), timings, ids=ids)
 
     ranked, calls = await rank_linear(context, vector, dense[:depth], lexical[:depth], bm25_of,
-                                      options.lexical_weight)
+                                      options.lexical_weight, timings)
     fused = {hit.id for hit in ranked}
     floor = ranked[-1].score if ranked else 0.0
     rest = [Hit(hit.id, floor, hit.source, hit.vector)
@@ -264,23 +265,41 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
 async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],
                       lexical: Sequence[Hit],
                       bm25_of: Callable[[list[str]], Awaitable[list[Hit]]],
-                      lexical_weight: float) -> tuple[list[Hit], int]:
-    """The union of `dense` and `lexical` (both with stored vectors), best first by
-    `hybrid_scores` against `vector`, and the engine calls made: `bm25_of` gives the
-    dense-only docs their BM25 in one call, 0 where no query term matches."""
+                      lexical_weight: float, timings: Timings) -> tuple[list[Hit], int]:
+    """The union of `dense` (`context.knn`'s hits for `vector`) and `lexical`, best first by
+    `hybrid_scores`, and the engine calls made: at once, `bm25_of` gives the dense-only
+    docs their BM25 (0 where no query term matches) and a kNN call restricted to the
+    lexical-only docs their kNN score (exact from a filter this small).
+
+    The dense side is the engine's kNN score, as fusion's: an increasing map of q·c,
+    affine (so the z-score makes it q·c's own) for Elasticsearch's dot_product and cosine
+    and for OpenSearch's innerproduct where q·c ≥ 0. No stored vector crosses the wire:
+    each is ~8 KB of JSON at 384 dimensions.
+    """
     union = interleave(dense, lexical)
     bm25 = {hit.id: hit.score for hit in lexical}
-    unmatched = [hit.id for hit in union if hit.id not in bm25]
-    if unmatched:
-        bm25 |= {hit.id: hit.score for hit in await bm25_of(unmatched)}
-    unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    knn = {hit.id: hit.score for hit in dense}
+    dense_only = [hit.id for hit in union if hit.id not in bm25]
+    lexical_only = [hit.id for hit in union if hit.id not in knn]
+
+    async def knn_of(ids: list[str]) -> list[Hit]:
+        return await context.knn(vector, len(ids), timings, ids=ids, returns="ids")
+
+    async def none() -> list[Hit]:
+        return []
+
+    more_bm25, more_knn = await asyncio.gather(bm25_of(dense_only) if dense_only else none(),
+                                               knn_of(lexical_only) if lexical_only else none())
+    bm25 |= {hit.id: hit.score for hit in more_bm25}
+    knn |= {hit.id: hit.score for hit in more_knn}
+    floor = min(knn.values(), default=0.0)  # a doc with no stored vector: kNN's last
     scores = hybrid_scores(np.array([bm25.get(hit.id, 0.0) for hit in union]),
-                           np.array([context.stored_vector(hit) @ unit for hit in union]),
+                           np.array([knn.get(hit.id, floor) for hit in union]),
                            lexical_weight)
     order = np.argsort(-scores, kind="stable")
     ranked = [Hit(union[i].id, float(scores[i]), union[i].source, union[i].vector)
               for i in order]
-    return ranked, int(bool(unmatched))
+    return ranked, int(bool(dense_only)) + int(bool(lexical_only))
 
 
 class _Rerank(_FirstStage):

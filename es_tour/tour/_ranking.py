@@ -59,7 +59,8 @@ def hybrid_scores(bm25: np.ndarray, dense: np.ndarray, lexical_weight: float) ->
     and kNN hits: the convex combination of normalised scores that Bruch et al. (2023)
     found to beat RRF, and it needs no labels.
 
-    bm25, dense: (n,) -> (n,) float64; BM25 is 0 for a doc no query term matches.
+    bm25, dense: (n,) -> (n,) float64; BM25 is 0 for a doc no query term matches. `dense`
+    may be any affine map of q·c (the engine's kNN score): z-scoring undoes it.
     """
     arrays = [np.asarray(a, dtype=np.float64) for a in (bm25, dense)]
     if any(a.ndim != 1 for a in arrays) or arrays[0].shape != arrays[1].shape:

@@ -43,7 +43,8 @@ async def mine_candidates(
     for row, (qid, text) in enumerate(queries.items()):
         lists = [await engine.bm25(index, text, depth, exclude=[VECTOR_FIELD])]
         if vectors is not None:
-            lists.append(await engine.knn(index, vectors[row], depth, field=VECTOR_FIELD))
+            lists.append(await engine.knn(index, vectors[row], depth, field=VECTOR_FIELD,
+                                          returns="ids"))
         interleaved = [hit.id for rank in zip_longest(*lists) for hit in rank if hit]
         mined[qid] = list(dict.fromkeys(interleaved))
         if progress and task is not None:

@@ -31,21 +31,29 @@ class FakeEngine:
     def __init__(self) -> None:
         self.vectors: list[np.ndarray] = []
         self.queries: list[dict] = []
+        self.fetched: list[list[str]] = []  # the docs of each call that returned vectors
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
                   returns="vectors"):
         self.vectors.append(np.asarray(vector))
-        order = np.argsort(-(DOCS @ vector), kind="stable")[:k]
-        return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}"}, DOCS[i])
-                for i in order]
+        order = [i for i in np.argsort(-(DOCS @ vector), kind="stable")
+                 if ids is None or f"d{i}" in ids][:k]
+        if returns == "vectors":
+            self.fetched.append([f"d{i}" for i in order])
+        return [Hit(f"d{i}", float(DOCS[i] @ vector),
+                    {} if returns == "ids" else {"title": f"d{i}"},
+                    DOCS[i] if returns == "vectors" else None) for i in order]
 
     async def bool_search(self, index, query, k, *, ids=None, exclude=()):
         self.queries.append(query)
         musts = [clause["multi_match"]["query"] for clause in query["bool"].get("must", [])]
         docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)
                 and (ids is None or d in ids)][:k]
-        return [Hit(d, bm25(d), {"title": d, "embedding": DOCS[int(d[1:])].tolist()})
-                for d in docs]
+        return [Hit(d, bm25(d), _source(d, exclude)) for d in docs]
+
+    async def mget(self, index, ids, *, exclude=()):
+        self.fetched.append(list(ids))
+        return [Hit(d, 0.0, _source(d, exclude)) for d in ids]
 
     async def term_stats(self, index, ids, *, fields):
         df: dict[str, int] = {}
@@ -56,6 +64,11 @@ class FakeEngine:
 
     async def analyze(self, index, text, *, field="text"):
         return text.lower().split()
+
+
+def _source(doc: str, exclude) -> dict:
+    source = {"title": doc, "embedding": DOCS[int(doc[1:])].tolist()}
+    return {key: value for key, value in source.items() if key not in exclude}
 
 
 @pytest.fixture
@@ -109,7 +122,7 @@ async def test_a_hybrid_linear_pool_labels_the_union_best_first_by_z_scored_bm25
                                 {"k": 6, "budget": 6, "max_rounds": 0, "pool": "hybrid-linear",
                                  "lexical_weight": 0.5}).search("q", 10)
     # the union of kNN's and BM25's top 100; the docs only kNN found get their BM25 from
-    # one more call, restricted to their ids
+    # one more call restricted to their ids, and those only BM25 found their kNN score
     unit = QUERY / np.linalg.norm(QUERY)
     knn = [f"d{i}" for i in np.argsort(-(DOCS @ unit), kind="stable")[:100]]
     ids = list(dict.fromkeys(knn + BM25_ORDER[:100]))
@@ -119,7 +132,9 @@ async def test_a_hybrid_linear_pool_labels_the_union_best_first_by_z_scored_bm25
     best = [ids[i] for i in np.argsort(-scores)[:6]]
     assert result.rounds[0].labelled == best
     assert best != [f"d{i}" for i in np.argsort(-(DOCS @ QUERY))[:6]]  # BM25 counted
-    assert result.engine_calls == 3 and result.parameters["pool"] == "hybrid-linear"
+    assert any(d not in knn for d in BM25_ORDER[:100])
+    assert result.engine_calls == 4 and result.parameters["pool"] == "hybrid-linear"
+    assert context.engine.fetched == []  # no step follows: no stored vector was read
     assert [h.id for h in result.hits[:6]] == sorted(best, key=lambda d: -PHI[d])
 
 
@@ -159,3 +174,13 @@ async def test_the_rounds_engine_calls_add_up_to_the_searchs(context, pool):
     result = await build_method("hybrid-tour", context,
                                 {"k": 4, "budget": 12, "pool": pool}).search("q", 10)
     assert sum(r.engine_calls for r in result.rounds) == result.engine_calls
+
+
+@pytest.mark.parametrize("pool", ["interleave", "hybrid-linear"])
+async def test_stored_vectors_are_read_for_the_labelled_docs_alone_each_once(context, pool):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 4, "budget": 12, "max_rounds": 2, "lexical": "none",
+                                 "pool": pool}).search("q", 10)
+    stepped = [r.labelled for r in result.rounds[:-1]]  # the last round takes no step
+    assert len(stepped) == 2
+    assert context.engine.fetched == stepped
