@@ -9,7 +9,7 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
-.PHONY: install models plugin browser test unit demo screenshot reranker bench bench-smoke \
+.PHONY: install models plugin browser test test-frontier unit demo screenshot reranker bench bench-smoke \
 	bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
 	clean
 
@@ -48,6 +48,13 @@ browser:
 test: install
 	$(MAKE) -j2 --output-sync=target models plugin browser lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests integration_tests
+
+# tune --apply on all of SciFact reproduces the budget frontier's figure, on both engines:
+# ~10 min on 2 cores, so apart from `make test` (CI runs both)
+test-frontier: install
+	$(MAKE) -j2 --output-sync=target models plugin
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m frontier -s \
+		integration_tests/test_frontier_reproduction.py
 
 unit: install
 	$(BIN)/python -m pytest -q tests

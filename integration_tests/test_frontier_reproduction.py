@@ -1,0 +1,102 @@
+"""`es-tour tune --apply` on all of SciFact, on both engines: the settings it writes make the
+sidecar reproduce the budget frontier's test figure for its 20-pair choice within 0.003.
+
+tune fits the frontier's 20-pair candidate (docs/benchmarks/frontier.md) on the 809 train
+queries, as `make bench-frontier` did, and applies its choice; a sidecar with those index
+settings alone then answers the 300 test queries. About 4 minutes an engine on two
+cores, so `make test-frontier` runs it (CI runs it after `make test`), not `make test`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from es_tour.cluster import NodeStatus
+from es_tour.datasets import BeirDataset
+from es_tour.metrics import ranked, score_run
+from es_tour.recommended import FRONTIER_LABEL
+from es_tour.server import BackgroundServer, ServerConfig
+
+pytestmark = pytest.mark.frontier
+
+FRONTIER = Path(__file__).parents[1] / "docs" / "benchmarks" / "frontier.json"
+CANDIDATE = "hybrid-tour:pool=hybrid-linear:lexical=none"  # the frontier's 20-pair choice
+BUDGET = 20
+SAME = 0.003  # the issue's bar
+CLIENTS = 4  # test queries in flight through the sidecar
+
+
+def frontier_figure(engine: str) -> float:
+    """The frontier's test nDCG@10 for its 20-pair choice on `engine`."""
+    methods = json.loads(FRONTIER.read_text())["engines"][engine]["methods"]
+    return float(methods[f"{FRONTIER_LABEL}:w_dense=0.0"]["ndcg@10"])
+
+
+@pytest.fixture(params=("opensearch", "elasticsearch"))
+def upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+             scifact_index: str) -> Iterator[tuple[str, str]]:
+    """(engine, url); the shared index gets no index.tour.* of tune's afterwards."""
+    url = nodes[request.param].url
+    yield request.param, url
+    flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
+                     params={"flat_settings": "true"}).json()[scifact_index]["settings"]
+    reset = httpx.put(f"{url}/{scifact_index}/_settings", json=dict.fromkeys(flat))
+    assert reset.status_code == 200, reset.text
+
+
+def test_tune_apply_on_scifact_serves_the_frontiers_test_figure(
+        upstream, scifact: BeirDataset, scifact_index: str, sidecar_models,
+        tmp_path: Path) -> None:
+    engine, url = upstream
+    output = tmp_path / "tune.json"
+    tune = subprocess.run(
+        [sys.executable, "-m", "es_tour", "tune", "--dataset", str(scifact.root), "--engine",
+         engine, "--url", url, "--index", scifact_index, "--budgets", str(BUDGET),
+         "--candidates", CANDIDATE, "--apply", "--output", str(output)],
+        capture_output=True, text=True, timeout=1200)
+    assert tune.returncode == 0, tune.stderr
+    tuned = json.loads(output.read_text())
+    assert (tuned["fit_queries"], tuned["held_out_queries"]) == (809, 300)
+    chosen = tuned["budgets"][str(BUDGET)]
+    assert chosen["recommended"] == chosen["choice"]  # it beat rerank-hybrid on test
+    settings = chosen["settings"]
+    assert (settings["index.tour.method"], settings["index.tour.pool"]) == \
+        ("hybrid-tour", "hybrid-linear")
+    assert tuned["applied"]["settings"] == settings
+    queries = scifact.queries("test")
+    qrels = scifact.qrels("test")
+    with BackgroundServer(ServerConfig(upstream=url), sidecar_models) as sidecar:
+        rankings = asyncio.run(_serve(sidecar.url, scifact_index, queries))
+    assert {tour for tour, _ in rankings.values()} == {"hybrid-tour"}
+    served = score_run(qrels, {qid: ranked(ids) for qid, (_, ids) in rankings.items()})
+    figure = frontier_figure(engine)
+    print(f"{engine}: tune chose {chosen['choice']}; served {served['ndcg@10']:.4f}, "
+          f"tune reported {chosen['held_out'][chosen['choice']]['ndcg@10']:.4f}, "
+          f"the frontier {figure:.4f}")
+    assert served["ndcg@10"] == pytest.approx(figure, abs=SAME)
+
+
+async def _serve(sidecar: str, index: str, queries: dict[str, str]
+                 ) -> dict[str, tuple[str, list[str]]]:
+    """query id -> (the method the sidecar ran, its top 100 ids), `CLIENTS` at a time."""
+    gate = asyncio.Semaphore(CLIENTS)
+    async with httpx.AsyncClient(base_url=sidecar, timeout=120) as client:
+
+        async def one(text: str) -> tuple[str, list[str]]:
+            async with gate:
+                answer = await client.post(f"/{index}/_search", json={
+                    "query": {"match": {"text": text}}, "size": 100})
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            return body["ext"]["tour"]["method"], [hit["_id"] for hit in body["hits"]["hits"]]
+
+        answers = await asyncio.gather(*(one(text) for text in queries.values()))
+    return dict(zip(queries, answers, strict=True))
