@@ -13,7 +13,8 @@ import pytest
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.pipeline import SearchContext, build_method
+from es_tour.pipeline import SearchContext, Timings, build_method
+from es_tour.pipeline._fusion import pool_scores
 from es_tour.pipeline._methods import interleave
 from es_tour.tour import hybrid_scores
 
@@ -293,7 +294,6 @@ class CountingEncoder:
 async def test_a_shared_query_vector_is_embedded_once_and_given_as_a_copy():
     """evaluate's memo across methods: one model run per text, and a method that moves the
     vector it got (TOUR) leaves the next method's untouched."""
-    from es_tour.pipeline import Timings
 
     encoder = CountingEncoder()
     context = SearchContext(None, "idx", encoder, None, query_vectors={})  # type: ignore[arg-type]
@@ -304,3 +304,8 @@ async def test_a_shared_query_vector_is_embedded_once_and_given_as_a_copy():
     await SearchContext(None, "idx", encoder, None).embed_query(  # type: ignore[arg-type]
         "vitamin d", Timings())
     assert encoder.calls == 2  # without the memo (the sidecar's contexts) each call embeds
+
+
+async def test_fusion_scores_of_no_labelled_docs_call_no_engine(context):
+    bm25, dense = await pool_scores(context, "q", [], Timings())
+    assert bm25.shape == dense.shape == (0,) and context.engine.sent == []

@@ -49,6 +49,8 @@ async def pool_scores(context: SearchContext, query: str, ids: Sequence[str],
     Two calls restricted to the pool, so every doc gets both scores: BM25 0 where no
     query term matches, and exact kNN scores from a filter this small.
     """
+    if not ids:  # a search that labelled nothing: no call (a kNN of k=0 is a 400)
+        return np.zeros(0), np.zeros(0)
     vector = await context.embed_query(query, timings)
     lexical, dense = await asyncio.gather(
         context.bm25(query, len(ids), timings, ids=ids),
