@@ -135,6 +135,21 @@ async def scifact_index(nodes, scifact, retriever) -> str:
     return SCIFACT_INDEX
 
 
+@pytest.fixture(params=ENGINES)
+def tuned_upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
+                   scifact_index: str) -> Iterator[tuple[str, str]]:
+    """(engine, url) for a test that runs `es-tour tune --apply` on the shared index, which
+    gets no index.tour.* of tune's afterwards."""
+    import httpx
+
+    url = nodes[request.param].url
+    yield request.param, url
+    flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
+                     params={"flat_settings": "true"}).json()[scifact_index]["settings"]
+    reset = httpx.put(f"{url}/{scifact_index}/_settings", json=dict.fromkeys(flat))
+    assert reset.status_code == 200, reset.text
+
+
 async def index_texts(engine: str, url: str, index: str, texts: Sequence[str],
                       encoder: DualEncoder) -> None:
     """A fresh small es-tour index of `texts` (ids 0, 1, ...; empty titles), searchable."""

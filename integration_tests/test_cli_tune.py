@@ -10,13 +10,11 @@ and the budget frontier (docs/benchmarks/frontier.md) measures the default label
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.metrics import ranked, score_run
 from es_tour.server import BackgroundServer, Models, ServerConfig
@@ -40,21 +38,9 @@ def _judged_collection(scifact: BeirDataset, root: Path) -> Path:
     return root
 
 
-@pytest.fixture(params=("opensearch", "elasticsearch"))
-def upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
-             scifact_index: str) -> Iterator[tuple[str, str]]:
-    """(engine, url); the shared index gets no index.tour.* of tune's afterwards."""
-    url = nodes[request.param].url
-    yield request.param, url
-    flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
-                     params={"flat_settings": "true"}).json()[scifact_index]["settings"]
-    reset = httpx.put(f"{url}/{scifact_index}/_settings", json=dict.fromkeys(flat))
-    assert reset.status_code == 200, reset.text
-
-
-def test_tune_apply_writes_settings_the_sidecar_reproduces(upstream, scifact, scifact_index,
+def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifact, scifact_index,
                                                            tmp_path):
-    engine, url = upstream
+    engine, url = tuned_upstream
     data = _judged_collection(scifact, tmp_path / "judged")
     output = tmp_path / "tune.json"
     result = es_tour("tune", "--dataset", str(data), "--engine", engine, "--url", url,

@@ -13,13 +13,11 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from es_tour.cluster import NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.metrics import ranked, score_run
 from es_tour.recommended import FRONTIER_LABEL
@@ -40,22 +38,10 @@ def frontier_figure(engine: str) -> float:
     return float(methods[f"{FRONTIER_LABEL}:w_dense=0.0"]["ndcg@10"])
 
 
-@pytest.fixture(params=("opensearch", "elasticsearch"))
-def upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
-             scifact_index: str) -> Iterator[tuple[str, str]]:
-    """(engine, url); the shared index gets no index.tour.* of tune's afterwards."""
-    url = nodes[request.param].url
-    yield request.param, url
-    flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
-                     params={"flat_settings": "true"}).json()[scifact_index]["settings"]
-    reset = httpx.put(f"{url}/{scifact_index}/_settings", json=dict.fromkeys(flat))
-    assert reset.status_code == 200, reset.text
-
-
 def test_tune_apply_on_scifact_serves_the_frontiers_test_figure(
-        upstream, scifact: BeirDataset, scifact_index: str, sidecar_models,
+        tuned_upstream, scifact: BeirDataset, scifact_index: str, sidecar_models,
         tmp_path: Path) -> None:
-    engine, url = upstream
+    engine, url = tuned_upstream
     output = tmp_path / "tune.json"
     tune = subprocess.run(
         [sys.executable, "-m", "es_tour", "tune", "--dataset", str(scifact.root), "--engine",
