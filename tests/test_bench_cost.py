@@ -48,12 +48,13 @@ def test_the_page_gives_each_target_its_verdict() -> None:
     engine = {"engine": "opensearch", "version": "2.19.1",
               "hybrid_linear": {"n": 5, "p50_ms": 100.0, "p95_ms": 150.0, "p99_ms": 160.0},
               "warm": {"written": 3, "stored": 2, "seconds": 1.0},
+              "emptiest": quantiles([1500.0, 1700.0]),
               "ways": {"no-reuse": _way(2000.0, 0.5), "empty-store": _way(900.0, None),
                        "warm-store": _way(400.0, 1.0)},
               "same_rankings_as_no_reuse": {"empty-store": 3, "warm-store": 3},
               "same_rankings_of": 3}
     page = markdown({"command": "python -m es_tour.bench.cost", "date": "d", "machine": "m",
-                     "stream": 10, "no_reuse_queries": 10, "empty_store_queries": 10,
+                     "stream": 10, "no_reuse_queries": 10,
                      "throughput_queries": 4,
                      "engines": [engine]})
     rows = {line.split(" | ")[0].lstrip("| "): line for line in page.splitlines()
@@ -63,3 +64,4 @@ def test_the_page_gives_each_target_its_verdict() -> None:
     assert rows["empty-store p50 over the stream ≤ 0.5× no reuse's"].endswith("| met |")
     assert rows["warm searches/s at 16 clients ≥ 3.0× no reuse's"].endswith("| **not met** |")
     assert "| empty-store | 10 | 900 | 1800 | 2700 | – | – |" in page
+    assert "its first 2 searches (the store at its emptiest): p50 1600 ms, 0.80× no" in page

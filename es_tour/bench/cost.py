@@ -12,11 +12,11 @@ order. Each way gets a sidecar with models loaded afresh (nothing in memory):
 - **no reuse**: the labeler's caches are emptied before each search and the store is off,
   so every doc a search labels is embedded, as before doc vectors were kept. A search
   costs the same wherever it comes in the stream, so a prefix of it is measured.
-- **warm store** (measured first): after `es-tour warm` (`make bench-app` leaves it
-  warm), the whole stream.
-- **empty store** (last): the store index is deleted, then the stream's first 300 searches,
-  one at a time, start filling it; the emptier the store, the dearer a search, so this
-  prefix is the stream's worst. The store is left part-filled: `es-tour warm` fills it.
+- **empty store** (measured first): the store index is deleted, then the whole stream,
+  one search at a time, fills it as it goes. Besides its p50 over the stream, the page
+  gives the p50 of its first 100 searches, where the store is emptiest.
+- **warm store**: `es-tour warm` then stores what the stream did not label, and the whole
+  stream runs again.
 
 Throughput is refined searches per second with 4 and 16 clients sending a slice of the
 stream at once. Writes the page and a JSON beside it.
@@ -52,7 +52,7 @@ from es_tour.server import BackgroundServer, Models, ServerConfig
 
 WAYS = ("no-reuse", "empty-store", "warm-store")
 NO_REUSE_QUERIES = 150  # a prefix: each search costs the same, wherever it comes
-EMPTY_STORE_QUERIES = 300  # a prefix too: the emptier the store, the dearer a search
+EMPTIEST_QUERIES = 100  # the empty store's first searches: the stream's dearest
 BASELINE_QUERIES = 300
 THROUGHPUT_QUERIES = 64
 CLIENTS = (4, 16)
@@ -195,10 +195,12 @@ def delete_store(engine: str, url: str) -> str:
 
 
 def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Mapping[str, Any],
-              data: Stream, warm: Mapping[str, Any]) -> dict[str, Any]:
-    """One engine's figures, with nDCG@10 on the test queries each way ran."""
+              data: Stream, warm: Mapping[str, Any], emptiest: int) -> dict[str, Any]:
+    """One engine's figures, with nDCG@10 on the test queries each way ran; `emptiest`: how
+    many of the empty store's first searches make its emptiest p50."""
     out: dict[str, Any] = {"engine": engine, "version": version, "hybrid_linear": linear,
-                           "warm": warm, "ways": {}}
+                           "warm": warm, "ways": {},
+                           "emptiest": quantiles(ways["empty-store"].latencies[:emptiest])}
     for way, run in ways.items():
         judged = {qid: rels for qid, rels in data.test.items() if qid in run.runs}
         out["ways"][way] = {
@@ -232,8 +234,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         f"choice: `{FRONTIER_LABEL}`; labeler: the default (bge-small-en-v1.5, 512 tokens)",
         f"- stream: {report['stream']} distinct SciFact query texts (train and test), "
         "shuffled with a fixed seed, one search at a time; no reuse: its first "
-        f"{report['no_reuse_queries']}; empty store: its first "
-        f"{report['empty_store_queries']}, the store deleted first; throughput: "
+        f"{report['no_reuse_queries']}; empty store (run first): all of it, the store "
+        "deleted first; warm store: all of it, after `es-tour warm`; throughput: "
         f"{report['throughput_queries']} searches of the stream sent by 4 and by 16 "
         "clients at once (not for the empty store: it fills as the stream runs, so it "
         "has no steady state)",
@@ -261,8 +263,12 @@ def markdown(report: Mapping[str, Any]) -> str:
             f"{e['hybrid_linear']['p95_ms']:.0f} | {e['hybrid_linear']['p99_ms']:.0f} | | | | | "
             "| |",
             "",
-            f"Warm store filled by `es-tour warm`: {e['warm']['written']} vectors written, "
-            f"{e['warm']['stored']} already stored, {e['warm']['seconds']:.0f} s. Rankings "
+            f"Empty store, its first {e['emptiest']['n']} searches (the store at its "
+            f"emptiest): p50 {e['emptiest']['p50_ms']:.0f} ms, "
+            f"{e['emptiest']['p50_ms'] / w['no-reuse']['p50_ms']:.2f}× no reuse's. "
+            f"Warm store filled by `es-tour warm` after it: {e['warm']['written']} vectors "
+            f"written, {e['warm']['stored']} already stored, {e['warm']['seconds']:.0f} s. "
+            "Rankings "
             f"identical to no reuse on the {e['same_rankings_of']} test queries all ways ran: "
             + ", ".join(f"{way} {n}" for way, n in e["same_rankings_as_no_reuse"].items()) + ".",
             "",
@@ -309,9 +315,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="only the first N queries of the stream (a smoke run)")
     parser.add_argument("--no-reuse-queries", type=int, default=NO_REUSE_QUERIES)
     parser.add_argument("--throughput-queries", type=int, default=THROUGHPUT_QUERIES)
-    parser.add_argument("--empty-store-queries", type=int, default=EMPTY_STORE_QUERIES,
-                        help="the empty store's run: the stream's first N (the store is "
-                             "emptiest there, so its p50 is the worst of the stream's)")
+    parser.add_argument("--emptiest-queries", type=int, default=EMPTIEST_QUERIES,
+                        help="the empty store's first N searches, whose p50 the page gives "
+                             "besides the stream's (the store is emptiest there)")
     args = parser.parse_args(argv)
     dataset = BeirDataset(args.dataset)
     data = stream(dataset)
@@ -325,25 +331,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         version = httpx.get(f"{url}/_nodes/_local?filter_path=nodes.*.version").json()
         version = str(next(iter(version["nodes"].values()))["version"])
         linear = baseline(engine, url, queries[:BASELINE_QUERIES])
-        # warm first: `make bench-app` leaves the store full, and the empty store's run
-        # below leaves it part-filled (warming it again costs most of an hour on two cores)
-        warmed = warm_store(engine, url, Models("retriever"))
-        ways = {"warm-store": replay(engine, url, "warm-store", queries, sample, "warm"),
-                "no-reuse": replay(engine, url, "no-reuse", queries[:args.no_reuse_queries],
-                                   sample, "no reuse")}
         delete_store(engine, url)
-        # no throughput: the store fills as the stream runs, so it has no steady state
-        ways["empty-store"] = replay(engine, url, "empty-store",
-                                     queries[:args.empty_store_queries], [], "empty")
+        # empty first: the stream fills most of the store, so `es-tour warm` after it
+        # embeds only what no search labelled. No throughput: it has no steady state.
+        ways = {"empty-store": replay(engine, url, "empty-store", queries, [], "empty")}
+        warmed = warm_store(engine, url, Models("retriever"))
+        ways["warm-store"] = replay(engine, url, "warm-store", queries, sample, "warm")
+        ways["no-reuse"] = replay(engine, url, "no-reuse", queries[:args.no_reuse_queries],
+                                  sample, "no reuse")
         warm = {"written": warmed.written, "stored": warmed.stored,
                 "seconds": round(warmed.seconds, 1)}
-        summaries.append(summarise(engine, version, ways, linear, data, warm))
+        summaries.append(summarise(engine, version, ways, linear, data, warm,
+                                   args.emptiest_queries))
         print(json.dumps(summaries[-1]), file=sys.stderr)
     report = {"command": parsed_command("python -m es_tour.bench.cost", args, parser),
               "date": now(), "machine": machine(),
               "stream": len(queries), "no_reuse_queries": min(args.no_reuse_queries,
                                                               len(queries)),
-              "empty_store_queries": min(args.empty_store_queries, len(queries)),
               "throughput_queries": len(sample), "settings": FRONTIER_20, "engines": summaries}
     report = json.loads(json.dumps(report))  # int keys as the JSON file holds them
     write_report(args.output, markdown(report), report)

@@ -16,6 +16,10 @@ from es_tour.errors import ConfigError, ModelError
 from es_tour.models._manifest import PRECISIONS, Manifest, read_manifest
 
 DEFAULT_BATCH_SIZE = 32
+# int8 models quantize their activations with one scale per model run, so an input's
+# output would depend on its batch-mates; they run one input at a time unless told.
+# On CPU that costs nothing: one SciFact doc of ~300 tokens already fills both cores.
+INT8_BATCH_SIZE = 1
 
 
 def _onnxruntime() -> Any:
@@ -45,11 +49,14 @@ class _OnnxModel:
         path: str | Path,
         precision: str = "fp32",
         threads: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = None,
         providers: Sequence[str] | None = None,
         max_length: int | None = None,
     ) -> None:
-        """`max_length` truncates inputs below the manifest's (a cheaper doc encoding)."""
+        """`max_length` truncates inputs below the manifest's (a cheaper doc encoding);
+        `batch_size` defaults to DEFAULT_BATCH_SIZE, or INT8_BATCH_SIZE for int8."""
+        if batch_size is None:
+            batch_size = INT8_BATCH_SIZE if precision == "int8" else DEFAULT_BATCH_SIZE
         if precision not in PRECISIONS:
             raise ConfigError(f"precision [{precision}] is not one of {list(PRECISIONS)}")
         if threads is not None and threads < 1:
@@ -108,6 +115,12 @@ class _OnnxModel:
     def providers(self) -> list[str]:
         return list(self._session.get_providers())
 
+    @property
+    def batch_independent(self) -> bool:
+        """Whether an input's output is the same whatever inputs share its model run: padding
+        is masked, but int8 activations are scaled per run (INT8_BATCH_SIZE)."""
+        return self.precision != "int8" or self.batch_size == 1
+
     def _run(self, encodings: list[Any]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield (rows, outputs[0], attention_mask) per batch, longest inputs first.
 
@@ -160,7 +173,7 @@ class DualEncoder(_OnnxModel):
         path: str | Path,
         precision: str = "fp32",
         threads: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = None,
         providers: Sequence[str] | None = None,
         query_prefix: str | None = None,
         doc_prefix: str | None = None,
@@ -183,10 +196,11 @@ class DualEncoder(_OnnxModel):
     @property
     def doc_encoding(self) -> list[Any]:
         """What a doc's vector depends on besides its text: the model file, precision,
-        max_length, doc prefix, pooling and normalisation (the keys of kept doc vectors)."""
+        max_length, doc prefix, pooling, normalisation and whether batch-mates change it
+        (the keys of kept doc vectors)."""
         m = self.manifest
         return [m.files[m.models[self.precision]], self.precision, self.max_length,
-                self.doc_prefix, m.pooling, m.normalize]
+                self.doc_prefix, m.pooling, m.normalize, self.batch_independent]
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n queries -> (n, d) float32, unit length when the manifest normalises."""

@@ -178,6 +178,20 @@ def test_the_fingerprint_names_the_model_and_its_precision(minilm_dir):
     assert int8.fingerprint != fp32.fingerprint
 
 
+def test_an_int8_doc_vector_does_not_depend_on_the_docs_embedded_beside_it(minilm_dir):
+    """int8 scales activations per model run: batched, a doc's vector moves with its
+    batch-mates; run one doc at a time (int8's default) it is the same alone or in company,
+    so φ is identical whether a doc was embedded, cached or read from the store."""
+    texts = [text for _, text in DOCS] + [" ".join(["bone density in older adults"] * 30)]
+    default, batched = DualEncoder(minilm_dir, "int8"), DualEncoder(minilm_dir, "int8",
+                                                                     batch_size=8)
+    alone = np.vstack([default.encode_docs([t]) for t in texts])
+    np.testing.assert_array_equal(default.encode_docs(texts), alone)
+    assert np.abs(batched.encode_docs(texts) - alone).max() > 1e-4
+    assert default.batch_independent and not batched.batch_independent
+    assert DualEncoderLabeler(default).fingerprint != DualEncoderLabeler(batched).fingerprint
+
+
 def test_a_shorter_max_length_cuts_long_docs_only_and_keys_their_vectors_apart(minilm_dir):
     """max_length truncates the doc encoding: a short doc keeps its vector, a long one's
     changes, and the labeler's fingerprint (the store's key) tells the two apart."""
