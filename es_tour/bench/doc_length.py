@@ -5,8 +5,7 @@ A new doc's embedding is most of a refined search's model time when the store ha
 it (docs/benchmarks/cost.md). The default labeler (bge-small) reads 512 tokens of a doc;
 a shorter doc encoding is cheaper. This measures, for each length:
 
-- ms per new doc: a fixed sample of corpus docs embedded in the sidecar's label batches,
-  the lengths interleaved and each repeated, the median taken, all in one run;
+- ms per new doc, as `python -m es_tour.bench.doc_cost` measures it (no engine needed);
 - nDCG@10 at the frontier's 20-pair choice and at `rerank-hybrid:k=20`, on train and on
   test, with the labeler over the corpus vectors of that length.
 
@@ -22,10 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
-import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,36 +30,18 @@ from rich.console import Console
 
 from es_tour.bench._commands import portable_command
 from es_tour.bench._machine import machine, now
+from es_tour.bench.doc_cost import LENGTHS, REPEATS, SAMPLE_DOCS, ms_per_doc, sample_texts
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodSpec, evaluate
 from es_tour.models import labeler_encoder
-from es_tour.pipeline._context import DEFAULT_LABEL_BATCH
 from es_tour.recommended import FRONTIER_LABEL
 from onnx_models import spec
 
 console = Console(stderr=True)
-LENGTHS = (512, 384, 256)
 METHODS = (FRONTIER_LABEL, "rerank-hybrid:k=20")
 TOLERANCE = 0.003  # the issue's bar: nDCG@10 within 0.003 of today's
-SAMPLE_DOCS, REPEATS, SEED = 96, 3, 7
 TARGET_MS = 50.0
-
-
-def ms_per_doc(lengths: Sequence[int], texts: Sequence[str], repeats: int) -> dict[int, float]:
-    """length -> median ms per doc over `repeats` interleaved passes over `texts`, embedded
-    in the sidecar's label batches at the default labeler's precision."""
-    encoders = {n: labeler_encoder("default", n) for n in lengths}
-    for encoder in encoders.values():  # the first run of a session pays its set-up
-        encoder.encode_docs(texts[:2])
-    passes: dict[int, list[float]] = {n: [] for n in lengths}
-    for _ in range(repeats):
-        for n, encoder in encoders.items():
-            started = time.perf_counter()
-            for start in range(0, len(texts), DEFAULT_LABEL_BATCH):
-                encoder.encode_docs(texts[start:start + DEFAULT_LABEL_BATCH])
-            passes[n].append((time.perf_counter() - started) * 1000 / len(texts))
-    return {n: statistics.median(times) for n, times in passes.items()}
 
 
 async def quality(dataset: BeirDataset, url: str, length: int, split: str,
@@ -83,9 +61,7 @@ def choose(train: dict[int, dict[str, float]]) -> int:
 
 
 async def run(dataset: BeirDataset, url: str, queries: int | None) -> dict[str, Any]:
-    docs = [doc.contents for doc in dataset.corpus()]
-    sample = random.Random(SEED).sample(docs, SAMPLE_DOCS)
-    timing = ms_per_doc(LENGTHS, sample, REPEATS)
+    timing = ms_per_doc(LENGTHS, sample_texts(dataset))
     console.print(f"ms per new doc: {timing}")
     scores: dict[str, dict[int, dict[str, float]]] = {"train": {}, "test": {}}
     for length in LENGTHS:
@@ -95,7 +71,8 @@ async def run(dataset: BeirDataset, url: str, queries: int | None) -> dict[str, 
     chosen = choose(scores["train"])
     return {"date": now(), "machine": machine(), "labeler": spec("default").name,
             "precision": spec("default").labeler_precision, "methods": list(METHODS),
-            "sample_docs": SAMPLE_DOCS, "repeats": REPEATS, "batch": DEFAULT_LABEL_BATCH,
+            "sample_docs": SAMPLE_DOCS, "repeats": REPEATS,
+            "batch": labeler_encoder("default").batch_size,
             "ms_per_doc": timing, "ndcg@10": scores, "chosen": chosen,
             "tolerance": TOLERANCE, "target_ms": TARGET_MS}
 
@@ -110,7 +87,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"- command: `{result['command']}`",
         f"- date: {result['date']}; machine: {result['machine']}",
         f"- labeler: {result['labeler']} ({result['precision']}); ms per new doc: "
-        f"{result['sample_docs']} corpus docs (fixed seed) in batches of {result['batch']}, "
+        f"{result['sample_docs']} corpus docs (fixed seed), {result['batch']} a model run, "
         f"the lengths interleaved, median of {result['repeats']} passes",
         f"- nDCG@10 with the labeler over the corpus vectors of each length; chosen on "
         f"train: the shortest within {result['tolerance']} of {longest} tokens on both "
