@@ -40,6 +40,7 @@ def test_quantiles_report_p50_p95_and_p99() -> None:
 def _way(p50: float, rate16: float | None) -> dict:
     return {"n": 10, "p50_ms": p50, "p95_ms": p50 * 2, "p99_ms": p50 * 3, "degraded": 0,
             "model_s_per_search": 0.5, "store_hit_rate": None, "docs_embedded": 5,
+            "model_ms_per_doc": None if rate16 is None else 45.0,
             "throughput": {} if rate16 is None else {"4": rate16, "16": rate16},
             "ndcg@10": 0.7, "test_queries": 3}
 
@@ -63,5 +64,6 @@ def test_the_page_gives_each_target_its_verdict() -> None:
     assert rows["warm p50 ≤ 300 ms"].endswith("| **not met** |")
     assert rows["empty-store p50 over the stream ≤ 0.5× no reuse's"].endswith("| met |")
     assert rows["warm searches/s at 16 clients ≥ 3.0× no reuse's"].endswith("| **not met** |")
+    assert "| no reuse's model ms / doc embedded ≤ 50 | 45.00 ms | met |" in page
     assert "| empty-store | 10 | 900 | 1800 | 2700 | – | – |" in page
     assert "its first 2 searches (the store at its emptiest): p50 1600 ms, 0.80× no" in page

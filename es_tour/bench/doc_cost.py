@@ -31,7 +31,7 @@ from es_tour.models import labeler_encoder
 from onnx_models import spec
 
 LENGTHS = (512, 384, 256)
-SAMPLE_DOCS, REPEATS, SEED = 96, 3, 7
+SAMPLE_DOCS, REPEATS, SEED = 96, 7, 7
 
 
 def sample_texts(dataset: BeirDataset) -> list[str]:
