@@ -30,6 +30,11 @@ SAMPLE, SEED = 100, 13  # test queries, fixed sample
 # or 200, the learned agent scored 0.6873 against hre's 0.6861; from 100, 0.6845
 TRAIN_QUERIES = 150
 ACTS_ON = 3  # measured: the policy acted on 6 of the 100 and gained +0.0014 over hre
+# "keeps up": the learned agent ties hre (docs/RESULTS.md, P2), so on 100 queries the sign
+# of their difference is noise: +0.0012 (0.6873 against 0.6861; 2026-11-26, int8 docs
+# embedded in batches, a CPU with AVX2 alone), -0.0017 (0.6809 against 0.6825; 2026-11-27,
+# one doc a model run, a CPU with VNNI). Within the 0.003 the project holds ties to.
+TIE = 0.003
 # test queries the oracle runs on, the sample's first: it measured 0.7159 against hre's
 # 0.6861 on all 100
 ORACLE_QUERIES = 40
@@ -80,7 +85,7 @@ async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
     acted = [r for r in reports["learned-agent"].results.values()
              if sum(t.newly_scored for t in r.rounds[1:])]
     assert len(acted) >= ACTS_ON, f"the learned policy acted on {len(acted)} of {SAMPLE}"
-    assert ndcg["learned-agent"] >= ndcg["hre"]
+    assert ndcg["learned-agent"] >= ndcg["hre"] - TIE
     print(f"oracle-agent {ndcg['oracle-agent']:.4f} against hre {hre_where_oracle:.4f} on "
           f"{ORACLE_QUERIES}")
     assert ndcg["oracle-agent"] > hre_where_oracle
