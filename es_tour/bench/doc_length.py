@@ -29,14 +29,12 @@ from typing import Any
 from rich.console import Console
 
 from es_tour.bench._commands import portable_command
-from es_tour.bench._machine import machine, now
-from es_tour.bench.doc_cost import LENGTHS, REPEATS, SAMPLE_DOCS, ms_per_doc, sample_texts
+from es_tour.bench._machine import now
+from es_tour.bench.doc_cost import LENGTHS, measure
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodSpec, evaluate
-from es_tour.models import labeler_encoder
 from es_tour.recommended import FRONTIER_LABEL
-from onnx_models import spec
 
 console = Console(stderr=True)
 METHODS = (FRONTIER_LABEL, "rerank-hybrid:k=20")
@@ -61,19 +59,17 @@ def choose(train: dict[int, dict[str, float]]) -> int:
 
 
 async def run(dataset: BeirDataset, url: str, queries: int | None) -> dict[str, Any]:
-    timing = ms_per_doc(LENGTHS, sample_texts(dataset))
-    console.print(f"ms per new doc: {timing}")
+    cost = measure(dataset)
+    console.print(f"ms per new doc: {cost['ms_per_doc']}")
     scores: dict[str, dict[int, dict[str, float]]] = {"train": {}, "test": {}}
     for length in LENGTHS:
         for split in scores:
             scores[split][length] = await quality(dataset, url, length, split, queries)
             console.print(f"{length} tokens, {split}: {scores[split][length]}")
     chosen = choose(scores["train"])
-    return {"date": now(), "machine": machine(), "labeler": spec("default").name,
-            "precision": spec("default").labeler_precision, "methods": list(METHODS),
-            "sample_docs": SAMPLE_DOCS, "repeats": REPEATS,
-            "batch": labeler_encoder("default").batch_size,
-            "ms_per_doc": timing, "ndcg@10": scores, "chosen": chosen,
+    timing = {key: cost[key] for key in ("machine", "labeler", "precision", "sample_docs",
+                                         "repeats", "batch", "ms_per_doc")}
+    return {"date": now(), **timing, "methods": list(METHODS), "ndcg@10": scores, "chosen": chosen,
             "tolerance": TOLERANCE, "target_ms": TARGET_MS}
 
 
