@@ -200,12 +200,12 @@ class Environment:
 
     def describe(self, query: Query) -> dict[str, Any]:
         """The query as the trace shows it: Lucene text and the compiled `bool`."""
-        return {"lucene": render(query), "bool": compile_bool(query, self.context.text_fields)}
+        return {"lucene": render(query), "bool": self._compiled(query)}
 
     async def _search(self, query: Query, timings: Timings) -> tuple[list[Hit], list[Hit]]:
         key = render(query)
         if key not in self._retrieved:
-            compiled = compile_bool(query, self.context.text_fields)
+            compiled = self._compiled(query)
             engine, index = self.context.engine, self.context.index
             exclude = [self.context.vector_field]
             whole, within = await self._engine(
@@ -215,6 +215,10 @@ class Environment:
             )
             self._retrieved[key] = (whole, within)
         return self._retrieved[key]
+
+    def _compiled(self, query: Query) -> dict[str, Any]:
+        """q_t as the engine's `bool`, around the request's own query when it has one."""
+        return compile_bool(query, self.context.text_fields, self.context.lexical_query)
 
     async def _engine(self, timings: Timings, *calls: Any) -> list[Any]:
         """Run engine calls concurrently, counting each and timing them together."""

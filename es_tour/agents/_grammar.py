@@ -110,10 +110,14 @@ def parse(text: str) -> Query:
     return Query(" ".join(words), tuple(refinements))
 
 
-def compile_bool(query: Query, fields: Sequence[str]) -> dict[str, Any]:
-    """The engine's `bool` query: q0 as a should multi_match, each Δq as a named clause."""
+def compile_bool(query: Query, fields: Sequence[str],
+                 base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The engine's `bool` query: q0 as a should multi_match, each Δq as a named clause.
+    `base`, a request's own query, stands for q0 as written (its fields, boosts, operator,
+    syntax); the Δq go around it."""
     clauses: dict[str, list[dict[str, Any]]] = {"should": [], "must": [], "must_not": []}
-    clauses["should"].append(_match(query.text, fields, _BASE_NAME, 1.0))
+    clauses["should"].append(dict(base) if base is not None
+                             else _match(query.text, fields, _BASE_NAME, 1.0))
     for number, refinement in enumerate(query.refinements, start=1):
         clauses[refinement.operator].append(
             _match(refinement.term, fields, f"dq{number}", refinement.weight))

@@ -207,7 +207,7 @@ class HybridTourMethod:
     async def _bm25(self, query: Query, k: int, timings: Timings,
                     ids: list[str] | None = None) -> list[Hit]:
         """The Lucene query q_t's top k (among `ids`, if given), without stored vectors."""
-        compiled = compile_bool(query, self.context.text_fields)
+        compiled = compile_bool(query, self.context.text_fields, self.context.lexical_query)
         with timings.engine():
             return await self.context.engine.bool_search(self.context.index, compiled, k,
                                                          ids=ids,

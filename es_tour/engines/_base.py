@@ -313,11 +313,12 @@ class ClientEngine:
         # script_fields alone would drop the source: keep it as the body asked
         return {"_source": True, **body, **extra}, key
 
-    async def search(self, index: str, body: Mapping[str, Any], **params: Any
-                     ) -> dict[str, Any]:
-        """A search as written, answered as the engine answers it: no filters of this
-        view are added (a request's aggregations and highlight, for its own query)."""
-        return dict(await self._client.search(index=index, body=dict(body), **params))
+    async def search(self, index: str, body: Mapping[str, Any],
+                     params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """A search as written, with the URL parameters `params` as a client sent them,
+        answered as the engine answers it: no filters of this view are added (a request's
+        own page, total and aggregations, fetched for it)."""
+        raise NotImplementedError
 
     async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
                    ) -> list[Hit]:

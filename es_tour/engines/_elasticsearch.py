@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from elasticsearch import ApiError, AsyncElasticsearch, BadRequestError, NotFoundError
 from elasticsearch import TransportError as ElasticTransportError
@@ -43,6 +44,16 @@ class ElasticsearchEngine(ClientEngine):
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, ApiError)
         return exc.meta.status, exc.body
+
+    async def search(self, index: str, body: Mapping[str, Any],
+                     params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        # the client's search() moves fetch options (explain, version, ...) into the body
+        # and names others its own way: the request goes as the caller wrote it
+        answer = await self._client.perform_request(
+            "POST", f"/{quote(index, safe=',*')}/_search", params=dict(params or {}),
+            headers={"accept": "application/json", "content-type": "application/json"},
+            body=dict(body))
+        return dict(answer.body)
 
     def _vector_mapping(self, spec: IndexSpec) -> dict[str, Any]:
         return {

@@ -46,6 +46,11 @@ class OpenSearchEngine(ClientEngine):
         assert isinstance(exc, TransportError)
         return int(exc.status_code), exc.info
 
+    async def search(self, index: str, body: Mapping[str, Any],
+                     params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return dict(await self._client.search(index=index, body=dict(body),
+                                              params=dict(params or {})))
+
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
         return {"knn": True}
 

@@ -53,6 +53,7 @@ log = logging.getLogger("es_tour.server")
 # one line per search the sidecar does not refine, with its reason: how much traffic is refined
 passthrough_log = logging.getLogger("es_tour.server.passthrough")
 NOT_ENABLED = "index.tour.enabled is not true"
+MAX_RESULT_WINDOW = 10_000  # the engines' default index.max_result_window
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -157,7 +158,12 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
                                       index_settings(settings or {}),
                                       service.config.text_fields)
     try:
-        return parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
+        search = parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
+        limit = int((settings or {}).get("index.max_result_window", MAX_RESULT_WINDOW))
+        if search.from_ + search.size > limit:
+            raise Passthrough(f"from + size is past index.max_result_window [{limit}]: the "
+                              "engine's own answer")
+        return search
     except Passthrough as verdict:
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
             raise _unservable(verdict.reason) from None

@@ -13,6 +13,8 @@ from es_tour.errors import ConfigError
 from es_tour.tls import UpstreamTls
 
 ENGINE_KINDS = ("opensearch", "elasticsearch")
+# the first hits es-tour orders when neither a request nor its index says: ten pages of ten
+DEFAULT_WINDOW = 100
 WHEN_FULL = ("queue", "reject")
 
 
@@ -27,8 +29,9 @@ class ServerConfig:
     deadline_ms: the longest a refinement may run before round-0 results are returned;
       it covers the wait for capacity and model time (checked between labeler batches).
     max_k, max_size, max_rounds, max_top_k, max_timeout_ms: caps on what a request (or an
-      index's settings) may ask for: `k`, `from + size`, `max_rounds`, the agents' `top_k`,
-      `ext.tour.timeout_ms`. Past a cap is a 400 naming it.
+      index's settings) may ask for: `k`, the refined `window`, `max_rounds`, the agents'
+      `top_k`, `ext.tour.timeout_ms`. Past a cap is a 400 naming it. Pages themselves go
+      as deep as the engine's own `index.max_result_window`.
     max_body_bytes: the largest `_search` body the sidecar reads (413 past it).
     model_workers: threads that run labeler batches (query embeddings get one more).
     label_batch: docs per labeler batch; a cancelled refinement stops after the current one.
@@ -48,6 +51,8 @@ class ServerConfig:
         certificate), for the proxy and the official client alike.
     tls_cert, tls_key: PEM certificate and key the sidecar itself listens with (https);
         None listens in plain http.
+    window: how many of a search's first hits es-tour orders (`index.tour.window`); the
+      engine's own order goes on past them.
     method, labeler, encoder, vector_field, text_fields, options: the server defaults,
     used when neither the request's `ext.tour` nor the index settings say otherwise.
     """
@@ -57,6 +62,7 @@ class ServerConfig:
     deadline_ms: int = 10_000
     max_k: int = 1000
     max_size: int = 1000
+    window: int = DEFAULT_WINDOW
     max_rounds: int = 10
     max_top_k: int = 1000
     max_timeout_ms: int = 60_000
@@ -111,7 +117,7 @@ class ServerConfig:
                               f"got {self.engine!r}")
         if self.when_full not in WHEN_FULL:
             raise ConfigError(f"when_full must be one of {list(WHEN_FULL)}, got {self.when_full!r}")
-        for name in ("deadline_ms", "max_k", "max_size", "max_rounds", "max_top_k",
+        for name in ("deadline_ms", "max_k", "max_size", "window", "max_rounds", "max_top_k",
                      "max_timeout_ms", "max_body_bytes", "model_workers", "label_batch",
                      "max_refinements", "retry_after_s", "max_connections",
                      "settings_cache_size"):
@@ -133,7 +139,7 @@ class ServerConfig:
         its `ext.tour` nor the index's settings say otherwise."""
         return {"method": self.method, "labeler": self.labeler, "encoder": self.encoder,
                 "vector_field": self.vector_field, "text_fields": self.text_fields,
-                "options": dict(self.options)}
+                "window": self.window, "options": dict(self.options)}
 
     @property
     def upstreams(self) -> tuple[str, ...]:

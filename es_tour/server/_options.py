@@ -14,6 +14,7 @@ import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.engines import VectorField
 from es_tour.errors import ConfigError
 from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
+from es_tour.server._config import DEFAULT_WINDOW
 
 SETTINGS_PREFIX = "index.tour."
 
@@ -46,13 +47,14 @@ _FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
 _BUDGET = {"budget": "budget"}
 _FIRST_STAGE = {"k": "k"}  # bm25, knn, hybrid-rrf: selectable per request only
 
-# ext.tour keys that choose the context, not the method's options
-CONTEXT_KEYS = ("method", "labeler", "encoder", "vector_field", "text_fields")
+# ext.tour keys that choose the context, not the method's options (`window`: how many of
+# the first hits es-tour orders)
+CONTEXT_KEYS = ("method", "labeler", "encoder", "vector_field", "text_fields", "window")
 # the models a search runs with: a registry name, or a model directory on the sidecar's
 # host, which only the index's settings and the server's own options may name
 MODEL_KEYS = ("labeler", "encoder")
 
-_INT_SETTINGS = ("k", "max_rounds", "budget")
+_INT_SETTINGS = ("k", "max_rounds", "budget", "window")
 _FLOAT_SETTINGS = ("lr", "lambda", "temperature", "threshold", "lexical_weight", "bm25_weight",
                    "dense_weight")
 
@@ -133,6 +135,7 @@ class Resolved:
     encoder: str
     vector_field: str
     text_fields: tuple[str, ...]
+    window: int = DEFAULT_WINDOW
     origins: dict[str, str] = field(default_factory=dict)
 
 
@@ -182,7 +185,11 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         if key in MODEL_KEYS and origins[key] == "request":
             _registry_model(key, value)
-    return Resolved(method, options, labeler, encoder, vector_field, text_fields, origins)
+    window = pick("window") or DEFAULT_WINDOW
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ConfigError(f"window must be an integer >= 1, got {window!r}")
+    return Resolved(method, options, labeler, encoder, vector_field, text_fields, window,
+                    origins)
 
 
 def layered_text_fields(request: Mapping[str, Any], settings: Mapping[str, Any],

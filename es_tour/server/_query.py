@@ -3,10 +3,12 @@
 The scoring clauses of a `bool` (`must`, `should`) that search a text field give the text;
 `filter`, `must_not`, `post_filter` and required clauses on other fields (a `term` on a
 keyword, a `match` on `topic`) become filters that every engine call of every round
-applies. `query_string` and `simple_query_string` keep their syntax for the engine: the
-BM25 leg runs them as written, and the embedding gets their free text. What no filter can
-honour (a scoring `function_score`, an optional clause on a non-text field) raises
-Passthrough.
+applies. The BM25 leg runs the request's query as written (its fields, boosts, operator,
+phrases and query-string syntax); the embedding and the labeler get its free text. Scoring
+options of text clauses (`operator: and`, `minimum_should_match`) are relevance, not
+constraints, as in the engines' own hybrid queries: the kNN leg does not apply them. What
+no filter can honour (a scoring `function_score`, an optional clause on a non-text field,
+a query-string group that cannot be told apart) raises Passthrough.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "ph
                      "bool_prefix")
 
 # query_string tokens: an optional +/- sign, an optional `field:`, then a quoted phrase, a
-# bracketed range, or a bare word; `(`, `)` and the operators stand alone
+# bracketed range, a group of values in parentheses, or a bare word; `(`, `)` and the
+# operators stand alone
 _TOKEN = re.compile(r'\s*([+-]?)(?:([\w.*]+):)?'
-                    r'("(?:[^"\\]|\\.)*"|[\[{][^\]}]*[\]}]|[^\s()"]+|[()])')
+                    r'("(?:[^"\\]|\\.)*"|[\[{][^\]}]*[\]}]|\([^()]*\)|[^\s()"]+|[()])')
 _OPERATORS = frozenset({"AND", "OR", "NOT", "&&", "||", "!"})
 _SYNTAX_CHARS = re.compile(r"[~^]\S*|[*?\\/]")
 
@@ -71,26 +74,15 @@ class Passthrough(Exception):
 
 @dataclass
 class QueryParts:
-    """A query taken apart: texts for the embedding, filters, and the syntax clauses the
-    BM25 leg runs as written."""
+    """A query taken apart: texts for the embedding, and the filters every leg keeps."""
 
     texts: list[str] = field(default_factory=list)
     filters: list[dict[str, Any]] = field(default_factory=list)
-    syntax: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def text(self) -> str | None:
         joined = " ".join(t for t in self.texts if t.strip())
         return joined or (None if not self.texts else "")
-
-    def lexical_query(self) -> dict[str, Any] | None:
-        """The BM25 leg's own query when the request used query-string syntax: its syntax
-        clauses as written (the engine parses them), else None (the text's multi_match)."""
-        if not self.syntax:
-            return None
-        if len(self.syntax) == 1:
-            return self.syntax[0]
-        return {"bool": {"should": list(self.syntax)}}
 
 
 def query_parts(query: Any, text_fields: Sequence[str] | None) -> QueryParts:
@@ -110,6 +102,8 @@ def _clause(clause: Any, occur: str, parts: QueryParts, fields: Sequence[str] | 
         _bool(body, occur, parts, fields)
     elif kind == "match_all":
         pass  # selects every doc and scores them alike
+    elif kind == "dis_max":
+        _dis_max(body, occur, parts, fields)
     elif kind in TEXT_CLAUSES:
         _text_clause(kind, body, occur, parts, fields)
     elif kind in SELECTING_CLAUSES:
@@ -135,6 +129,20 @@ def _bool(body: Any, occur: str, parts: QueryParts, fields: Sequence[str] | None
     for inner in should:
         _clause(inner, occur if not must and not constraints and len(should) == 1
                 else "should", parts, fields)
+
+
+def _dis_max(body: Any, occur: str, parts: QueryParts, fields: Sequence[str] | None) -> None:
+    """A dis_max selects the docs any of its queries selects: each one alone is as required
+    as the dis_max, several only score."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("queries"), list) \
+            or not body["queries"]:
+        raise ConfigError(f"dis_max needs a non-empty list of queries, got {shown(body)}")
+    unknown = set(body) - {"queries", "tie_breaker", "boost", "_name"}
+    if unknown:
+        raise ConfigError(f"dis_max does not take {sorted(unknown)}")
+    queries = body["queries"]
+    for inner in queries:
+        _clause(inner, occur if len(queries) == 1 else "should", parts, fields)
 
 
 def _clauses(body: Mapping[str, Any], occur: str) -> list[Any]:
@@ -170,7 +178,6 @@ def _text_clause(kind: str, body: Any, occur: str, parts: QueryParts,
         return
     if kind in SYNTAX_CLAUSES:
         text = _free_text(kind, spec, occur, parts, fields)
-        parts.syntax.append({kind: dict(spec)})
     parts.texts.append(text)
 
 
@@ -224,12 +231,16 @@ def _free_text(kind: str, spec: Mapping[str, Any], occur: str, parts: QueryParts
     previous = ""
     for match in _TOKEN.finditer(query):
         sign, name, value = match.groups()
+        if name is not None and value in ("(", ")"):
+            raise Passthrough(f"query string group on [{name}] nested past one level")
         if value in _OPERATORS or value in ("(", ")"):
             previous = value
             continue
         if name is not None and fields is not None and not any(
                 fnmatchcase(text, name) for text in fields):
-            term = {kind: {"query": f"{name}:{value}"}}
+            # the group's own operator as the request meant it: `year:(2010 2011)` under AND
+            term = {kind: {"query": f"{name}:{value}",
+                           **{key: spec[key] for key in ("default_operator",) if key in spec}}}
             negated = sign == "-" or previous in ("NOT", "!")
             if negated:
                 _required({"bool": {"must_not": [term]}}, occur, parts, f"[{name}:{value}]")
@@ -239,6 +250,7 @@ def _free_text(kind: str, spec: Mapping[str, Any], occur: str, parts: QueryParts
                 raise Passthrough(f"optional query string term [{name}:{value}] on a non-text "
                                   f"field (+{name}:... filters)")
         elif sign != "-" and previous not in ("NOT", "!"):
-            words.append(_SYNTAX_CHARS.sub(" ", value.strip('"')))
+            words.extend(word for word in _SYNTAX_CHARS.sub(" ", value.strip('"()')).split()
+                         if word not in _OPERATORS)
         previous = value
     return " ".join(" ".join(words).split())

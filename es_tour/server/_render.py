@@ -1,71 +1,54 @@
-"""A SearchResult as the engine's own search response, with the trace under `ext.tour`."""
+"""A refined search's answer in the engine's own shape, with the trace under `ext.tour`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fnmatch import fnmatchcase
 from typing import Any
 
 from es_tour.pipeline import SearchResult
-from es_tour.server._request import SearchRequest, SourceFilter
+from es_tour.server._fetch import Fetched, PagePlan
 
 
-def render(result: SearchResult, request: SearchRequest, took_ms: float,
-           extra: Mapping[str, Any] | None = None, *,
-           aggregations: Mapping[str, Any] | None = None,
-           highlights: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def render(result: SearchResult, plan: PagePlan, fetched: Fetched,
+           overview: Mapping[str, Any], took_ms: float,
+           extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """{took, timed_out, _shards, hits: {total, max_score, hits}, aggregations, ext: {tour}}.
 
-    `result.hits` is the ranking from rank 0; the page is `from`..`from + size`.
-    `ext.tour.hits` says, for each hit of the page in order, the round that first retrieved
-    it, the retrievers that returned it and its labeler score. `aggregations` and
-    `highlights` (doc id -> the engine's highlight) are the engine's, as it gave them.
+    The hits are the engine's, as it fetched them (`_fetch`); es-tour sets their order and,
+    within its window, their `_score`. `hits.total`, `_shards` and the aggregations are
+    the engine's own for the request's query (`overview`, a size-0 search).
+    `ext.tour.hits` says, for each hit of the page from the window in order, the round that
+    first retrieved it, the retrievers that returned it and its labeler score.
     """
-    page = result.hits[request.from_: request.from_ + request.size]
-    hits = []
-    for hit in page:
-        entry: dict[str, Any] = {"_index": request.index, "_id": hit.id, "_score": hit.score}
-        if request.source.enabled:
-            entry["_source"] = filter_source(hit.source, request.source)
-        if highlights and hit.id in highlights:
-            entry["highlight"] = highlights[hit.id]
-        hits.append(entry)
-    total: Any = {"value": len(result.hits), "relation": "eq"}
-    if request.total_as_int:
-        total = len(result.hits)
+    ranked = {hit.id: hit for hit in result.hits}
+    window = [hit for hit in fetched.hits if hit.get("_id") in plan.ids]
+    hits = [_ordered(hit, ranked[hit["_id"]].score, fetched.hide_ids) if hit in window else hit
+            for hit in fetched.hits]
+    engine_hits = overview.get("hits", {})
+    # the best score of the whole answer, as the engine's max_score is: the window's first
+    scores = [h.score for h in result.hits[:1]] or [
+        h["_score"] for h in hits if h.get("_score") is not None]
+    found: dict[str, Any] = {"max_score": max(scores, default=None), "hits": hits}
+    if "total" in engine_hits:  # track_total_hits: false leaves it out, as the engine does
+        found = {"total": engine_hits["total"], **found}
     answer: dict[str, Any] = {
         "took": round(took_ms),
-        "timed_out": False,
-        "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-        "hits": {"total": total, "max_score": max((h.score for h in page), default=None),
-                 "hits": hits},
+        "timed_out": bool(overview.get("timed_out", False) or fetched.timed_out),
+        "_shards": overview.get("_shards",
+                                {"total": 1, "successful": 1, "skipped": 0, "failed": 0}),
+        "hits": found,
     }
-    if aggregations is not None:
-        answer["aggregations"] = aggregations
-    answer["ext"] = {"tour": {**result.to_dict(), "hits": [hit.trace() for hit in page],
-                              **(extra or {})}}
+    if "aggregations" in overview:
+        answer["aggregations"] = overview["aggregations"]
+    traced = [ranked[hit["_id"]].trace() for hit in window]
+    answer["ext"] = {"tour": {**result.to_dict(), "hits": traced, **(extra or {})}}
     return answer
 
 
-def filter_source(source: Mapping[str, Any], spec: SourceFilter) -> dict[str, Any]:
-    """`source` less what `_source` excludes: patterns match dotted paths, as in the engines."""
-    return _filter(source, spec.includes, spec.excludes, "")
-
-
-def _filter(node: Mapping[str, Any], includes: tuple[str, ...], excludes: tuple[str, ...],
-            prefix: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        path = f"{prefix}{key}"
-        if any(fnmatchcase(path, p) for p in excludes):
-            continue
-        if not includes or any(fnmatchcase(path, p) for p in includes):
-            # wholly included; excludes may still drop fields below it
-            out[key] = (_filter(value, (), excludes, f"{path}.") if isinstance(value, Mapping)
-                        else value)
-        elif isinstance(value, Mapping):
-            deeper = tuple(p for p in includes if p.startswith(f"{path}.") or "*" in p)
-            inner = _filter(value, deeper, excludes, f"{path}.") if deeper else {}
-            if inner:
-                out[key] = inner
-    return out
+def _ordered(hit: Mapping[str, Any], score: float, hide_id: bool) -> dict[str, Any]:
+    """A hit of the window with es-tour's score, and its sort value when sorted by score;
+    without its `_id` when the request asked for none."""
+    ordered = {**hit, "_score": score, **({"sort": [score]} if "sort" in hit else {})}
+    if hide_id:
+        del ordered["_id"]
+    return ordered

@@ -3,9 +3,10 @@
 A request is served when it searches one index with a query text (a text clause alone or
 in a `bool`, see `_query`, or ext.tour.query_text) and maybe a query vector (ES top-level
 `knn.query_vector` or the OpenSearch `query.knn.<field>.vector` clause). Its filters are
-kept for every round; aggregations and highlight come from the engine for the original
-query. What the pipeline cannot give (sorting by a field, scrolling, collapsing,
-rescoring, ...) passes through.
+kept for every round. The request body itself is kept: the engine fetches the page with it
+(`_fetch`), so fetch options, highlight, named queries, totals and aggregations are the
+engine's. What the pipeline cannot give an order for (sorting by a field, scrolling,
+collapsing, rescoring, ...) passes through.
 """
 
 from __future__ import annotations
@@ -27,23 +28,36 @@ from starlette.requests import Request
 from es_tour.errors import BodyTooLargeError, ConfigError
 from es_tour.server._query import Passthrough, QueryParts, query_parts
 
-# Body keys the sidecar honours; any other key sends the request through untouched.
-BODY_KEYS = frozenset({"query", "knn", "size", "from", "_source", "ext", "timeout",
-                       "track_total_hits", "aggs", "aggregations", "highlight", "post_filter",
-                       "sort", "track_scores"})
-# Why a body key the pipeline cannot honour passes the request through.
-_UNSERVED = {"collapse": "collapse", "rescore": "rescore", "search_after": "search_after",
-             "pit": "point in time", "suggest": "suggest", "explain": "explain",
-             "profile": "profile", "script_fields": "script_fields", "min_score": "min_score",
-             "indices_boost": "indices_boost"}
-# URL parameters that do not change what a search returns, or that the sidecar honours.
+# Body keys the sidecar honours: what chooses the docs (the query, its filters), and what
+# the engine's own fetch of the page and its size-0 overview honour as written (`_fetch`).
+# Any other key sends the request through untouched.
+BODY_KEYS = frozenset({"query", "knn", "size", "from", "ext", "timeout", "sort",
+                       "track_total_hits", "aggs", "aggregations", "post_filter",
+                       "_source", "fields", "docvalue_fields", "stored_fields", "script_fields",
+                       "highlight", "explain", "version", "seq_no_primary_term", "track_scores"})
+# Why a body key whose meaning depends on the engine's own order passes the request through.
+_UNSERVED = {"collapse": "collapse groups hits by the engine's order",
+             "rescore": "rescore reorders the engine's top hits",
+             "search_after": "search_after pages by the engine's sort values",
+             "pit": "a point in time pages by the engine's sort values",
+             "suggest": "suggest answers from the engine alone",
+             "profile": "profile describes the engine's own execution",
+             "min_score": "min_score cuts on the engine's score",
+             "terminate_after": "terminate_after stops the engine's collection early",
+             "indices_boost": "indices_boost weighs several indices"}
+# URL parameters the sidecar honours: each goes on to the engine's own calls (`_fetch`), or
+# says how the answer is printed.
 PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excludes",
-                    "pretty", "human", "error_trace", "timeout", "rest_total_hits_as_int",
-                    "track_total_hits", "request_cache", "preference", "routing",
-                    "ignore_unavailable", "allow_no_indices", "expand_wildcards",
-                    "typed_keys", "search_type", "allow_partial_search_results",
-                    "ccs_minimize_roundtrips", "max_concurrent_shard_requests",
-                    "pre_filter_shard_size", "batched_reduce_size"})
+                    "stored_fields", "docvalue_fields", "explain", "version",
+                    "seq_no_primary_term", "pretty", "human", "error_trace", "timeout",
+                    "rest_total_hits_as_int", "track_total_hits", "request_cache",
+                    "preference", "routing", "ignore_unavailable", "allow_no_indices",
+                    "expand_wildcards", "typed_keys", "search_type",
+                    "allow_partial_search_results", "ccs_minimize_roundtrips",
+                    "max_concurrent_shard_requests", "pre_filter_shard_size",
+                    "batched_reduce_size"})
+# ... of which these shape the sidecar's own answer, and never reach the engine
+_PRINTING = frozenset({"pretty", "human", "error_trace"})
 
 
 # The longest integer literal a body may hold: past int64 no engine takes it, and Python's
@@ -68,15 +82,6 @@ class MalformedJson(ConfigError):
 
 
 @dataclass(frozen=True)
-class SourceFilter:
-    """`_source` as requested: off, or include / exclude patterns (fnmatch, dotted paths)."""
-
-    enabled: bool = True
-    includes: tuple[str, ...] = ()
-    excludes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class SearchRequest:
     """A `_search` the sidecar will answer itself."""
 
@@ -86,20 +91,19 @@ class SearchRequest:
     vector_field: str | None  # the field the request's knn clause names
     size: int
     from_: int
-    source: SourceFilter
+    # the body as sent, less `ext`: the engine fetches the page, counts the total and
+    # computes the aggregations with it (`_fetch`)
+    body: Mapping[str, Any] = field(default_factory=dict)
+    # the URL parameters that go on to the engine (all but size, from and printing ones)
+    params: Mapping[str, str] = field(default_factory=dict)
     # constraints every engine call of every round keeps: filter, must_not, post_filter,
     # required clauses on fields that are not text
     filters: tuple[Mapping[str, Any], ...] = ()
-    # the BM25 leg's query when the request wrote query-string syntax; None: the text's
+    # the BM25 leg's query: the request's own, as written; None: the text's multi_match
     lexical: Mapping[str, Any] | None = None
-    query: Mapping[str, Any] | None = None  # as sent: aggregations and highlight use it
-    aggs: Mapping[str, Any] | None = None
-    highlight: Mapping[str, Any] | None = None
-    typed_keys: bool = False
     tour: dict[str, Any] = field(default_factory=dict)  # ext.tour less query_text, timeout_ms
     timeout_ms: int | None = None
     explicit: bool = False  # the request itself asked for es-tour (ext.tour)
-    total_as_int: bool = False
     pretty: bool = False
 
 
@@ -298,13 +302,12 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     return SearchRequest(
         index=target, text=text, vector=vector, vector_field=vector_field, size=size,
         from_=_count("from", params.get("from", body.get("from", 0))),
-        source=_source_filter(params, body.get("_source", True)),
+        body={key: value for key, value in body.items() if key != "ext"},
+        params={key: value for key, value in params.items()
+                if key not in ("size", "from") and key not in _PRINTING},
         filters=(*parts.filters, *filter(None, [_mapping(body, "post_filter")])),
-        lexical=parts.lexical_query(), query=body.get("query"),
-        aggs=_aggregations(body), highlight=_mapping(body, "highlight"), tour=tour,
+        lexical=body.get("query") if parts.texts else None, tour=tour,
         timeout_ms=timeout_ms, explicit=explicit,
-        typed_keys=params.get("typed_keys", "false") in ("", "true"),
-        total_as_int=params.get("rest_total_hits_as_int", "false") in ("", "true"),
         pretty=params.get("pretty", "false") in ("", "true"),
     )
 
@@ -319,12 +322,6 @@ def _check_sort(param: str | None, sort: Any) -> None:
             and spec["_score"] in ("desc", {"order": "desc"}))
         if not by_score:
             raise Passthrough("sort by a field")
-
-
-def _aggregations(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    if "aggs" in body and "aggregations" in body:
-        raise ConfigError("request body has both [aggs] and [aggregations]")
-    return _mapping(body, "aggs") or _mapping(body, "aggregations")
 
 
 def _mapping(body: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
@@ -403,35 +400,4 @@ def _count(name: str, value: Any) -> int:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ConfigError(f"{name} must be an integer >= 0, got {shown(value)}")
-    return value
-
-
-def _source_filter(params: Mapping[str, str], body_source: Any) -> SourceFilter:
-    includes = tuple(p for p in params.get("_source_includes", "").split(",") if p)
-    excludes = tuple(p for p in params.get("_source_excludes", "").split(",") if p)
-    spec: Any = body_source
-    if "_source" in params:
-        raw = params["_source"]
-        spec = {"true": True, "": True, "false": False}.get(raw, raw.split(","))
-    if spec is False:
-        return SourceFilter(enabled=False)
-    if isinstance(spec, str):
-        includes += (spec,)
-    elif isinstance(spec, list):
-        includes += tuple(_patterns(spec))
-    elif isinstance(spec, Mapping):
-        includes += tuple(_patterns(spec.get("includes", spec.get("include", []))))
-        excludes += tuple(_patterns(spec.get("excludes", spec.get("exclude", []))))
-    elif spec is not True:
-        raise ConfigError("_source must be a boolean, a field list or an object, "
-                          f"got {shown(spec)}")
-    return SourceFilter(True, includes, excludes)
-
-
-def _patterns(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        raise ConfigError(f"_source patterns must be a string or a list of strings, "
-                          f"got {shown(value)}")
     return value

@@ -26,6 +26,7 @@ from es_tour.pipeline import (
     VectorStore,
 )
 from es_tour.server._config import ServerConfig
+from es_tour.server._fetch import fetch_page, overview_body, plan_page
 from es_tour.server._models import Models
 from es_tour.server._options import Resolved, build, check_encoder_fits, index_settings, resolve
 from es_tour.server._render import render
@@ -114,35 +115,40 @@ class TourService:
                     self.config.retry_after_s)
             # a free slot is taken without suspending: no other request checks in between
             await self._slots.acquire()
-        depth = request.from_ + request.size
         deadline_ms = request.timeout_ms or self.config.deadline_ms
         fallback = None
-        # the application's facets, as the engine counts them for its own query, meanwhile
-        facets = asyncio.ensure_future(_aggregations(as_caller, request)) \
-            if request.aggs is not None else None
+        # the engine's total and aggregations for the request's own query, meanwhile
+        overview = asyncio.ensure_future(as_caller.search(
+            request.index, overview_body(request.body), request.params))
         try:
             with as_caller.engine_errors():
                 try:
+                    # always the whole window, whatever the page: every page of one search
+                    # is cut from the same ranking
                     result = await asyncio.wait_for(
-                        self._refine(method, request.text, depth, holding), deadline_ms / 1000)
+                        self._refine(method, request.text, chosen.window, holding),
+                        deadline_ms / 1000)
                 except TimeoutError:
                     fallback = FALLBACK
-                    result = await self._round0(context, request.text, depth, chosen)
-                page = result.hits[request.from_: request.from_ + request.size]
-                highlights = await _highlights(as_caller, request, [hit.id for hit in page])
-                aggregations = None if facets is None else await facets
+                    result = await self._round0(context, request.text, chosen.window, chosen)
+                window = [hit.id for hit in result.hits[: chosen.window]]
+                plan = plan_page(window, request.from_, request.size)
+                fetched = await fetch_page(as_caller, request.index, request.body,
+                                           request.params, window, plan)
+                counted = await overview
         finally:
             if holding:
                 self._slots.release()
-            if facets is not None and not facets.done():
-                facets.cancel()
+            if not overview.done():
+                overview.cancel()
+            elif not overview.cancelled():
+                overview.exception()  # an error another answered first is not left unread
         took = time.perf_counter() - started
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
                             result.timings.model_ms)
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
-                 "fallback": fallback}
-        return render(result, request, took * 1000, extra,
-                      aggregations=aggregations, highlights=highlights)
+                 "fallback": fallback, "window": len(window)}
+        return render(result, plan, fetched, counted, took * 1000, extra)
 
     async def _refine(self, method: SearchMethod, text: str, depth: int,
                       holding: bool) -> SearchResult:
@@ -178,7 +184,7 @@ class TourService:
     def _check(self, request: SearchRequest, chosen: Resolved, dimension: int) -> None:
         c = self.config
         caps = (("k", chosen.options.get("k"), c.max_k),
-                ("from + size", request.from_ + request.size, c.max_size),
+                ("window", chosen.window, c.max_size),
                 ("max_rounds", chosen.options.get("max_rounds"), c.max_rounds),
                 ("top_k", chosen.options.get("top_k"), c.max_top_k),
                 ("timeout_ms", request.timeout_ms, c.max_timeout_ms))
@@ -206,29 +212,3 @@ class TourService:
         return SearchResult(chosen.method, result.hits, result.rounds, result.pairs_scored,
                             result.engine_calls, result.timings, dict(chosen.options),
                             degraded=True)
-
-
-
-async def _aggregations(engine: ClientEngine, request: SearchRequest) -> dict[str, Any]:
-    """The request's aggregations as the engine computes them for its original query: one
-    size-0 search, so facet counts are the same with refinement on or off."""
-    body: dict[str, Any] = {"size": 0, "aggs": request.aggs, "track_total_hits": False}
-    if request.query is not None:
-        body["query"] = request.query
-    params = {"typed_keys": True} if request.typed_keys else {}
-    return dict((await engine.search(request.index, body, **params)).get("aggregations", {}))
-
-
-async def _highlights(engine: ClientEngine, request: SearchRequest,
-                      ids: list[str]) -> dict[str, Any]:
-    """Doc id -> the engine's highlight of the page's docs for the original query and the
-    request's highlight spec: one search restricted to the page's ids."""
-    if request.highlight is None or not ids:
-        return {}
-    spec = dict(request.highlight)
-    if request.query is not None:
-        spec.setdefault("highlight_query", request.query)
-    body = {"size": len(ids), "query": {"ids": {"values": ids}}, "highlight": spec,
-            "_source": False}
-    answer = await engine.search(request.index, body)
-    return {hit["_id"]: hit["highlight"] for hit in answer["hits"]["hits"] if "highlight" in hit}

@@ -182,13 +182,13 @@ class Upstream:
         return list(payload["responses"])
 
     async def tour_settings(self, index: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
-        """The index's flat `index.tour.*` settings, cached `settings_ttl_s` per caller; None
-        when the name is not exactly one index the caller may read (the search then passes
-        through). Read with the caller's credentials; or with the sidecar's own when
-        configured, and then kept only for a caller the engine lets search the index (a
-        size-0 search as the caller), so no setting shapes an answer to a caller who may not
-        read the index. Any other answer (401, 429, 5xx) is the engine's error, and is not
-        cached."""
+        """The index's flat `index.tour.*` settings, and its max_result_window when set,
+        cached `settings_ttl_s` per caller; None when the name is not exactly one index the
+        caller may read (the search then passes through). Read with the caller's
+        credentials; or with the sidecar's own when configured, and then kept only for a
+        caller the engine lets search the index (a size-0 search as the caller), so no
+        setting shapes an answer to a caller who may not read the index. Any other answer
+        (401, 429, 5xx) is the engine's error, and is not cached."""
         caller = identity(headers)
         key = (_fingerprint(caller), index)
         now = time.monotonic()
@@ -210,7 +210,8 @@ class Upstream:
 
     async def _read_settings(self, index: str, who: Mapping[str, str]) -> dict[str, Any] | None:
         answer = await self._settled(
-            f"/{quote(index, safe='')}/_settings/index.tour.*?flat_settings=true", who)
+            f"/{quote(index, safe='')}/_settings/index.tour.*,index.max_result_window"
+            "?flat_settings=true", who)
         if answer.status == 200:
             indices = answer.payload()
             if len(indices) == 1:

@@ -82,3 +82,12 @@ def test_text_outside_the_grammar_is_rejected(text: str) -> None:
 def test_boost_outside_the_weights_names_the_bad_value() -> None:
     with pytest.raises(GrammarError, match=r"\^3"):
         Refinement("a", "should", 3.0)
+
+
+def test_a_requests_own_query_stands_for_q0_and_the_refinements_go_around_it() -> None:
+    own = {"match": {"title": {"query": "stem cells", "operator": "and", "_name": "app"}}}
+    query = Query("stem cells", (Refinement("marrow", "must"), Refinement("mouse", "must_not")))
+    compiled = compile_bool(query, FIELDS, own)["bool"]
+    assert compiled["should"] == [own]
+    assert [c["multi_match"]["query"] for c in compiled["must"] + compiled["must_not"]] == \
+        ["marrow", "mouse"]

@@ -34,7 +34,8 @@ def test_a_bool_gives_its_scoring_text_and_keeps_filter_and_must_not_as_filters(
     request = _parse(body)
     assert request.text == "stem cells bone marrow"
     assert request.filters == (YEAR, {"bool": {"must_not": [TOPIC]}})
-    assert request.query == body["query"] and request.lexical is None
+    # the BM25 leg is the request's own query, filters and all
+    assert request.body["query"] == body["query"] and request.lexical == body["query"]
 
 
 def test_a_filter_given_as_one_object_and_a_post_filter_are_kept() -> None:
@@ -67,8 +68,11 @@ def test_nested_bools_add_their_text_and_a_required_ones_filters() -> None:
     ({"query": {"match_all": {}}}, "no query text"),
     ({"query": {"match": {"topic": "biology"}}}, "no query text"),
     ({"query": {"match": {"text": "q"}}, "sort": [{"year": "desc"}]}, "sort by a field"),
-    ({"query": {"match": {"text": "q"}}, "collapse": {"field": "topic"}}, "collapse"),
-    ({"query": {"match": {"text": "q"}}, "rescore": {}}, "rescore"),
+    ({"query": {"match": {"text": "q"}}, "collapse": {"field": "topic"}},
+     "collapse groups hits by the engine's order"),
+    ({"query": {"match": {"text": "q"}}, "rescore": {}}, "rescore reorders the engine's top hits"),
+    ({"query": {"query_string": {"query": "cells +year:(2015 OR (2016))"}}},
+     "query string group on [year] nested past one level"),
     ({"query": {"query_string": {"query": "cells year:2015"}}},
      "optional query string term [year:2015] on a non-text field (+year:... filters)"),
 ])
@@ -81,14 +85,13 @@ def test_sorting_by_score_is_what_the_sidecar_does() -> None:
         assert _parse({"query": {"match": {"text": "q"}}, "sort": sort}).text == "q"
 
 
-def test_aggregations_and_highlight_are_kept_for_the_engine() -> None:
+def test_the_body_and_url_parameters_are_kept_for_the_engines_own_calls() -> None:
     aggs = {"topics": {"terms": {"field": "topic"}}}
-    request = _parse({"query": {"match": {"text": "q"}}, "aggs": aggs,
-                      "highlight": {"fields": {"text": {}}}}, typed_keys="true")
-    assert request.aggs == aggs and request.highlight == {"fields": {"text": {}}}
-    assert request.typed_keys
-    with pytest.raises(ConfigError, match="both"):
-        _parse({"query": {"match": {"text": "q"}}, "aggs": aggs, "aggregations": aggs})
+    body = {"query": {"match": {"text": "q"}}, "aggs": aggs, "highlight": {"fields": {"text": {}}},
+            "explain": True, "ext": {"tour": {"k": 5}}}
+    request = _parse(body, typed_keys="true", size="5", pretty="true")
+    assert request.body == {key: value for key, value in body.items() if key != "ext"}
+    assert request.params == {"typed_keys": "true"} and request.size == 5 and request.pretty
 
 
 def test_a_query_string_runs_as_written_and_embeds_its_free_text() -> None:
@@ -96,6 +99,24 @@ def test_a_query_string_runs_as_written_and_embeds_its_free_text() -> None:
     request = _parse({"query": clause})
     assert request.text == "stem cells marrow"
     assert request.lexical == clause and request.filters == ()
+
+
+def test_a_query_string_group_on_a_field_that_is_not_text_is_one_filter() -> None:
+    request = _parse({"query": {"query_string": {"query": "stem cells +year:(2010 OR 2011)",
+                                                 "default_operator": "or"}}})
+    assert request.text == "stem cells"
+    assert request.filters == ({"query_string": {"query": "year:(2010 OR 2011)",
+                                                 "default_operator": "or"}},)
+    grouped_text = _parse({"query": {"query_string": {"query": "title:(bone OR marrow) +year:1"}}})
+    assert grouped_text.text == "bone marrow"
+
+
+def test_a_dis_max_of_text_clauses_gives_their_text() -> None:
+    request = _parse({"query": {"dis_max": {"queries": [{"match": {"title": "bone"}},
+                                                        {"match": {"text": "marrow"}}]}}})
+    assert request.text == "bone marrow"
+    assert _reason({"query": {"dis_max": {"queries": [{"match": {"text": "q"}}, TOPIC]}}}) == \
+        "optional clause [term] on a non-text field"
 
 
 def test_required_field_terms_of_a_query_string_are_filters() -> None:
@@ -108,7 +129,8 @@ def test_required_field_terms_of_a_query_string_are_filters() -> None:
         {"query_string": {"query": "year:[2010 TO 2020]"}})
     anded = _parse({"query": {"simple_query_string": {"query": "cells year:2015",
                                                        "default_operator": "and"}}})
-    assert anded.filters == ({"simple_query_string": {"query": "year:2015"}},)
+    assert anded.filters == ({"simple_query_string": {"query": "year:2015",
+                                                      "default_operator": "and"}},)
     assert anded.lexical == {"simple_query_string": {"query": "cells year:2015",
                                                      "default_operator": "and"}}
 

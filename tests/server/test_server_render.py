@@ -1,4 +1,5 @@
-"""A SearchResult rendered as the engine's search response."""
+"""A refined search's page: where its hits come from, the engine calls that fetch them, and
+the answer rendered in the engine's shape."""
 
 from __future__ import annotations
 
@@ -7,39 +8,95 @@ import pytest
 from es_tour.errors import ConfigError
 from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.server import parse_listen
-from es_tour.server._render import filter_source, render
-from es_tour.server._request import SourceFilter, parse_search
+from es_tour.server._fetch import (
+    Fetched,
+    PagePlan,
+    fetch_body,
+    overview_body,
+    plan_page,
+    rest_body,
+)
+from es_tour.server._render import render
+
+WINDOW = [str(i) for i in range(4)]
+QUERY = {"match": {"text": {"query": "q", "_name": "words"}}}
 
 
 def _result(n: int) -> SearchResult:
-    hits = [RankedHit(str(i), 1.0 - i / 10, {"title": f"t{i}", "meta": {"a": 1, "b": 2}})
-            for i in range(n)]
+    hits = [RankedHit(str(i), 1.0 - i / 10, {}) for i in range(n)]
     return SearchResult("tour-hard", hits, [RoundTrace(0, n, n)], n, 1, Timings(), {"k": n})
 
 
-def test_from_and_size_page_the_ranking_and_trace_goes_under_ext_tour() -> None:
-    request = parse_search("idx", {}, {"query": {"match": {"t": "q"}}, "from": 1, "size": 2},
-                           explicit=False)
-    body = render(_result(4), request, 12.3)
-    assert [h["_id"] for h in body["hits"]["hits"]] == ["1", "2"]
-    assert body["hits"]["max_score"] == pytest.approx(0.9)
-    assert body["hits"]["total"] == {"value": 4, "relation": "eq"}
-    assert body["ext"]["tour"]["method"] == "tour-hard" and body["ext"]["tour"]["rounds"]
-    assert body["took"] == 12 and body["hits"]["hits"][0]["_index"] == "idx"
+def _engine_hit(doc: str, score: float = 7.0) -> dict:
+    return {"_index": "idx-000001", "_id": doc, "_score": score, "_source": {"title": doc},
+            "matched_queries": ["words"]}
 
 
-def test_source_filtering_follows_the_engines_patterns() -> None:
-    source = {"title": "t", "meta": {"a": 1, "b": 2}, "other": 3}
-    assert filter_source(source, SourceFilter(includes=("meta.a",))) == {"meta": {"a": 1}}
-    assert filter_source(source, SourceFilter(includes=("t*",))) == {"title": "t"}
-    assert filter_source(source, SourceFilter(excludes=("meta.b", "other"))) == \
-        {"title": "t", "meta": {"a": 1}}
+def test_a_page_inside_the_window_is_the_windows_slice() -> None:
+    assert plan_page(WINDOW, 1, 2) == PagePlan(("1", "2"), 0, 0)
 
 
-def test_source_false_drops_source() -> None:
-    request = parse_search("idx", {}, {"query": {"match": {"t": "q"}}, "_source": False},
-                           explicit=False)
-    assert "_source" not in render(_result(1), request, 1.0)["hits"]["hits"][0]
+def test_a_page_past_the_window_goes_on_in_the_engines_order_without_gaps() -> None:
+    # ranks 3..6: the window's last doc, then the engine's first three past the window
+    assert plan_page(WINDOW, 3, 4) == PagePlan(("3",), 0, 3)
+    # ranks 10..19 are the engine's 6..15 once the window's 4 are left out
+    assert plan_page(WINDOW, 10, 10) == PagePlan((), 6, 10)
+    assert plan_page([], 0, 10) == PagePlan((), 0, 10)
+
+
+def test_the_overview_counts_and_facets_the_request_as_sent_without_hits() -> None:
+    body = {"query": QUERY, "from": 990, "size": 10, "aggs": {"t": {"terms": {"field": "t"}}},
+            "track_total_hits": 100, "post_filter": {"term": {"t": "x"}}}
+    assert overview_body(body) == {"query": QUERY, "aggs": body["aggs"], "size": 0,
+                                   "track_total_hits": 100, "post_filter": body["post_filter"]}
+
+
+def test_the_fetch_keeps_the_requests_options_and_restricts_it_to_the_pages_ids() -> None:
+    body = {"query": QUERY, "size": 10, "from": 20, "_source": ["title"], "highlight": {
+        "fields": {"text": {}}}, "explain": True, "aggs": {"a": {}}, "track_total_hits": True,
+        "knn": {"field": "v", "query_vector": [1.0], "k": 5}}
+    fetched = fetch_body(body, ["3", "1"])
+    assert fetched["query"] == {"bool": {"filter": [{"ids": {"values": ["3", "1"]}}],
+                                         "should": [QUERY]}}
+    assert fetched["size"] == 2 and fetched["track_total_hits"] is False
+    assert fetched["_source"] == ["title"] and fetched["explain"] is True
+    assert fetched["highlight"] == body["highlight"]
+    assert not {"aggs", "from", "knn"} & set(fetched)
+
+
+def test_past_the_window_the_requests_own_search_leaves_the_windows_docs_out() -> None:
+    body = {"query": QUERY, "size": 10, "post_filter": {"term": {"t": "x"}}}
+    rest = rest_body(body, ["1", "2"], 6, 10)
+    left_out = {"bool": {"must_not": [{"ids": {"values": ["1", "2"]}}]}}
+    assert rest["query"] == {"bool": {"must": [QUERY], "filter": [left_out]}}
+    assert (rest["from"], rest["size"], rest["post_filter"]) == (6, 10, body["post_filter"])
+    knn_only = rest_body({"knn": {"field": "v", "query_vector": [1.0], "k": 5,
+                                  "filter": {"term": {"t": "x"}}}}, ["1", "2"], 0, 3)
+    assert "query" not in knn_only  # a query would add its own docs to the knn's
+    assert knn_only["knn"]["filter"] == [{"term": {"t": "x"}}, left_out]
+
+
+def test_the_answer_is_the_engines_hits_in_es_tours_order_with_the_engines_numbers() -> None:
+    plan = plan_page(WINDOW, 2, 4)
+    fetched = Fetched([_engine_hit("2"), _engine_hit("3"), _engine_hit("9", 5.0)], False)
+    overview = {"hits": {"total": {"value": 2647, "relation": "eq"}}, "timed_out": False,
+                "_shards": {"total": 3, "successful": 3, "skipped": 0, "failed": 0},
+                "aggregations": {"t": {"buckets": []}}}
+    answer = render(_result(4), plan, fetched, overview, 12.3)
+    hits = answer["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ["2", "3", "9"]
+    assert [h["_score"] for h in hits] == [pytest.approx(0.8), pytest.approx(0.7), 5.0]
+    assert hits[0]["matched_queries"] == ["words"] and hits[0]["_index"] == "idx-000001"
+    assert answer["hits"]["total"] == {"value": 2647, "relation": "eq"}
+    assert answer["hits"]["max_score"] == pytest.approx(1.0)
+    assert answer["_shards"]["total"] == 3 and answer["aggregations"] == overview["aggregations"]
+    assert answer["took"] == 12 and answer["ext"]["tour"]["method"] == "tour-hard"
+
+
+def test_no_total_when_the_request_tracks_none() -> None:
+    answer = render(_result(2), plan_page(["0", "1"], 0, 2),
+                    Fetched([_engine_hit("0"), _engine_hit("1")], False), {"hits": {}}, 1.0)
+    assert "total" not in answer["hits"]
 
 
 def test_listen_is_host_and_port() -> None:
@@ -48,13 +105,12 @@ def test_listen_is_host_and_port() -> None:
         parse_listen("9201")
 
 
-def test_ext_tour_hits_trace_the_page_hits_in_order() -> None:
+def test_ext_tour_hits_trace_the_windows_hits_of_the_page_in_order() -> None:
     result = _result(4)
     result.hits[2] = RankedHit("2", 0.8, {}, round=1, retrieved_by=("bm25", "knn"), label=0.25)
-    request = parse_search("idx", {}, {"query": {"match": {"t": "q"}}, "from": 1, "size": 2},
-                           explicit=False)
-    traced = render(result, request, 1.0)["ext"]["tour"]["hits"]
-    assert traced == [
+    fetched = Fetched([_engine_hit("1"), _engine_hit("2"), _engine_hit("9")], False)
+    traced = render(result, plan_page(["0", "1", "2"], 1, 3), fetched, {}, 1.0)
+    assert traced["ext"]["tour"]["hits"] == [
         {"_id": "1", "round": None, "retrieved_by": [], "label": None},
         {"_id": "2", "round": 1, "retrieved_by": ["bm25", "knn"], "label": 0.25},
     ]

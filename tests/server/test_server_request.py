@@ -53,14 +53,16 @@ def test_es_knn_and_opensearch_knn_both_give_the_vector_and_its_field() -> None:
     ("a,b", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
     ("a*", {}, {"query": {"match": {"t": "q"}}}, "multi-index"),
     ("a", {"scroll": "1m"}, {"query": {"match": {"t": "q"}}}, "scroll"),
-    ("a", {}, {"query": {"match": {"t": "q"}}, "suggest": {}}, "suggest"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "suggest": {}},
+     "suggest answers from the engine alone"),
     ("a", {}, {"query": {"bool": {}}}, "no query text"),
     ("a", {}, {"query": {"match_all": {}}}, "no query text"),
     ("a", {}, {}, "no query text"),
     ("a", {}, {"query": {"knn": {"e": {"vector": [1.0]}}}}, "no query text"),
     ("a", {}, {"query": {"match": {"t": "q"}}, "sort": ["_id"]}, "sort by a field"),
-    ("a", {}, {"query": {"match": {"t": "q"}}, "stored_fields": []},
-     "unsupported body key [stored_fields]"),
+    ("a", {}, {"query": {"match": {"t": "q"}}, "stats": ["group"]},
+     "unsupported body key [stats]"),
+    ("a", {"q": "text:q"}, {}, "unsupported parameter [q]"),
 ])
 def test_what_cannot_be_served_passes_through_with_its_reason(target, params, body, reason) -> None:
     with pytest.raises(Passthrough) as verdict:
@@ -79,12 +81,14 @@ def test_malformed_json_and_bad_values_are_config_errors() -> None:
     assert parse_body(b"") == {}
 
 
-def test_source_filter_from_body_and_params() -> None:
-    body = {"query": {"match": {"t": "q"}}, "_source": {"includes": ["a*"], "excludes": ["ab"]}}
-    request = parse_search("x", {}, body, explicit=False)
-    assert request.source.includes == ("a*",) and request.source.excludes == ("ab",)
-    off = parse_search("x", {"_source": "false"}, {"query": {"match": {"t": "q"}}}, explicit=False)
-    assert off.source.enabled is False
+def test_fetch_options_from_the_body_and_the_url_go_to_the_engine_as_sent() -> None:
+    body = {"query": {"match": {"t": "q"}}, "_source": {"includes": ["a*"], "excludes": ["ab"]},
+            "fields": ["year"], "docvalue_fields": ["year"], "stored_fields": ["x"],
+            "script_fields": {}, "explain": True, "version": True, "seq_no_primary_term": True}
+    request = parse_search("x", {"_source_includes": "t*", "from": "3", "human": "true"}, body,
+                           explicit=False)
+    assert request.body == body and request.params == {"_source_includes": "t*"}
+    assert request.from_ == 3
 
 
 def test_a_passthrough_reason_is_a_safe_short_header_value() -> None:
@@ -144,13 +148,3 @@ def test_match_option_values_the_engine_takes_are_read() -> None:
     query = {"multi_match": {"query": "q", "type": "cross_fields", "operator": "AND",
                              "boost": 2}}
     assert parse_search("docs", {}, {"query": query}, explicit=False).text == "q"
-
-
-def test_a_source_object_may_name_includes_or_excludes_alone() -> None:
-    match = {"query": {"match": {"t": "q"}}}
-    only_in = parse_search("x", {}, {**match, "_source": {"includes": ["title"]}},
-                           explicit=False).source
-    only_out = parse_search("x", {}, {**match, "_source": {"excludes": ["embedding"]}},
-                            explicit=False).source
-    assert (only_in.includes, only_in.excludes) == (("title",), ())
-    assert (only_out.includes, only_out.excludes) == ((), ("embedding",))

@@ -1,0 +1,137 @@
+"""The engine fetches, es-tour orders: a refined search's page, total and aggregations.
+
+The refinement gives an order to the first `window` docs (`index.tour.window`, as
+Elasticsearch's `rank_window_size` or OpenSearch's `pagination_depth`). Every hit the
+caller sees is fetched by the engine with the request's own body, restricted to the ids
+the page needs: `_source` filtering, `fields`, `docvalue_fields`, `stored_fields`,
+`script_fields`, highlight, named queries (`matched_queries`), `explain`, `version` and
+`seq_no_primary_term` are the engine's, for the request's own query. Pages past the window
+go on in the engine's order for that query, less the window's docs. The total and the
+aggregations come from one size-0 search with the request's body, run while the
+refinement runs. Each call carries the caller's credentials, so document- and field-level
+security apply to all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from es_tour.engines import ClientEngine
+
+# keys of a request body that only the overview (the total and the aggregations) needs
+_OVERVIEW_ONLY = ("aggs", "aggregations", "track_total_hits", "from", "size")
+# the page's own calls never count: the overview does
+_NO_TOTAL = {"track_total_hits": False}
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    """Where a page of `from`..`from + size` comes from: the refined window's ids (in
+    es-tour's order), then `rest_size` hits of the engine's order for the request's query
+    from `rest_from` on, leaving out every doc of the window."""
+
+    ids: tuple[str, ...]
+    rest_from: int
+    rest_size: int
+
+
+def plan_page(window: Sequence[str], from_: int, size: int) -> PagePlan:
+    """The page of `from_`..`from_ + size` over `window` (the refined ranking's ids) and,
+    past its end, the engine's own order for the query."""
+    shown = len(window)
+    rest_start = max(from_, shown)
+    return PagePlan(tuple(window[from_: from_ + size]), max(from_ - shown, 0),
+                    max(from_ + size - rest_start, 0))
+
+
+def overview_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's own search at size 0: its hits.total (as its track_total_hits asks)
+    and its aggregations, as the engine computes them for its query and post_filter."""
+    return {**_without(body, ("from", "size", "sort")), "size": 0}
+
+
+def fetch_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
+    """The request's own body, fetching exactly `ids`: its query scores and names them
+    (highlight, matched_queries, explain), and docs the refinement found that the query
+    does not match come back too."""
+    query: dict[str, Any] = {"bool": {"filter": [_ids(ids)]}}
+    if "query" in body:
+        query["bool"]["should"] = [body["query"]]
+    # Elasticsearch's top-level knn would add its own nearest docs to the page
+    page = _without(body, (*_OVERVIEW_ONLY, "knn"))
+    if hides_ids(body):  # the ids order the page: asked for, then left out (`render`)
+        page = {**_without(page, ("stored_fields",)), "_source": False}
+    return {**page, **_NO_TOTAL, "query": query, "size": len(ids)}
+
+
+def hides_ids(body: Mapping[str, Any]) -> bool:
+    """Whether the request asks for hits without even their `_id` (`stored_fields:
+    _none_`)."""
+    return body.get("stored_fields") in ("_none_", ["_none_"])
+
+
+def rest_body(body: Mapping[str, Any], window: Sequence[str], from_: int, size: int
+              ) -> dict[str, Any]:
+    """The request's own search in the engine's order from `from_`, leaving out the
+    refined window's docs."""
+    page = {**_without(body, _OVERVIEW_ONLY), **_NO_TOTAL, "from": from_, "size": size}
+    if not window:
+        return page
+    left_out = {"bool": {"must_not": [_ids(window)]}}
+    knn = body.get("knn")
+    if "query" in body or not isinstance(knn, Mapping):
+        page["query"] = {"bool": {"must": [body.get("query", {"match_all": {}})],
+                                  "filter": [left_out]}}
+    if isinstance(knn, Mapping):  # Elasticsearch's top-level knn: its hits leave them out too
+        given = knn.get("filter", [])
+        page["knn"] = {**knn, "filter": [*(given if isinstance(given, list) else [given]),
+                                         left_out]}
+    return page
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The engine's hits of a page, in page order, and whether any call timed out."""
+
+    hits: list[dict[str, Any]]
+    timed_out: bool
+    hide_ids: bool = False  # the request asked for hits without their `_id`
+
+
+async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
+                     params: Mapping[str, str], window: Sequence[str], plan: PagePlan
+                     ) -> Fetched:
+    """The page's hits as the engine fetches them: the window's part in es-tour's order,
+    then the engine's own order past the window. A doc deleted since it was ranked is
+    left out, as the engine would."""
+    calls = []
+    if plan.ids:
+        calls.append(engine.search(index, fetch_body(body, plan.ids), _page_params(params)))
+    if plan.rest_size:
+        calls.append(engine.search(index, rest_body(body, window, plan.rest_from,
+                                                    plan.rest_size), _page_params(params)))
+    answers = await asyncio.gather(*calls)
+    hits: list[dict[str, Any]] = []
+    if plan.ids:
+        found = {hit["_id"]: hit for hit in answers[0]["hits"]["hits"]}
+        hits = [found[doc] for doc in plan.ids if doc in found]
+    if plan.rest_size:
+        hits += answers[-1]["hits"]["hits"]
+    return Fetched(hits, any(answer.get("timed_out", False) for answer in answers),
+                   hides_ids(body))
+
+
+def _page_params(params: Mapping[str, str]) -> dict[str, str]:
+    """The request's URL parameters for the page's calls: the total is the overview's."""
+    return {key: value for key, value in params.items() if key != "track_total_hits"}
+
+
+def _without(body: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key not in keys}
+
+
+def _ids(ids: Sequence[str]) -> dict[str, Any]:
+    return {"ids": {"values": list(ids)}}
