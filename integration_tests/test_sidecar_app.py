@@ -256,7 +256,8 @@ def test_what_cannot_be_honoured_passes_through_with_a_reason(app: App) -> None:
             ({"query": {"function_score": {"query": {"match": {"text": QUERY}}}}},
              "unsupported query [function_score]"),
             ({"query": {"match": {"text": QUERY}}, "sort": [{"year": "desc"}]}, "sort by a field"),
-            ({"query": {"match": {"text": QUERY}}, "collapse": {"field": "topic"}}, "collapse")):
+            ({"query": {"match": {"text": QUERY}}, "collapse": {"field": "topic"}},
+             "collapse groups hits by the engine's order")):
         response = _search(app.url, body)
         assert response.status_code == 200 and response.headers[PASSTHROUGH_HEADER] == reason
         assert "ext" not in response.json()

@@ -302,7 +302,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     return SearchRequest(
         index=target, text=text, vector=vector, vector_field=vector_field, size=size,
         from_=_count("from", params.get("from", body.get("from", 0))),
-        body={key: value for key, value in body.items() if key != "ext"},
+        body=_as_the_engine_reads({key: value for key, value in body.items() if key != "ext"}),
         params={key: value for key, value in params.items()
                 if key not in ("size", "from") and key not in _PRINTING},
         filters=(*parts.filters, *filter(None, [_mapping(body, "post_filter")])),
@@ -310,6 +310,19 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         timeout_ms=timeout_ms, explicit=explicit,
         pretty=params.get("pretty", "false") in ("", "true"),
     )
+
+
+def _as_the_engine_reads(value: Any) -> Any:
+    """`value` with each lone UTF-16 surrogate of its strings read as U+FFFD, as the engine's
+    own JSON parser reads it: the engine's calls re-send the body, as UTF-8."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {_as_the_engine_reads(key): _as_the_engine_reads(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_the_engine_reads(item) for item in value]
+    return value
 
 
 def _check_sort(param: str | None, sort: Any) -> None:
