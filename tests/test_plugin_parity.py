@@ -41,6 +41,7 @@ from es_tour.plugin_settings import (
     settings_source,
 )
 from es_tour.server import ServerConfig
+from es_tour.server._config import DEFAULT_WINDOW
 from es_tour.server._options import _SETTING_NAMES, resolve, setting_names
 from es_tour.tour import TourConfig
 
@@ -117,6 +118,12 @@ def test_the_sidecar_caps_match_the_plugin_maxima():
     caps = ServerConfig(upstream="http://127.0.0.1:9200")
     assert caps.max_k == java_constant("K_MAX")
     assert caps.max_rounds == java_constant("MAX_ROUNDS_MAX")
+    assert caps.max_size == java_constant("WINDOW_MAX")
+
+
+def test_the_plugins_window_default_is_the_sidecars():
+    assert java_default("window") == DEFAULT_WINDOW == ServerConfig(
+        upstream="http://127.0.0.1:9200").window
 
 
 def test_the_plugin_defaults_for_first_stages_and_fusion_are_pythons():

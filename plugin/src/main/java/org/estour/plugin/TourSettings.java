@@ -63,6 +63,10 @@ public final class TourSettings {
     public static final int BUDGET_MIN = 1;
     /** Upper bound of {@link #BUDGET}, inclusive. */
     public static final int BUDGET_MAX = 1000;
+    /** Lower bound of {@link #WINDOW}, inclusive. */
+    public static final int WINDOW_MIN = 1;
+    /** Upper bound of {@link #WINDOW}, inclusive: the sidecar's default cap on a window. */
+    public static final int WINDOW_MAX = 1000;
     /**
      * What a model setting ({@link #LABELER}, {@link #ENCODER}) must match: a registry name, or the
      * path of a model directory on the sidecar's host (letters, digits, {@code . _ ~ / + -}).
@@ -139,6 +143,14 @@ public final class TourSettings {
         PREFIX + "budget", 20, BUDGET_MIN, BUDGET_MAX, Property.IndexScope, Property.Dynamic);
 
     /**
+     * How many of a search's first hits es-tour orders, as Elasticsearch's {@code rank_window_size}
+     * or OpenSearch's {@code pagination_depth}: pages past them go on in the engine's own order
+     * for the request's query. Integer in [1, 1000]; default 100.
+     */
+    public static final Setting<Integer> WINDOW = Setting.intSetting(
+        PREFIX + "window", 100, WINDOW_MIN, WINDOW_MAX, Property.IndexScope, Property.Dynamic);
+
+    /**
      * Weight of z(BM25) beside z(q·c) in {@code hybrid-linear}, alone, as {@code rerank}'s
      * first stage or as {@code hybrid-tour}'s pool. Double in [0, 1]; default 0.4 (chosen on
      * SciFact train).
@@ -177,7 +189,8 @@ public final class TourSettings {
 
     private static final List<Setting<?>> ALL = List.of(
         ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, POOL, LEXICAL,
-        BUDGET, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER, ENCODER);
+        BUDGET, WINDOW, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER,
+        ENCODER);
 
     private TourSettings() {}
 

@@ -59,7 +59,7 @@ public class TourSettingsTest {
     @Test
     public void test_all_when_listed_then_every_setting_is_index_scoped_dynamic_and_prefixed_once() {
         List<Setting<?>> all = TourSettings.all();
-        assertEquals(19, all.size());
+        assertEquals(20, all.size());
         Set<String> keys = new HashSet<>();
         for (Setting<?> setting : all) {
             assertTrue(setting.getKey(), setting.getKey().startsWith(TourSettings.PREFIX));
@@ -107,6 +107,14 @@ public class TourSettingsTest {
             assertRejectedEchoingValue(setting, "1001");
             rejected(setting, "2.5");
         }
+    }
+
+    @Test
+    public void test_window_when_outside_1_to_1000_then_rejected() {
+        assertEquals(100, (int) TourSettings.WINDOW.get(Settings.EMPTY));
+        assertEquals(1000, (int) read(TourSettings.WINDOW, "1000"));
+        assertRejectedEchoingValue(TourSettings.WINDOW, "0");
+        assertRejectedEchoingValue(TourSettings.WINDOW, "1001");
     }
 
     @Test
