@@ -10,7 +10,7 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test test-frontier unit demo screenshot reranker bench bench-smoke \
-	bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
+	bench-semantics bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
 	clean
 
 # Bytecode is compiled ahead, since an environment with PYTHONDONTWRITEBYTECODE set never
@@ -113,6 +113,13 @@ bench-smoke: install models plugin
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --smoke --labeler retriever \
 		--out $${TMPDIR:-/tmp}/es-tour-bench-smoke
+
+# docs/benchmarks/semantics.md, and docs/sidecar.md's table of what is refined: each request shape of
+# integration_tests/test_sidecar_semantics.py sent to the engine and to the sidecar, on both
+# engines, with its verdict (make test runs the same suite; a few minutes on two cores)
+bench-semantics: install models plugin
+	ES_TOUR_SEMANTICS_PAGE=docs/benchmarks/semantics.md $(BIN)/python -m pytest -q -p no:cacheprovider \
+		integration_tests/test_sidecar_semantics.py
 
 bench-models: install models
 	$(BIN)/python -m es_tour.bench.models --output docs/benchmarks/models.md \

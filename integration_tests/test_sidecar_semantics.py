@@ -39,6 +39,7 @@ ENGINES = ("opensearch", "elasticsearch")
 INDEX, OTHER, ALIAS = "it-semantics", "it-semantics-b", "it-semantics-biology"
 QUERY = "vitamin D deficiency and bone health"
 MATCH = {"match": {"text": QUERY}}
+DEEP = {"query": {"match": {"text": "cell protein expression in patients"}}}  # 3,917 docs
 # hit keys the engine gives only some docs of a page: a highlight needs a fragment, a named
 # query a match
 SOME_HITS = frozenset({"highlight", "matched_queries", "_ignored"})
@@ -118,10 +119,10 @@ SHAPES = [
     Shape("rest_total_hits_as_int", _q(), REFINED, "the total as a number",
           params={"rest_total_hits_as_int": "true"}),
     Shape("size 0", {**_q(), "size": 0, "aggs": AGGS}, PASSED),
-    Shape("from 995", {**_q(), "from": 995, "size": 10}, REFINED,
+    Shape("from 995", {**DEEP, "from": 995, "size": 10}, REFINED,
           "the engine's order past the window, up to the engine's own limit"),
-    Shape("from 1500", {**_q(), "from": 1500, "size": 10}, REFINED),
-    Shape("from 9990", {**_q(), "from": 9990, "size": 10}, REFINED),
+    Shape("from 1500", {**DEEP, "from": 1500, "size": 10}, REFINED),
+    Shape("from 9990", {**DEEP, "from": 9990, "size": 10}, REFINED),
     Shape("from 9995, past max_result_window", {**_q(), "from": 9995, "size": 10}, PASSED),
     Shape("_source false", {**_q(), "_source": False}, REFINED),
     Shape("_source includes", {**_q(), "_source": {"includes": ["title", "year"]}}, REFINED),
@@ -294,3 +295,25 @@ def test_pages_across_the_window_stitch_without_gaps_or_duplicates(pair: Pair) -
                         json={**_q(), "size": 200, "_source": False}).json()
     rest = [hit["_id"] for hit in engine["hits"]["hits"] if hit["_id"] not in window]
     assert whole[100:] == rest[:30]
+
+
+def test_the_window_is_an_index_setting(pair: Pair) -> None:
+    def put(window: int | None) -> None:
+        # through the sidecar, which forgets the settings it read of the index
+        answer = httpx.put(f"{pair.sidecar}/{INDEX}/_settings",
+                           json={"index.tour.window": window})
+        assert answer.status_code == 200, answer.text
+
+    put(20)
+    try:
+        answer = httpx.post(f"{pair.sidecar}/{INDEX}/_search", timeout=300,
+                            json={**_q(), "size": 30}).json()
+    finally:
+        put(None)
+    tour = answer["ext"]["tour"]
+    assert tour["window"] == 20 and len(tour["hits"]) == 20
+    ids = [hit["_id"] for hit in answer["hits"]["hits"]]
+    engine = httpx.post(f"{pair.direct}/{INDEX}/_search", timeout=60,
+                        json={**_q(), "size": 60, "_source": False}).json()
+    rest = [hit["_id"] for hit in engine["hits"]["hits"] if hit["_id"] not in ids[:20]]
+    assert ids[20:] == rest[:10]
