@@ -317,3 +317,12 @@ def test_the_window_is_an_index_setting(pair: Pair) -> None:
                         json={**_q(), "size": 60, "_source": False}).json()
     rest = [hit["_id"] for hit in engine["hits"]["hits"] if hit["_id"] not in ids[:20]]
     assert ids[20:] == rest[:10]
+
+
+def test_an_engine_error_in_the_request_is_the_engines_own_answer(pair: Pair) -> None:
+    body = {**_q(), "aggs": {"years": {"histogram": {"field": "year", "interval": -5}}}}
+    ours = httpx.post(f"{pair.sidecar}/{INDEX}/_search", json=body, timeout=300)
+    theirs = httpx.post(f"{pair.direct}/{INDEX}/_search", json=body, timeout=60)
+    assert ours.status_code == theirs.status_code == 400
+    assert PASSTHROUGH_HEADER not in ours.headers  # the sidecar took it on, and said the same
+    assert ours.json()["error"]["type"] == theirs.json()["error"]["type"]

@@ -116,21 +116,18 @@ class TourService:
             # a free slot is taken without suspending: no other request checks in between
             await self._slots.acquire()
         deadline_ms = request.timeout_ms or self.config.deadline_ms
-        fallback = None
-        # the engine's total and aggregations for the request's own query, meanwhile
+        # the engine's total and aggregations for the request as sent, meanwhile: an error
+        # of its (a malformed aggregation, say) is the answer at once
         overview = asyncio.ensure_future(as_caller.search(
             request.index, overview_body(request.body), request.params))
+        ranking = asyncio.ensure_future(
+            self._ranking(method, context, request.text, chosen, holding, deadline_ms))
         try:
             with as_caller.engine_errors():
-                try:
-                    # always the whole window, whatever the page: every page of one search
-                    # is cut from the same ranking
-                    result = await asyncio.wait_for(
-                        self._refine(method, request.text, chosen.window, holding),
-                        deadline_ms / 1000)
-                except TimeoutError:
-                    fallback = FALLBACK
-                    result = await self._round0(context, request.text, chosen.window, chosen)
+                await asyncio.wait((overview, ranking), return_when=asyncio.FIRST_EXCEPTION)
+                if overview.done():
+                    overview.result()
+                result, fallback = await ranking
                 window = [hit.id for hit in result.hits[: chosen.window]]
                 plan = plan_page(window, request.from_, request.size)
                 fetched = await fetch_page(as_caller, request.index, request.body,
@@ -139,16 +136,29 @@ class TourService:
         finally:
             if holding:
                 self._slots.release()
-            if not overview.done():
-                overview.cancel()
-            elif not overview.cancelled():
-                overview.exception()  # an error another answered first is not left unread
+            for task in (overview, ranking):
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled():
+                    task.exception()  # an error another answered first is not left unread
         took = time.perf_counter() - started
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
                             result.timings.model_ms)
         extra = {"index": request.index, "origins": chosen.origins, "deadline_ms": deadline_ms,
                  "fallback": fallback, "window": len(window)}
         return render(result, plan, fetched, counted, took * 1000, extra)
+
+    async def _ranking(self, method: SearchMethod, context: SearchContext, text: str,
+                       chosen: Resolved, holding: bool, deadline_ms: int
+                       ) -> tuple[SearchResult, str | None]:
+        """The method's ranking of the whole window, whatever the page (every page of one
+        search is cut from one ranking), and None; past the deadline, round 0's and the
+        fallback's name."""
+        try:
+            return await asyncio.wait_for(self._refine(method, text, chosen.window, holding),
+                                          deadline_ms / 1000), None
+        except TimeoutError:
+            return await self._round0(context, text, chosen.window, chosen), FALLBACK
 
     async def _refine(self, method: SearchMethod, text: str, depth: int,
                       holding: bool) -> SearchResult:
