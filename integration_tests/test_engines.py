@@ -92,8 +92,23 @@ async def test_settings_report_bm25_parameters(engine, sample_index):
 
 
 async def test_text_is_analysed_in_english_with_the_plugins_analyzer(engine, sample_index):
-    tokens = await engine.analyze(sample_index, "The patients' STUDIES were running")
+    tokens = await engine.analyzed_tokens(sample_index, "The patients' STUDIES were running")
     assert tokens == ["patient", "studi", "were", "run"]
+
+
+@pytest.mark.parametrize("text", [
+    "The patients' STUDIES were running",
+    "vitamin D, vitamin d deficiency: the D-vitamin's role in vitamin D deficiency",
+    "no-stopword THE the a an and",
+    "",
+])
+async def test_analyzed_tokens_are_what_analyze_gives_in_order(engine, sample_index, text):
+    """Read from an artificial doc's term vectors (what the `read` action group grants),
+    the tokens are `_analyze`'s, repeats and order included."""
+    analyzed = await engine._client.indices.analyze(
+        index=sample_index, body={"text": text, "field": "text"})
+    expected = [token["token"] for token in analyzed["tokens"]]
+    assert await engine.analyzed_tokens(sample_index, text, field="text") == expected
 
 
 async def test_index_matches_only_its_own_analysis_and_bm25(engine, sample_index):

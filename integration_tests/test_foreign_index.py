@@ -167,10 +167,10 @@ async def test_the_adapter_reads_vectors_outside_source_from_doc_values(
         # no doc holds it (yet): nothing known, and the kNN search is the engine's to refuse
         unknown = await adapter.vector_field(INDEX, "no_such_field")
         assert (unknown.dimension, unknown.in_source) == (None, True)
-        plain = await adapter.mget(INDEX, [second, first])
+        plain = await adapter.docs_by_id(INDEX, [second, first])
         assert [h.vector for h in plain] == [None, None]  # _source has none to give
         reader = adapter.with_doc_value_vectors("vec")
-        docs = await reader.mget(INDEX, [second, "no-such-doc", first])
+        docs = await reader.docs_by_id(INDEX, [second, "no-such-doc", first])
         assert [h.id for h in docs] == [second, first]
         for hit in docs:
             assert set(hit.source) == {"headline", "body"}

@@ -64,7 +64,8 @@ class State:
 
 @dataclass
 class Budget:
-    """What a session cost: engine calls (searches, term vectors, analyze) and labels,
+    """What a session cost: engine calls (searches and term vectors: one term_stats or
+    analysed query is one call, however many docs it reads) and labels,
     and the labels it may spend (`pairs`, None for no cap)."""
 
     engine_calls: int = 0
@@ -119,7 +120,7 @@ class Environment:
         read = {hit.id: hit for hit in lexical}
         unread = [hit.id for hit in dense[: self.k] if hit.id not in read]
         if unread:
-            (docs,) = await self._engine(timings, context.engine.mget(
+            (docs,) = await self._engine(timings, context.engine.docs_by_id(
                 context.index, unread, exclude=[context.vector_field]))
             read.update((doc.id, doc) for doc in docs)
         top = [read.get(hit.id, hit) for hit in dense[: self.k]]
@@ -150,7 +151,7 @@ class Environment:
             raise ValueError("a TourStep needs the state's query vector (Environment.start)")
         missing = [doc for doc in state.phi if doc not in self._vectors]
         if missing:  # labelled from BM25 or an ids-only kNN: read their stored vectors
-            (docs,) = await self._engine(timings, self.context.engine.mget(
+            (docs,) = await self._engine(timings, self.context.engine.docs_by_id(
                 self.context.index, missing))
             self._remember_vectors(docs)
         ids = [doc for doc in state.phi if doc in self._vectors]  # not deleted meanwhile
@@ -191,11 +192,11 @@ class Environment:
             return self._stats
 
     async def q0_tokens(self, timings: Timings) -> list[str]:
-        """q0 as the index analyses its first text field."""
+        """q0 as the index analyses its last text field (the body, `text` by default)."""
         if self._q0_tokens is None:
             field = self.context.text_fields[-1]
-            (self._q0_tokens,) = await self._engine(
-                timings, self.context.engine.analyze(self.context.index, self._q0, field=field))
+            (self._q0_tokens,) = await self._engine(timings, self.context.engine.analyzed_tokens(
+                self.context.index, self._q0, field=field))
         return self._q0_tokens
 
     def describe(self, query: Query) -> dict[str, Any]:

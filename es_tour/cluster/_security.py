@@ -1,11 +1,17 @@
-"""A demo OpenSearch Security setup: TLS, an admin, three readers of their own and the
-sidecar's service identity.
+"""A demo OpenSearch Security setup: TLS, certificate authentication, an admin, readers of
+their own and the sidecar's service identity.
 
 `es-tour engine start --security` writes it into the node's work dir once: with openssl a
 CA, the node's certificate it signs (for the transport layer and for HTTPS) and one for a
-sidecar in front of the node (`es-tour serve --tls-cert`); random passwords hashed with the
-plugin's own Hasher, and the users and roles below. The plugin loads them into its index
-on first start (`plugins.security.allow_default_init_securityindex`).
+sidecar in front of the node (`es-tour serve --tls-cert`, and its `--client-cert`: the node
+authenticates a client that shows it as the sidecar, `SIDECAR_DN`, mapped to the service
+role); random passwords hashed with the plugin's own Hasher, and the users and roles
+below. The plugin loads them into its index on first start
+(`plugins.security.allow_default_init_securityindex`).
+
+The readers hold the `read` action group on their indices and nothing else that es-tour
+asks for: every method of the sidecar runs on `read` alone (no mget, no multi term
+vectors, no analyze, no cluster permission).
 """
 
 from __future__ import annotations
@@ -20,34 +26,51 @@ from pathlib import Path
 from es_tour.cluster._java import java_env
 from es_tour.errors import EngineSetupError
 
-# Indices the two demo readers may read: `reader-a` those named tour-a*, `reader-ab` both.
+# Indices the demo readers may read: those named tour-a*, and for `reader-ab` tour-b* too.
 INDEX_A, INDEX_B = "tour-a*", "tour-b*"
-# Search, mget, term vectors and analyze: what the methods and agents ask of an index.
-_READ = ["read", "indices:admin/analyze"]
+# Search (ids searches included) and single-doc term vectors: all that any method asks of
+# an index, on a caller's behalf.
+_READ = ["read"]
 # Reading `index.tour.*` lets the sidecar serve an index by its settings alone.
 _READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
-# Multi-get and friends are cluster actions to the plugin; the agents' mget needs them.
-_COMPOSITE_READS = ["cluster_composite_ops_ro"]
+# The demo's document- and field-level security: `reader-dls` sees the docs of one topic
+# (a `topic` keyword, as `es-tour index --metadata` writes it), `reader-fls` every doc
+# without its `text`.
+DLS_QUERY = {"term": {"topic": "biology"}}
+FLS_HIDDEN = "text"
 # The sidecar's service identity: any index's `index.tour.*` settings, and the labeler
 # vector store (es-tour-vectors-*) alone to read and write. Bulk is a cluster action to the
 # plugin; the store is read with an ids search, which needs no cluster permission.
 STORE_INDICES = "es-tour-vectors-*"
-_SERVICE = (["indices:data/write/bulk"], [
+_Role = tuple[list[str], list[dict[str, object]]]  # (cluster, index permissions)
+_SERVICE: _Role = (["indices:data/write/bulk"], [
     {"index_patterns": ["*"], "allowed_actions": ["indices:monitor/settings/get"]},
     {"index_patterns": [STORE_INDICES],
      "allowed_actions": ["crud", "create_index", "indices:admin/get"]}])
-# role -> (cluster permissions, index permissions). `tour_reader_index` has no cluster
-# permission at all, not even `cluster:monitor/main` (GET /): the sidecar must serve it
-# whoever came before it.
-_ROLES: dict[str, tuple[list[str], list[dict[str, list[str]]]]] = {
-    "tour_reader_a": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A], "allowed_actions": _READ}]),
-    "tour_reader_ab": (_COMPOSITE_READS, [{"index_patterns": [INDEX_A, INDEX_B],
-                                           "allowed_actions": _READ_SETTINGS}]),
+# role -> (cluster permissions, index permissions). The readers have no cluster permission
+# at all, not even `cluster:monitor/main` (GET /): the sidecar must serve them whoever came
+# before them. `tour_reader_app` is an application's usual role: `read` on its indices,
+# and nothing else, not even their settings.
+_ROLES: dict[str, _Role] = {
+    "tour_reader_a": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ}]),
+    "tour_reader_ab": ([], [{"index_patterns": [INDEX_A, INDEX_B],
+                             "allowed_actions": _READ_SETTINGS}]),
     "tour_reader_index": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ_SETTINGS}]),
+    "tour_reader_app": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ}]),
+    "tour_reader_dls": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ,
+                              "dls": json.dumps(DLS_QUERY)}]),
+    "tour_reader_fls": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ,
+                              "fls": [f"~{FLS_HIDDEN}"]}]),
     "es_tour_service": _SERVICE,
 }
 USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab",
-         "reader-index": "tour_reader_index", "es-tour-service": "es_tour_service"}
+         "reader-index": "tour_reader_index", "reader-app": "tour_reader_app",
+         "reader-dls": "tour_reader_dls", "reader-fls": "tour_reader_fls",
+         "es-tour-service": "es_tour_service"}
+# Who a client showing the sidecar's certificate is (certificate authentication takes the
+# whole subject as the user name), and the role it is mapped to.
+SIDECAR_DN = "CN=es-tour-sidecar,O=es-tour demo"
+_CERTIFICATE_USERS = {SIDECAR_DN: "es_tour_service"}
 _NODE_DN = "CN=es-tour-node,O=es-tour demo"
 
 
@@ -75,6 +98,13 @@ class SecuritySetup:
     def exists(self) -> bool:
         return self.users_file.is_file()
 
+    def current(self) -> bool:
+        """Whether the setup has every demo user and the authentication config this es-tour
+        makes; an older one's node must be made afresh (its security index keeps what it
+        loaded on first start)."""
+        return (self.exists() and set(USERS) <= set(self.passwords())
+                and (self.directory / "config.yml").is_file())
+
     def passwords(self) -> dict[str, str]:
         """user -> password of the demo users (readable by the node's owner only)."""
         return dict(json.loads(self.users_file.read_text()))
@@ -90,6 +120,7 @@ class SecuritySetup:
         (self.directory / "internal_users.yml").write_text(_internal_users(hashes))
         (self.directory / "roles.yml").write_text(_roles())
         (self.directory / "roles_mapping.yml").write_text(_roles_mapping())
+        (self.directory / "config.yml").write_text(_authentication())
         self.users_file.touch(mode=0o600)
         self.users_file.write_text(json.dumps(passwords))
 
@@ -97,7 +128,7 @@ class SecuritySetup:
         """Copy the files into a node's config dir; returns the settings that enable them."""
         for name in ("root-ca.pem", "node.pem", "node-key.pem"):
             shutil.copy(self.directory / name, config / name)
-        for name in ("internal_users.yml", "roles.yml", "roles_mapping.yml"):
+        for name in ("internal_users.yml", "roles.yml", "roles_mapping.yml", "config.yml"):
             shutil.copy(self.directory / name, config / "opensearch-security" / name)
         return {
             "plugins.security.ssl.transport.pemcert_filepath": "node.pem",
@@ -108,6 +139,8 @@ class SecuritySetup:
             "plugins.security.ssl.http.pemcert_filepath": "node.pem",
             "plugins.security.ssl.http.pemkey_filepath": "node-key.pem",
             "plugins.security.ssl.http.pemtrustedcas_filepath": "root-ca.pem",
+            # a client may show a certificate (the sidecar's), and need not
+            "plugins.security.ssl.http.clientauth_mode": "OPTIONAL",
             "plugins.security.nodes_dn": [_NODE_DN],
             "plugins.security.allow_default_init_securityindex": True,
             "plugins.security.restapi.roles_enabled": ["all_access"],
@@ -174,4 +207,28 @@ def _roles() -> str:
 
 
 def _roles_mapping() -> str:
-    return _yaml("rolesmapping", {role: {"users": [user]} for user, role in USERS.items()})
+    users: dict[str, list[str]] = {}
+    for user, role in [*USERS.items(), *_CERTIFICATE_USERS.items()]:
+        users.setdefault(role, []).append(user)
+    return _yaml("rolesmapping", {role: {"users": names} for role, names in users.items()})
+
+
+def _authentication() -> str:
+    """Two ways in over HTTPS: a client certificate the node's CA signed (its subject is the
+    user name), tried first, then HTTP basic against the internal users (which asks an
+    anonymous caller for credentials: 401). No anonymous access."""
+    lines = ["---", "_meta:", '  type: "config"', "  config_version: 2",
+             "config:", "  dynamic:", "    http:", "      anonymous_auth_enabled: false",
+             "    authc:"]
+    domains = {
+        "clientcert_auth_domain": {
+            "http_enabled": True, "transport_enabled": False, "order": 0,
+            "http_authenticator": {"type": "clientcert", "challenge": False},
+            "authentication_backend": {"type": "noop"}},
+        "basic_internal_auth_domain": {
+            "http_enabled": True, "transport_enabled": True, "order": 1,
+            "http_authenticator": {"type": "basic", "challenge": True},
+            "authentication_backend": {"type": "intern"}},
+    }
+    lines += [f"      {json.dumps(name)}: {json.dumps(domain)}" for name, domain in domains.items()]
+    return "\n".join(lines) + "\n"

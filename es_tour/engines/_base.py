@@ -1,4 +1,10 @@
-"""What Elasticsearch and OpenSearch share: the query DSL, bulk, settings and mget."""
+"""What Elasticsearch and OpenSearch share: the query DSL, bulk, settings, docs by id and
+term vectors.
+
+Every call a search makes for a caller is one that the `read` action group on the index
+grants (a search, or one doc's `_termvectors`): never `_mget`, `_mtermvectors` or
+`_analyze`, which OpenSearch Security checks as cluster or admin actions.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ from es_tour.engines._types import (
 from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
 
 _BULK_CHUNK = 500
+# single-doc _termvectors calls of one term_stats in flight at once
+TERM_VECTOR_CONCURRENCY = 8
 
 
 # the mark es-tour leaves in the mappings of the indices it creates
@@ -320,26 +328,26 @@ class ClientEngine:
         own page, total and aggregations, fetched for it)."""
         raise NotImplementedError
 
-    async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
-                   ) -> list[Hit]:
-        """The docs of `ids` that exist, in order; `exclude` drops source fields."""
-        wanted = self._vectors_wanted(exclude)
-        if wanted is not None:  # mget reads no doc values: an ids search, in `ids`' order
-            unique = list(dict.fromkeys(ids))
-            body: dict[str, Any] = {"size": len(unique), "query": _ids_filter(unique)}
-            if exclude:
-                body["_source"] = {"excludes": list(exclude)}
-            asked, fetched = self._asking_vectors(body, wanted)
-            response = await self._client.search(index=index, body=asked)
-            found = {hit.id: hit for hit in _hits(response, None, fetched)}
-            return [Hit(found[i].id, 0.0, found[i].source, found[i].vector)
-                    for i in ids if i in found]
-        options = {"_source_excludes": list(exclude)} if exclude else {}
-        response = await self._client.mget(index=index, body={"ids": list(ids)}, **options)
-        failed = [doc["error"] for doc in response["docs"] if "error" in doc]
-        if failed:  # e.g. an alias over several indices: the engine's reason, as a 400
-            raise EngineError(400, {"error": failed[0], "status": 400})
-        return [Hit(doc["_id"], 0.0, doc["_source"]) for doc in response["docs"] if doc["found"]]
+    async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
+                         ) -> list[Hit]:
+        """The docs of `ids` that exist, in `ids`' order (each once); `exclude` drops source
+        fields. One ids search, not `_mget`: a search is what the `read` action group
+        grants on an index, where OpenSearch Security checks `_mget` as a cluster action.
+        The view's filters are not added (these are docs a search already returned)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+        body: dict[str, Any] = {"size": len(unique), "query": _ids_filter(unique),
+                                "track_total_hits": False}
+        if exclude:
+            body["_source"] = {"excludes": list(exclude)}
+        asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
+        response = await self._client.search(index=index, body=asked)
+        found: dict[str, Hit] = {}
+        for hit in _hits(response, None, fetched):  # an alias over several: the first
+            found.setdefault(hit.id, hit)
+        return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
+                for i in unique if i in found]
 
     async def scan(self, index: str, fields: Sequence[str], *, batch: int = 500
                    ) -> AsyncIterator[list[Hit]]:
@@ -405,12 +413,22 @@ class ClientEngine:
                 "plugin/target/tour-settings[-es]-0.1.0.zip`)"
             ) from error
 
-    async def analyze(self, index: str, text: str, *, field: str = "text") -> list[str]:
-        """`text` as the index analyses `field`: its tokens, in order."""
-        response = await self._client.indices.analyze(
-            index=index, body={"text": text, "field": field}
-        )
-        return [token["token"] for token in response["tokens"]]
+    async def analyzed_tokens(self, index: str, text: str, *, field: str = "text"
+                              ) -> list[str]:
+        """`text` as the index analyses `field`: its tokens, in order (what `_analyze` gives).
+        Read from the term vectors of an artificial doc holding `text` in `field`, a
+        single-doc `_termvectors` that the `read` action group grants, where `_analyze` is
+        an admin action to OpenSearch Security."""
+        if not text.strip():
+            return []
+        response = await self._client.termvectors(
+            index=index, body={"doc": {field: text}, "fields": [field], "positions": True,
+                               "offsets": True, "payloads": False,
+                               "term_statistics": False, "field_statistics": False})
+        terms = response.get("term_vectors", {}).get(field, {}).get("terms", {})
+        placed = [(token.get("position", 0), token.get("start_offset", 0), term)
+                  for term, stats in terms.items() for token in stats.get("tokens", ())]
+        return [term for *_, term in sorted(placed)]
 
     async def term_stats(
         self,
@@ -419,26 +437,27 @@ class ClientEngine:
         *,
         fields: Sequence[str] = ("title", "text"),
     ) -> TermStats:
-        """Term vectors of `ids` (one _mtermvectors call) with document frequencies."""
+        """Term vectors of `ids` with document frequencies: one `_termvectors` call per doc
+        (the `read` action group grants it; OpenSearch Security checks `_mtermvectors` as
+        a cluster action), TERM_VECTOR_CONCURRENCY at a time."""
         tf: dict[str, dict[str, int]] = {}
         df: dict[str, int] = {}
         doc_count = 0
-        if not ids:
+        unique = list(dict.fromkeys(ids))
+        if not unique:
             return TermStats(tf, df, doc_count)
-        response = await self._client.mtermvectors(
-            index=index,
-            body={"ids": list(ids)},
-            fields=",".join(fields),
-            term_statistics=True,
-            field_statistics=True,
-            positions=False,
-            offsets=False,
-            payloads=False,
-        )
-        for doc in response["docs"]:
+        limit = asyncio.Semaphore(TERM_VECTOR_CONCURRENCY)
+
+        async def one(doc_id: str) -> Mapping[str, Any]:
+            async with limit:  # a doc deleted meanwhile: found false
+                return dict(await self._client.termvectors(
+                    index=index, id=doc_id, fields=list(fields), term_statistics=True,
+                    field_statistics=True, positions=False, offsets=False, payloads=False))
+
+        for doc_id, doc in zip(unique, await asyncio.gather(*map(one, unique)), strict=True):
             if not doc.get("found", False):
                 continue
-            counts = tf.setdefault(doc["_id"], {})
+            counts = tf.setdefault(doc_id, {})
             for vector in doc.get("term_vectors", {}).values():
                 doc_count = max(doc_count, int(vector["field_statistics"]["doc_count"]))
                 for term, stats in vector["terms"].items():
@@ -521,5 +540,6 @@ def _hits(response: Mapping[str, Any], vector_field: str | None,
         if values and values[0] is not None:  # one vector per doc, as a list of one
             vector = np.asarray(values[0], dtype=np.float32)
         # a search sorted by something else than the score has none
-        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector))
+        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector,
+                        hit.get("_index")))
     return hits

@@ -34,12 +34,15 @@ class IndexSpec:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result; `vector` is the stored vector when the search returns it."""
+    """One search result; `vector` is the stored vector when the search returns it, `index`
+    the concrete index that holds the doc (the engine's `_index`: behind an alias, the
+    index it points to), None when not known."""
 
     id: str
     score: float
     source: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
+    index: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,9 @@ class BulkReport:
 
 
 class SearchEngine(Protocol):
-    """One cluster behind the official client; callers never ask which engine it is."""
+    """One cluster behind the official client; callers never ask which engine it is. What
+    a search calls for a caller needs only the `read` action group on the index: searches
+    and single-doc term vectors (`docs_by_id`, `term_stats` and `analyzed_tokens` included)."""
 
     name: str
 
@@ -125,14 +130,15 @@ class SearchEngine(Protocol):
         exclude: Sequence[str] = (),
     ) -> list[Hit]: ...
 
-    async def mget(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
-                   ) -> list[Hit]: ...
+    async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
+                         ) -> list[Hit]: ...
 
     async def settings(self, index: str) -> dict[str, Any]: ...
 
     async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None: ...
 
-    async def analyze(self, index: str, text: str, *, field: str = "text") -> list[str]: ...
+    async def analyzed_tokens(self, index: str, text: str, *, field: str = "text"
+                              ) -> list[str]: ...
 
     async def term_stats(
         self,

@@ -136,7 +136,7 @@ class SearchContext:
     def stored_vector(self, hit: Hit) -> np.ndarray:
         """The doc's stored vector: the hit's own (a kNN hit's, or one the engine read from
         doc values for an index whose `_source` lacks them), else read from its source (BM25
-        and mget hits carry it there unless the call excluded it). A doc without one is a
+        and docs_by_id hits carry it there unless the call excluded it). A doc without one is a
         ConfigError (400): the method needs every doc's vector."""
         if hit.vector is not None:
             return hit.vector
@@ -153,7 +153,7 @@ class SearchContext:
         if not ids:
             return {}
         with timings.engine():
-            hits = await self.engine.mget(self.index, ids, exclude=self.text_fields)
+            hits = await self.engine.docs_by_id(self.index, ids, exclude=self.text_fields)
         return {hit.id: self.stored_vector(hit) for hit in hits}
 
     async def knn(

@@ -35,8 +35,8 @@ class FakeEngine:
         self.calls.append(("knn", k, returns))
         return [Hit(f"d{i}", 1.0) for i in range(50, 50 + k)]
 
-    async def mget(self, index, ids, *, exclude=()):
-        self.calls.append(("mget", tuple(ids), tuple(exclude)))
+    async def docs_by_id(self, index, ids, *, exclude=()):
+        self.calls.append(("docs_by_id", tuple(ids), tuple(exclude)))
         return [_hit(doc) for doc in ids]
 
     async def bool_search(self, index, query, k, *, ids=None, exclude=()):
@@ -49,8 +49,8 @@ class FakeEngine:
         return TermStats({d: {"t" + d: 1, "common": 2} for d in ids},
                          {"common": 50, **{"t" + d: 2 for d in ids}}, 100)
 
-    async def analyze(self, index, text, *, field="text"):
-        self.calls.append(("analyze", text))
+    async def analyzed_tokens(self, index, text, *, field="text"):
+        self.calls.append(("analyzed_tokens", text))
         return text.lower().split()
 
 
@@ -70,7 +70,7 @@ async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> 
     assert kinds.count("knn") == 1
     # Top-K comes back as ids; only the k of it that get labelled are read, without vectors
     assert context.engine.calls[kinds.index("knn")][1:] == (10, "ids")
-    assert context.engine.calls[kinds.index("mget")][1:] == (("d50", "d51", "d52"),
+    assert context.engine.calls[kinds.index("docs_by_id")][1:] == (("d50", "d51", "d52"),
                                                              ("embedding",))
     # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
     assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
@@ -143,7 +143,7 @@ def test_every_agent_declares_its_budget_option() -> None:
 
 async def test_hre_never_refines(context) -> None:
     result = await AGENTS["hre"](context, {"k": 3, "top_k": 10}).search("q", size=3)
-    assert len(result.rounds) == 1 and result.engine_calls == 3  # BM25, kNN, mget
+    assert len(result.rounds) == 1 and result.engine_calls == 3  # BM25, kNN, docs_by_id
 
 
 def test_unknown_options_are_rejected_with_the_supported_ones(context) -> None:

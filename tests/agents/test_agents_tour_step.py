@@ -24,7 +24,7 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.knn_vectors: list[np.ndarray] = []
-        self.mgets: list[tuple[str, ...]] = []
+        self.docs_read: list[tuple[str, ...]] = []
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
                   returns="vectors"):
@@ -41,14 +41,14 @@ class FakeEngine:
     async def bool_search(self, index, query, k, *, ids=None, exclude=()):
         return [_stored(f"d{i}", exclude) for i in range(90, 90 + min(k, 10))]
 
-    async def mget(self, index, ids, *, exclude=()):
-        self.mgets.append(tuple(ids))
+    async def docs_by_id(self, index, ids, *, exclude=()):
+        self.docs_read.append(tuple(ids))
         return [_stored(doc, exclude) for doc in ids]
 
     async def term_stats(self, index, ids, *, fields):
         return TermStats({doc: {} for doc in ids}, {}, 100)  # no terms: no Δq candidates
 
-    async def analyze(self, index, text, *, field="text"):
+    async def analyzed_tokens(self, index, text, *, field="text"):
         return text.lower().split()
 
 
@@ -75,9 +75,9 @@ async def test_a_tour_step_moves_the_vector_and_labels_its_new_knn_docs(context)
     new = [doc for doc in moved.phi if doc not in start.phi]
     assert new and list(moved.returned) == ["knn"] and len(new) <= 5
     # BM25's docs came without vectors and Top-K as ids: their vectors are read once
-    assert context.engine.mgets[-1] == tuple(start.phi)
+    assert context.engine.docs_read[-1] == tuple(start.phi)
     again = await env.step(moved, TourStep(), Timings())
-    assert len(context.engine.mgets) == 2  # the kNN hits brought their own vectors
+    assert len(context.engine.docs_read) == 2  # the kNN hits brought their own vectors
     assert again.round == 2 and not np.allclose(again.vector, moved.vector)
 
 

@@ -51,7 +51,7 @@ class FakeEngine:
                 and (ids is None or d in ids)][:k]
         return [Hit(d, bm25(d), _source(d, exclude)) for d in docs]
 
-    async def mget(self, index, ids, *, exclude=()):
+    async def docs_by_id(self, index, ids, *, exclude=()):
         self.fetched.append(list(ids))
         return [Hit(d, 0.0, _source(d, exclude)) for d in ids]
 
@@ -62,7 +62,7 @@ class FakeEngine:
                 df[term] = df.get(term, 0) + 1
         return TermStats({d: TERMS[d] for d in ids}, df, 1000)
 
-    async def analyze(self, index, text, *, field="text"):
+    async def analyzed_tokens(self, index, text, *, field="text"):
         return text.lower().split()
 
 
