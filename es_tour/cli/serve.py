@@ -75,6 +75,13 @@ def serve_command(
     client_cert: ClientCert = None,
     client_key: ClientKey = None,
     verify_certs: VerifyCerts = True,
+    client_cert_for_callers: Annotated[bool, typer.Option(
+        "--client-cert-for-callers",
+        help="show --client-cert on callers' requests too, not only on the sidecar's own "
+             "calls (settings as the service, vector store, health). An engine that "
+             "authenticates by certificate then takes callers for the sidecar: only for a "
+             "cluster that wants the certificate on every connection and authenticates "
+             "callers otherwise (docs/sidecar.md#tls)")] = False,
     tls_cert: Annotated[Path | None, typer.Option(
         help="PEM certificate to listen with: the sidecar then serves https")] = None,
     tls_key: Annotated[Path | None, typer.Option(
@@ -97,6 +104,7 @@ def serve_command(
                           vector_store=vector_store,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
+                          client_cert_for_callers=client_cert_for_callers,
                           tls_cert=path_text(tls_cert), tls_key=path_text(tls_key),
                           access_log=access_log)
     parse_listen(listen)

@@ -37,12 +37,17 @@ def connect(engine: str, url: str | Sequence[str], tls: UpstreamTls | None = Non
     """An adapter for `engine` ("opensearch" or "elasticsearch") at `url`, or at several
     nodes of one cluster (the client fails over between them). `tls` says how to check an
     https engine (default: the system's CAs); `auth` is (user, password) for every call,
-    which the sidecar never gives (its calls carry each caller's own headers)."""
+    which the sidecar never gives (its calls carry each caller's own headers). A client
+    certificate that `tls` keeps to the process's own calls (`own_calls_only`) goes on a
+    connection pool of its own, which only `ClientEngine.as_own_identity` views use."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine [{engine}]; choose one of: {', '.join(ENGINES)}")
     options: dict[str, object] = {}
     if uses_https(url):  # the clients refuse TLS options on a plain http node
-        options["ssl_context"] = (tls or UpstreamTls()).context()
+        tls = tls or UpstreamTls()
+        options["ssl_context"] = tls.context(for_callers=True)
+        if tls.own_calls_only:
+            options["own_ssl_context"] = tls.context()
     if auth is not None:
         options[_AUTH_OPTION[engine]] = auth
     return ENGINES[engine](url, **options)

@@ -40,9 +40,15 @@ class ClientEngine:
     name = "engine"
 
     def __init__(
-        self, client: Any, bulk: Any, not_found: type[Exception], bad_request: type[Exception]
+        self, client: Any, bulk: Any, not_found: type[Exception], bad_request: type[Exception],
+        own_client: Any | None = None,
     ):
         self._client = client
+        # unbound clients: `_raw` for calls made for callers, `_own_raw` for the process's
+        # own identity (the same client, unless a client certificate is its own alone)
+        self._raw = client
+        self._own_raw = client if own_client is None else own_client
+        self._headers: dict[str, str] | None = None  # bound by with_headers
         self._bulk = bulk
         self._not_found = not_found
         self._bad_request = bad_request
@@ -55,7 +61,19 @@ class ClientEngine:
         """This engine sending `headers` (a caller's credentials) on every call, over the
         same connection pool; closing it leaves the pool open."""
         view = copy.copy(self)
-        view._client = self._bind(dict(headers))
+        view._headers = dict(headers)
+        view._client = self._bind(self._raw, view._headers)
+        view._owns_client = False
+        return view
+
+    def as_own_identity(self) -> ClientEngine:
+        """This engine's calls as the process's own identity: with the headers bound so far
+        (the sidecar's service credentials, or none), over the connections that show the
+        client certificate kept to the process's own calls (`UpstreamTls.own_calls_only`).
+        Without such a certificate, the same connections as every other call."""
+        view = copy.copy(self)
+        view._client = (self._own_raw if self._headers is None
+                        else self._bind(self._own_raw, self._headers))
         view._owns_client = False
         return view
 
@@ -107,7 +125,8 @@ class ClientEngine:
     _api_error: type[Exception] = Exception
     _transport_error: type[Exception] = Exception
 
-    def _bind(self, headers: dict[str, str]) -> Any:
+    def _bind(self, client: Any, headers: dict[str, str]) -> Any:
+        """`client` sending `headers` on every call."""
         raise NotImplementedError
 
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
@@ -483,7 +502,9 @@ class ClientEngine:
 
     async def close(self) -> None:
         if self._owns_client:
-            await self._client.close()
+            await self._raw.close()
+            if self._own_raw is not self._raw:
+                await self._own_raw.close()
 
     async def __aenter__(self) -> ClientEngine:
         return self

@@ -20,14 +20,19 @@ class ElasticsearchEngine(ClientEngine):
     _api_error = ApiError
     _transport_error = ElasticTransportError
 
-    def __init__(self, url: str | Sequence[str], **client_options: Any):
-        super().__init__(
-            AsyncElasticsearch(url if isinstance(url, str) else list(url), request_timeout=60,
-                               serializer=ElasticsearchSerializer(), **client_options),
-            async_bulk,
-            NotFoundError,
-            BadRequestError,
-        )
+    def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
+                 **client_options: Any):
+        """`own_ssl_context`, when given, makes a second client with it for the process's
+        own calls (`ClientEngine.as_own_identity`)."""
+        hosts = url if isinstance(url, str) else list(url)
+
+        def client(**tls: Any) -> AsyncElasticsearch:
+            return AsyncElasticsearch(hosts, request_timeout=60,
+                                      serializer=ElasticsearchSerializer(),
+                                      **{**client_options, **tls})
+
+        own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
+        super().__init__(client(), async_bulk, NotFoundError, BadRequestError, own)
         self._keep_source_vectors = False  # learnt from the engine's version at create_index
 
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
@@ -38,8 +43,8 @@ class ElasticsearchEngine(ClientEngine):
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
         return {"mapping.exclude_source_vectors": False} if self._keep_source_vectors else {}
 
-    def _bind(self, headers: dict[str, str]) -> Any:
-        return self._client.options(headers=headers)
+    def _bind(self, client: Any, headers: dict[str, str]) -> Any:
+        return client.options(headers=headers)
 
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, ApiError)

@@ -31,16 +31,21 @@ class OpenSearchEngine(ClientEngine):
     _api_error = TransportError
     _transport_error = OpenSearchConnectionError
 
-    def __init__(self, url: str | Sequence[str], **client_options: Any):
+    def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
+                 **client_options: Any):
+        """`own_ssl_context`, when given, makes a second client with it for the process's
+        own calls (`ClientEngine.as_own_identity`)."""
         hosts = [url] if isinstance(url, str) else list(url)
-        super().__init__(
-            AsyncOpenSearch(hosts=hosts, timeout=60, serializer=OpenSearchSerializer(),
-                            **client_options),
-            async_bulk, NotFoundError, RequestError,
-        )
 
-    def _bind(self, headers: dict[str, str]) -> Any:
-        return _WithHeaders(self._client, headers)
+        def client(**tls: Any) -> AsyncOpenSearch:
+            return AsyncOpenSearch(hosts=hosts, timeout=60, serializer=OpenSearchSerializer(),
+                                   **{**client_options, **tls})
+
+        own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
+        super().__init__(client(), async_bulk, NotFoundError, RequestError, own)
+
+    def _bind(self, client: Any, headers: dict[str, str]) -> Any:
+        return _WithHeaders(client, headers)
 
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, TransportError)

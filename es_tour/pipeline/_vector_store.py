@@ -73,10 +73,12 @@ class StoreCounts:
 
 
 class VectorStore:
-    """The store on one cluster, through `engine` bound to the sidecar's service identity."""
+    """The store on one cluster, through `engine` bound to the sidecar's service identity
+    (its credentials, if any), over the sidecar's own connections (its client certificate,
+    if any: `ClientEngine.as_own_identity`)."""
 
     def __init__(self, engine: ClientEngine):
-        self._engine = engine
+        self._engine = engine.as_own_identity()
         self.counts = StoreCounts()
         self._pending: dict[str, dict[str, dict[str, str]]] = {}  # store -> id -> record
         self._created: set[str] = set()

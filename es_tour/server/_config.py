@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,7 +48,14 @@ class ServerConfig:
     vector_store: keep a dual-encoder labeler's doc vectors in the engine
         (es_tour.pipeline.VectorStore), shared by every sidecar and kept across restarts.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
-        certificate), for the proxy and the official client alike.
+        certificate), for the proxy and the official client alike. The client certificate
+        is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
+        read with service_credentials, the vector store, health), never on a caller's.
+    client_cert_for_callers: show the client certificate on callers' calls too (forwarded
+        requests, and every engine call of their searches). An engine that authenticates
+        by certificate then takes every caller without credentials of its own, and on
+        OpenSearch every caller, for the sidecar: only for a cluster that authenticates
+        callers otherwise and wants the certificate from every connection.
     tls_cert, tls_key: PEM certificate and key the sidecar itself listens with (https);
         None listens in plain http.
     window: how many of a search's first hits es-tour orders (`index.tour.window`); the
@@ -77,6 +84,7 @@ class ServerConfig:
     service_credentials: str | None = field(default=None, repr=False)
     vector_store: bool = True
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
+    client_cert_for_callers: bool = False
     tls_cert: str | None = None
     tls_key: str | None = None
     connect_timeout_s: float = 2.0
@@ -130,6 +138,9 @@ class ServerConfig:
                 raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
+        # the certificate's scope is the sidecar's to say, whatever upstream_tls was given
+        object.__setattr__(self, "upstream_tls", replace(
+            self.upstream_tls, client_cert_for_callers=self.client_cert_for_callers))
         from es_tour.server._options import check_method
 
         check_method(self.method)

@@ -56,8 +56,7 @@ async def _health(_: Request, upstream: Upstream, service: TourService) -> Answe
     """200 while the upstream answers (a 401 or 403 included: it is there, and secured),
     503 when it does not answer or answers 5xx; asked as the sidecar, or anonymously."""
     try:
-        status, _body = await asyncio.wait_for(upstream.get_json("/", upstream.own_identity),
-                                               HEALTH_TIMEOUT_S)
+        status, _body = await asyncio.wait_for(upstream.get_own_json("/"), HEALTH_TIMEOUT_S)
     except (UpstreamError, TimeoutError):
         status = None
     serving = status is not None and status < 500

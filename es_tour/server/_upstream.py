@@ -3,6 +3,12 @@
 With several upstream nodes (one cluster), requests go to them in turn; a request no node
 has received yet moves on to the next node, and so does an idempotent one (a search, or any
 GET / HEAD / OPTIONS) whose node died while answering it.
+
+Two kinds of call, on two connection pools when the sidecar has a client certificate of its
+own: callers' (forwarded requests, and the sidecar's reads made with a caller's identity),
+which never show it unless the operator says so (`client_cert_for_callers`), and the
+sidecar's own identity's (settings read as the service, the engine's name at startup,
+health), which do.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -100,7 +107,9 @@ class Upstream:
         self.config = config
         self.engine = config.engine  # when None: detected at startup or from an answer
         self.hosts = Hosts(config.upstreams)
-        self._session: aiohttp.ClientSession | None = None  # made inside the event loop
+        # made inside the event loop: callers' calls, and the sidecar's own when they differ
+        self._session: aiohttp.ClientSession | None = None
+        self._own_session: aiohttp.ClientSession | None = None
         # (caller, index) -> (expiry, settings), least recently used first
         self._settings: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = (
             OrderedDict())
@@ -108,26 +117,38 @@ class Upstream:
         # the sidecar's own identity, for the settings lookup, when configured
         self._service_identity = config.service_identity or None
         # made now, so a bad CA or client certificate fails at startup, not on a request
-        self._ssl = (config.upstream_tls.context() if uses_https(config.upstreams)
-                     else True)
+        tls, https = config.upstream_tls, uses_https(config.upstreams)
+        self._ssl: ssl.SSLContext | bool = tls.context(for_callers=True) if https else True
+        # the sidecar's own calls show its client certificate; callers' do not, unless told
+        self._separate_own = https and tls.own_calls_only
+        self._own_ssl: ssl.SSLContext | bool = tls.context() if self._separate_own else self._ssl
 
-    def _client(self) -> aiohttp.ClientSession:
-        """One connection pool (aiohttp: a third of httpx's CPU per request). It keeps no
+    def _client(self, own: bool = False) -> aiohttp.ClientSession:
+        """A connection pool (aiohttp: a third of httpx's CPU per request): callers', or
+        the sidecar's `own` when its client certificate is its own alone. It keeps no
         cookies, which would carry one caller's session to the next."""
+        if own and self._separate_own:
+            if self._own_session is None:
+                self._own_session = self._pool(self._own_ssl)
+            return self._own_session
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.config.max_connections,
-                                               limit_per_host=self.config.max_connections,
-                                               ssl=self._ssl),
-                timeout=aiohttp.ClientTimeout(connect=self.config.connect_timeout_s,
-                                              sock_read=self.config.upstream_timeout_s),
-                cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
-                skip_auto_headers=NOT_ADDED)
+            self._session = self._pool(self._ssl)
         return self._session
 
+    def _pool(self, context: ssl.SSLContext | bool) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.config.max_connections,
+                                           limit_per_host=self.config.max_connections,
+                                           ssl=context),
+            timeout=aiohttp.ClientTimeout(connect=self.config.connect_timeout_s,
+                                          sock_read=self.config.upstream_timeout_s),
+            cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
+            skip_auto_headers=NOT_ADDED)
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._own_session):
+            if session is not None:
+                await session.close()
 
     async def forward(self, request: Request, body: bytes | None = None,
                       reason: str | None = None) -> Response:
@@ -197,7 +218,8 @@ class Upstream:
             self._settings.move_to_end(key)
             return cached[1]
         generation = self._settings_generation
-        settings = await self._read_settings(index, self._service_identity or caller)
+        service = self._service_identity
+        settings = await self._read_settings(index, service or caller, own=service is not None)
         if settings is not None and self._service_identity is not None \
                 and not await self._may_search(index, caller):
             settings = None
@@ -208,10 +230,12 @@ class Upstream:
                 self._settings.popitem(last=False)
         return settings
 
-    async def _read_settings(self, index: str, who: Mapping[str, str]) -> dict[str, Any] | None:
+    async def _read_settings(self, index: str, who: Mapping[str, str], *, own: bool
+                             ) -> dict[str, Any] | None:
+        """The settings read as `who`: the sidecar's `own` identity, or a caller."""
         answer = await self._settled(
             f"/{quote(index, safe='')}/_settings/index.tour.*,index.max_result_window"
-            "?flat_settings=true", who)
+            "?flat_settings=true", who, own=own)
         if answer.status == 200:
             indices = answer.payload()
             if len(indices) == 1:
@@ -228,21 +252,23 @@ class Upstream:
             f"/{quote(index, safe='')}/_search?size=0&track_total_hits=false&terminate_after=1",
             who)
 
-    async def _settled(self, path: str, who: Mapping[str, str]) -> _Answer:
-        """A GET of `path` as `who` that settles the lookup (`_SETTLED`); any other answer
-        is the engine's error."""
-        answer = await self._exchange("GET", path.encode(), who)
+    async def _settled(self, path: str, who: Mapping[str, str], *, own: bool = False
+                       ) -> _Answer:
+        """A GET of `path` as `who` (the sidecar's `own` identity, or a caller) that
+        settles the lookup (`_SETTLED`); any other answer is the engine's error."""
+        answer = await self._exchange("GET", path.encode(), who, own=own)
         if answer.status not in _SETTLED:
             raise EngineError(answer.status, answer.payload())
         return answer
 
     async def detect_startup(self) -> None:
-        """The engine's kind from an anonymous `GET /`, before any caller comes; a secured
-        or unreachable engine leaves it unknown, to be found on a later answer."""
+        """The engine's kind from a `GET /` as the sidecar (its client certificate, if it
+        has one; no credentials), before any caller comes; a secured or unreachable engine
+        leaves it unknown, to be found on a later answer."""
         if self.engine is not None:
             return
         try:
-            await asyncio.wait_for(self._exchange("GET", b"/", {}), STARTUP_DETECT_S)
+            await asyncio.wait_for(self._exchange("GET", b"/", {}, own=True), STARTUP_DETECT_S)
         except (EsTourError, TimeoutError) as exc:
             log.info("engine kind not known at startup (%s); found on the first answer",
                      type(exc).__name__)
@@ -266,8 +292,14 @@ class Upstream:
         return dict(self._service_identity or {})
 
     async def get_json(self, path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
-        """(status, body) of a small GET of `path` made as `headers` name."""
+        """(status, body) of a small GET of `path` made as the caller `headers` name."""
         answer = await self._exchange("GET", path.encode(), headers)
+        return answer.status, answer.payload()
+
+    async def get_own_json(self, path: str) -> tuple[int, Any]:
+        """(status, body) of a small GET of `path` made as the sidecar's own identity: its
+        service credentials and client certificate, whichever it has (else anonymous)."""
+        answer = await self._exchange("GET", path.encode(), self.own_identity, own=True)
         return answer.status, answer.payload()
 
     async def read_json(self, path: str, payload: Any, headers: Mapping[str, str]
@@ -279,25 +311,26 @@ class Upstream:
         return answer.status, answer.payload()
 
     async def _exchange(self, method: str, raw_path: bytes, headers: Mapping[str, str],
-                        body: bytes = b"") -> _Answer:
-        """A small read of the sidecar's own (settings, the engine's name, a rendered
-        template), read whole."""
+                        body: bytes = b"", *, own: bool = False) -> _Answer:
+        """A small read the sidecar makes (settings, the engine's name, a rendered
+        template), read whole: as a caller, or as its `own` identity."""
         response = await self._send(method, raw_path, list(headers.items()), body,
-                                    idempotent=True)
+                                    idempotent=True, own=own)
         self._detect(response.status, response.headers)
         return _Answer(response.status, await _read(response))
 
     async def _send(self, method: str, raw_path: bytes, headers: list[tuple[str, str]],
-                    content: bytes | AsyncIterator[bytes], idempotent: bool
+                    content: bytes | AsyncIterator[bytes], idempotent: bool, own: bool = False
                     ) -> aiohttp.ClientResponse:
-        """The response (body unread) of the first node that answers; 502 when none does."""
+        """The response (body unread) of the first node that answers, over the callers'
+        connections or the sidecar's `own`; 502 when none does."""
         failure: Exception | None = None
         for base in self.hosts.order():
             # verbatim: the path and query as the client encoded them, never re-quoted
             url = URL(base.rstrip("/") + raw_path.decode("latin-1"), encoded=True)
             try:
-                return await self._client().request(method, url, headers=headers,
-                                                    data=content)
+                return await self._client(own).request(method, url, headers=headers,
+                                                       data=content)
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
                 failure = exc  # nothing reached the node: any request may go elsewhere
             except (TimeoutError, aiohttp.ClientError) as exc:
