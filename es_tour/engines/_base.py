@@ -212,16 +212,21 @@ class ClientEngine:
                 "mappings": {"_meta": dict(CREATED_BY), "properties": properties}}
 
     async def create_side_index(
-        self, name: str, properties: Mapping[str, Any], *, replace: bool = False
+        self, name: str, properties: Mapping[str, Any], *, replace: bool = False,
+        hidden: bool = False,
     ) -> bool:
         """A small index of records (one shard, a replica where a second node can hold it,
-        these field mappings, no vectors), such as judgements; returns False when it exists
-        (made by another caller meanwhile, too) and `replace` is not set."""
+        these field mappings, no vectors), such as judgements; `hidden`: one that no
+        wildcard or `_all` names (`index.hidden`). Returns False when it exists (made by
+        another caller meanwhile, too) and `replace` is not set."""
         if await self._client.indices.exists(index=name):
             if not replace:
                 return False
             await self.delete_index(name)
-        body = {"settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
+        settings: dict[str, Any] = {"number_of_shards": 1, "auto_expand_replicas": "0-1"}
+        if hidden:
+            settings["hidden"] = True
+        body = {"settings": settings,
                 "mappings": {"_meta": dict(CREATED_BY), "properties": dict(properties)}}
         try:
             await self._client.indices.create(index=name, body=body)

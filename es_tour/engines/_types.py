@@ -90,7 +90,8 @@ class SearchEngine(Protocol):
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool: ...
 
     async def create_side_index(
-        self, name: str, properties: Mapping[str, Any], *, replace: bool = False
+        self, name: str, properties: Mapping[str, Any], *, replace: bool = False,
+        hidden: bool = False,
     ) -> bool: ...
 
     async def bulk_index(

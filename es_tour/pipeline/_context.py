@@ -112,26 +112,36 @@ class SearchContext:
         """
         missing = set(labels.missing([h.id for h in hits]))
         if missing:
-            new = [(h.id, self.doc_text(dict(h.source))) for h in hits if h.id in missing]
-            new = list(dict(new).items())
-            step = len(new) if self.pool is None else self.label_batch
-            store = self.store
-            lacked = [] if store is None else await store.fill(self.labeler, self.index, new)
-            try:
-                with timings.model():
-                    for start in range(0, len(new), step):
-                        batch = new[start: start + step]
-                        labels.update([doc_id for doc_id, _ in batch],
-                                      await self._score(query, batch))
-            finally:  # what was embedded is kept, even by a search cut at its deadline
-                if store is not None:
-                    store.keep(self.labeler, lacked)
+            # per concrete index (the hit's `_index`): an alias and its index share labels
+            # and stored vectors; the text is what this caller's search fetched
+            by_index: dict[str, dict[str, str]] = {}
+            for hit in hits:
+                if hit.id in missing:
+                    by_index.setdefault(hit.index or self.index, {}).setdefault(
+                        hit.id, self.doc_text(dict(hit.source)))
+            for index, docs in by_index.items():
+                await self._label_index(query, index, list(docs.items()), timings, labels)
         return labels.get([h.id for h in hits]).astype(np.float32), len(missing)
 
-    async def _score(self, query: str, docs: list[tuple[str, str]]) -> np.ndarray:
+    async def _label_index(self, query: str, index: str, new: list[tuple[str, str]],
+                           timings: Timings, labels: LabelCache) -> None:
+        step = len(new) if self.pool is None else self.label_batch
+        store = self.store
+        lacked = [] if store is None else await store.fill(self.labeler, index, new)
+        try:
+            with timings.model():
+                for start in range(0, len(new), step):
+                    batch = new[start: start + step]
+                    labels.update([doc_id for doc_id, _ in batch],
+                                  await self._score(query, batch, index))
+        finally:  # what was embedded is kept, even by a search cut at its deadline
+            if store is not None:
+                store.keep(self.labeler, lacked)
+
+    async def _score(self, query: str, docs: list[tuple[str, str]], index: str) -> np.ndarray:
         if self.pool is None:
-            return self.labeler.score(query, docs, self.index)
-        return await self.pool.label(lambda: self.labeler.score(query, docs, self.index))
+            return self.labeler.score(query, docs, index)
+        return await self.pool.label(lambda: self.labeler.score(query, docs, index))
 
     def stored_vector(self, hit: Hit) -> np.ndarray:
         """The doc's stored vector: the hit's own (a kNN hit's, or one the engine read from

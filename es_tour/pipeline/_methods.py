@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -221,7 +221,7 @@ class HybridRrfMethod(_FirstStage):
             for rank, hit in enumerate(ranking, start=1):
                 fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (self.options.rrf_k + rank)
                 by_id.setdefault(hit.id, hit)
-        return [Hit(i, s, by_id[i].source) for i, s in fused.items()], 2
+        return [replace(by_id[i], score=s, vector=None) for i, s in fused.items()], 2
 
 
 class HybridLinearMethod(_FirstStage):
@@ -257,7 +257,7 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
                                       options.lexical_weight, timings)
     fused = {hit.id for hit in ranked}
     floor = ranked[-1].score if ranked else 0.0
-    rest = [Hit(hit.id, floor, hit.source, hit.vector)
+    rest = [replace(hit, score=floor)
             for hit in interleave(dense[depth:], lexical[depth:]) if hit.id not in fused]
     return ranked + rest, 2 + calls
 
@@ -297,8 +297,7 @@ async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequenc
                            np.array([knn.get(hit.id, floor) for hit in union]),
                            lexical_weight)
     order = np.argsort(-scores, kind="stable")
-    ranked = [Hit(union[i].id, float(scores[i]), union[i].source, union[i].vector)
-              for i in order]
+    ranked = [replace(union[i], score=float(scores[i])) for i in order]
     return ranked, int(bool(dense_only)) + int(bool(lexical_only))
 
 

@@ -1,12 +1,18 @@
 """A dual-encoder labeler's doc vectors kept in the engine, so that any number of sidecars,
 and a restarted one, embed each doc once.
 
-One index per labeler (`store_index`), holding one record per (index, doc id, text digest):
-the key's digest comes from the text the caller's own search fetched, so a record is only
-ever read for a doc that caller was just shown. The store is read and written with the
-sidecar's service identity, which callers lack: an embedding leaks its text. Reads are
-bounded by `READ_TIMEOUT_S`; writes go in batches off the request path. A store that is
-missing, slow, unreachable or refused costs speed, never an error.
+One hidden index per labeler (`store_index`, `index.hidden: true`: no wildcard names it),
+holding one record per (index, doc id, text digest). The index is the concrete one that
+holds the doc (a hit's `_index`), so an alias and the index behind it share their records.
+The key's digest comes from the text the caller's own search fetched, so a record is only
+ever read for a doc that caller was just shown, with the text it was shown: a caller whose
+field-level security hides a field is labelled from the text it sees, and never reads a
+vector made from text it may not see (another digest), and document-level security's
+hidden docs are never asked for. The store is read and written with the sidecar's own
+identity (its service credentials, its client certificate), which callers lack: an
+embedding leaks its text. Reads are bounded by `READ_TIMEOUT_S`; writes go in batches off
+the request path. A store that is missing, slow, unreachable or refused costs speed,
+never an error.
 """
 
 from __future__ import annotations
@@ -91,9 +97,10 @@ class VectorStore:
 
     async def fill(self, labeler: Labeler, index: str,
                    docs: Sequence[tuple[str, str]]) -> list[DocKey]:
-        """Give `labeler` the store's vectors of `docs` ((doc id, text) of `index`, as the
-        caller fetched them) that it lacks; returns the keys the store lacked too. Only a
-        dual encoder's doc vectors are kept: a cross-encoder has nothing to reuse."""
+        """Give `labeler` the store's vectors of `docs` ((doc id, text) of the concrete
+        `index` that holds them, as the caller fetched them) that it lacks; returns the
+        keys the store lacked too. Only a dual encoder's doc vectors are kept: a
+        cross-encoder has nothing to reuse."""
         if not isinstance(labeler, DualEncoderLabeler):
             return []
         keys = [doc_key(index, doc_id, text) for doc_id, text in docs]
@@ -176,7 +183,7 @@ class VectorStore:
         when any is not written."""
         with self._engine.engine_errors():
             if store not in self._created:
-                await self._engine.create_side_index(store, STORE_FIELDS)
+                await self._engine.create_side_index(store, STORE_FIELDS, hidden=True)
                 self._created.add(store)
             report = await self._engine.bulk_index(
                 store, [{"_id": i, **record} for i, record in records.items()], max_retries=1)
