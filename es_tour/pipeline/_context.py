@@ -48,8 +48,56 @@ class ModelPool:
 
 
 def doc_text(source: Mapping[str, Any], fields: Sequence[str]) -> str:
-    """What the labeler reads of a doc: its text fields, joined."""
-    return " ".join(str(source.get(name, "")) for name in fields).strip()
+    """What the labeler reads of a doc: its text fields' values, joined, each read as the
+    engine reads the field (`field_values`)."""
+    return " ".join(value for name in fields for value in field_values(source, name)).strip()
+
+
+def field_values(source: Mapping[str, Any], name: str) -> list[str]:
+    """The values the engine indexes for field `name` of a `_source`, in order: `name` may
+    be dotted (`meta.title`), written flat (`{"meta.title": ...}`) or as objects (`{"meta":
+    {"title": ...}}`, through arrays of objects too); an array gives each of its values; an
+    object field gives every value beneath it (as the engine's `meta.*` would); null and
+    empty values give nothing, numbers and booleans their text."""
+    found: list[Any] = []
+    _collect(source, name.split("."), found)
+    values: list[str] = []
+    for value in found:
+        _leaves(value, values)
+    return values
+
+
+def _collect(value: Any, path: list[str], found: list[Any]) -> None:
+    """Append to `found` what `path` names under `value`, each way the engine would read it:
+    `a.b.c` as `a` → `b.c`, `a.b` → `c` or `a.b.c` keys alike."""
+    if isinstance(value, list):
+        for item in value:
+            _collect(item, path, found)
+        return
+    if not isinstance(value, Mapping):
+        return
+    for cut in range(1, len(path) + 1):
+        key = ".".join(path[:cut])
+        if key in value:
+            if cut == len(path):
+                found.append(value[key])
+            else:
+                _collect(value[key], path[cut:], found)
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        for item in value.values():
+            _leaves(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _leaves(item, out)
+    elif isinstance(value, bool):
+        out.append("true" if value else "false")
+    elif str(value).strip():
+        out.append(str(value))
 
 
 @dataclass
