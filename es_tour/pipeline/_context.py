@@ -206,8 +206,8 @@ class SearchContext:
 
     async def stored_vectors(self, ids: Sequence[str], timings: Timings
                              ) -> dict[str, np.ndarray]:
-        """The stored vectors of the docs of `ids` that exist, in one call (none for no ids):
-        what a TOUR step reads of the docs it has labelled, fetched for them alone."""
+        """The stored vectors of the docs of `ids` that exist, in one ids search (none for no
+        ids): what a TOUR step reads of the docs it has labelled, fetched for them alone."""
         if not ids:
             return {}
         with timings.engine():
