@@ -2,8 +2,12 @@
 
 The fixture starts OpenSearch with the Security plugin through the CLI's code path
 (`es-tour engine start --security`): `reader-a` may read indices tour-a* only, `reader-ab`
-tour-a* and tour-b* (and their settings), `reader-index` tour-a* and their settings with no
-cluster permission at all. The sidecar holds no credentials of its own.
+tour-a* and tour-b* (and their settings), `reader-index` tour-a* and their settings;
+`reader-app` holds exactly the `read` action group on tour-a* (an application's usual role),
+`reader-dls` the same with document-level security (topic biology), `reader-fls` with
+field-level security (no `text`). No reader has any cluster permission. The sidecar holds
+no credentials of its own unless a test gives it some; the node authenticates a client
+certificate too, and takes the sidecar's for the service identity.
 
 Every hop is HTTPS: the clients here and the sidecars trust the node's own CA only, and the
 sidecars listen with the certificate that CA signed for them.
@@ -14,6 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,21 +29,29 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from es_tour.agents._environment import TourStep
 from es_tour.cli import app
 from es_tour.cluster import LocalNode
+from es_tour.cluster._security import SIDECAR_DN
+from es_tour.datasets import BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.errors import ConfigError
 from es_tour.ingest import ingest
 from es_tour.models import DualEncoderLabeler
 from es_tour.paths import models_dir
-from es_tour.pipeline import store_index
+from es_tour.pipeline import doc_text, store_index
+from es_tour.recommended import FRONTIER_20
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
-from integration_tests.conftest import PLUGIN_ZIPS, TEST_PORTS, remember_scifact
+from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, TEST_PORTS, remember_scifact
 
 SECURED_PORT = TEST_PORTS["opensearch"] + 30
 INDEX_A, INDEX_B = "tour-a-scifact", "tour-b-scifact"
+# An application's index: SciFact's first docs with a year and a topic, TOUR on with the
+# recommended settings (hybrid-tour), at the module's small sizes; and an alias of A.
+APP, ALIAS_A = "tour-a-app", "tour-a-alias"
+DLS_TOPIC = "biology"  # what `reader-dls` may see (es_tour.cluster._security.DLS_QUERY)
 DOCS = 120
 QUERY = "vitamin D deficiency"
 SMALL = {"k": 5, "max_rounds": 1}  # the labeler runs on a shared CPU
@@ -71,13 +85,19 @@ def _http() -> httpx.Client:
 def _config(secured: LocalNode, **options: Any) -> ServerConfig:
     """A sidecar that checks the node's certificate and listens on HTTPS itself."""
     cert, key = secured.security.sidecar_cert
-    return ServerConfig(upstream=secured.url, max_k=50, upstream_tls=_tls(),
-                        tls_cert=str(cert), tls_key=str(key), **options)
+    return ServerConfig(**{"upstream": secured.url, "max_k": 50, "upstream_tls": _tls(),
+                           "tls_cert": str(cert), "tls_key": str(key), **options})
 
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[LocalNode]:
     node = _node()
+    if node.security.exists() and not node.security.current():
+        # made by an older es-tour: its security index lacks today's users and
+        # authentication, and loads them only on a first start. A test node: made afresh.
+        node.stop()
+        shutil.rmtree(node.dir)
+        node = _node()
     started = node.pid() is None
     node.start(plugins=[PLUGIN_ZIPS["opensearch"]])
     yield node
@@ -87,16 +107,24 @@ def secured() -> Iterator[LocalNode]:
 
 @pytest.fixture(scope="module")
 async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
-    """The first SciFact docs in A (TOUR on by its settings) and in B, made by the admin."""
+    """The first SciFact docs in A (TOUR on by its settings), in B and in APP (with their
+    topics; TOUR on by the recommended settings), made by the admin; ALIAS_A names A."""
     user, password = secured.credentials("admin")  # type: ignore[misc]
     async with connect("opensearch", secured.url, _tls(), (user, password)) as admin:
-        for name in (INDEX_A, INDEX_B):
+        for name in (INDEX_A, INDEX_B, APP):
             await ingest(admin, scifact, name, sidecar_models.encoder, max_docs=DOCS, replace=True,
-                         reuse_embeddings=False, show_progress=False)
-    remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B)
+                         reuse_embeddings=False, show_progress=False, metadata=name == APP)
+    remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B, APP)
     response = _http().put(f"{secured.url}/{INDEX_A}/_settings", auth=(user, password),
                          json={"index": {"tour": {"enabled": True, "method": "tour-hard",
                                                   **SMALL}}})
+    assert response.status_code == 200, response.text
+    recommended = {**FRONTIER_20, "index.tour.k": SMALL["k"], "index.tour.budget": 10}
+    response = _http().put(f"{secured.url}/{APP}/_settings", auth=(user, password),
+                           json=recommended)
+    assert response.status_code == 200, response.text
+    response = _http().post(f"{secured.url}/_aliases", auth=(user, password), json={
+        "actions": [{"add": {"index": INDEX_A, "alias": ALIAS_A}}]})
     assert response.status_code == 200, response.text
 
 
@@ -354,3 +382,303 @@ def test_a_store_the_engine_refuses_costs_only_speed(secured: LocalNode, sidecar
     assert refined.status_code == 200, refined.text
     assert refined.json()["ext"]["tour"]["degraded"] is False
     assert _stats(sidecar, secured)["store_failures"]["total"] >= 1
+
+
+# --- Least privilege, document- and field-level security, identity on the wire ---------
+
+HIGHLIGHT = {"fields": {"title": {}, "text": {}}}
+# request shapes an application sends, beyond a plain query
+SHAPES: dict[str, dict[str, Any]] = {
+    "bool + filter": {"query": {"bool": {
+        "must": [{"multi_match": {"query": QUERY, "fields": ["title", "text"]}}],
+        "filter": [{"range": {"year": {"gte": 2005}}}]}}},
+    "aggs + highlight": {"aggs": {"topics": {"terms": {"field": "topic"}}},
+                         "highlight": HIGHLIGHT},
+    "page 2": {"from": 5, "size": 5},
+}
+
+
+def _app_search(url: str, auth: tuple[str, str] | None, tour: dict[str, Any] | None = None,
+                **body: Any) -> httpx.Response:
+    """A search of APP as an application writes it: its free text over title and text."""
+    request: dict[str, Any] = {
+        "query": {"multi_match": {"query": QUERY, "fields": ["title", "text"]}}, "size": 5,
+        **body}
+    if tour is not None:
+        request["ext"] = {"tour": tour}
+    return _http().post(f"{url}/{APP}/_search", json=request, auth=auth)
+
+
+def _methods() -> list[str]:
+    """Every registry method that can run here (learned-agent needs a built policy)."""
+    return [method for method in method_names() if method != "learned-agent" or POLICY.is_dir()]
+
+
+def _service(secured: LocalNode) -> dict[str, str]:
+    return {"service_credentials": ":".join(_as(secured, "es-tour-service"))}
+
+
+def _hit_ids(answer: httpx.Response) -> list[str]:
+    assert answer.status_code == 200, answer.text
+    return [hit["_id"] for hit in answer.json()["hits"]["hits"]]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string value in a JSON value (keys aside)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+@functools.cache
+def _app_docs() -> dict[str, Any]:
+    """APP's docs: id -> the BEIR doc."""
+    return {doc.id: doc for doc in list(BeirDataset(SCIFACT).corpus())[:DOCS]}
+
+
+def _docs_named(answer: httpx.Response) -> set[str]:
+    """The docs an answer names: its hits, and any doc id anywhere in its trace."""
+    trace = answer.json().get("ext", {}).get("tour", {})
+    return set(_hit_ids(answer)) | {text for text in _strings(trace) if text in _app_docs()}
+
+
+@pytest.mark.parametrize("service", [False, True], ids=["own-credentials", "service-identity"])
+def test_the_application_user_gets_the_engines_status_first_and_through_every_method(
+        secured: LocalNode, indices: None, sidecar_models: Models, service: bool) -> None:
+    """`reader-app` holds `read` on tour-a* and nothing else: not the index's settings, no
+    cluster permission, so no mget, multi term vectors or analyze. Through a fresh sidecar,
+    its first search and every method's get the engine's 200, never a 403: without a service
+    identity its search passes through (it may not read `index.tour.*`), with one it is
+    refined by the index's recommended method."""
+    app = _as(secured, "reader-app")
+    refused = {"GET /": None, f"GET /{APP}/_settings": None,  # what the engine refuses it
+               f"POST /{APP}/_mget": {"ids": ["x"]}, f"POST /{APP}/_mtermvectors": {"ids": ["x"]},
+               f"POST /{APP}/_analyze": {"text": QUERY, "field": "text"}}
+    for call, body in refused.items():
+        method, path = call.split(" ")
+        answer = _http().request(method, f"{secured.url}{path}", json=body, auth=app)
+        assert answer.status_code == 403, (call, answer.text)
+    direct = _app_search(secured.url, app)
+    config = _config(secured, **(_service(secured) if service else {}))
+    with BackgroundServer(config, sidecar_models) as server:
+        first = _app_search(server.url, app)
+        assert first.status_code == 200, first.text
+        if service:
+            assert first.json()["ext"]["tour"]["method"] == "hybrid-tour"
+        else:  # the engine's own answer
+            assert "ext" not in first.json() and _hit_ids(first) == _hit_ids(direct)
+        for name, shape in SHAPES.items():
+            answer = _app_search(server.url, app, **shape)
+            assert answer.status_code == 200, (name, answer.text)
+            assert ("ext" in answer.json()) == service, name
+            assert answer.json()["hits"]["hits"], name
+        for method in _methods():
+            answer = _app_search(server.url, app, _options(method), highlight=HIGHLIGHT)
+            assert answer.status_code == 200, (method, answer.text)
+            assert answer.json()["ext"]["tour"]["method"] == method
+            assert answer.json()["hits"]["hits"], method
+
+
+def test_a_dls_user_sees_no_doc_outside_its_topic_through_any_method(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """`reader-dls` sees the biology docs only: no other doc in any method's hits, on page 1
+    or 2, in a highlight or anywhere in the trace. The same searches as `reader-app` name
+    docs of other topics."""
+    biology = {doc_id for doc_id in _app_docs()
+               if synthetic_metadata(doc_id)["topic"] == DLS_TOPIC}
+    dls, app = _as(secured, "reader-dls"), _as(secured, "reader-app")
+    others = set()
+    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+        first = _app_search(server.url, dls, highlight=HIGHLIGHT)  # by the index's settings
+        assert first.json()["ext"]["tour"]["method"] == "hybrid-tour"
+        assert _docs_named(first) and _docs_named(first) <= biology
+        for method in _methods():
+            for page in (0, 5):
+                mine = _app_search(server.url, dls, _options(method), highlight=HIGHLIGHT,
+                                   **{"from": page})
+                named = _docs_named(mine)
+                assert named, (method, page)
+                assert named <= biology, (method, page, sorted(named - biology))
+                highlighted = [hit for hit in mine.json()["hits"]["hits"] if "highlight" in hit]
+                assert {hit["_id"] for hit in highlighted} <= biology
+                others |= _docs_named(_app_search(server.url, app, _options(method),
+                                                  highlight=HIGHLIGHT, **{"from": page}))
+    assert others - biology  # without DLS these searches show other topics
+
+
+@functools.cache
+def _hidden_terms(url: str, admin: tuple[str, str]) -> frozenset[str]:
+    """The terms of APP's `text` that none of its titles, nor the query, holds, as the index
+    analyses them: what a trace could only have learnt from the field FLS hides."""
+    def terms(texts: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(texts), 10):  # the engine's token limit per call
+            answer = _http().post(f"{url}/{APP}/_analyze", auth=admin,
+                                  json={"field": "text", "text": texts[start:start + 10]})
+            assert answer.status_code == 200, answer.text
+            found |= {token["token"] for token in answer.json()["tokens"]}
+        return found
+
+    docs = _app_docs().values()
+    return frozenset(terms([doc.text for doc in docs])
+                     - terms([doc.title for doc in docs] + [QUERY, "title text"]))
+
+
+# where a trace writes query text: the agents' queries (Lucene and compiled), and the
+# refinements they weighed and chose
+QUERY_KEYS = frozenset({"lucene", "query", "dq", "chosen"})
+
+
+def _query_terms(value: Any, under: str = "") -> set[str]:
+    """The words of the query text anywhere in a trace, lower-cased."""
+    if isinstance(value, str):
+        return set(re.findall(r"[a-z0-9]+", value.lower())) if under in QUERY_KEYS else set()
+    if isinstance(value, dict):
+        return set().union(*(_query_terms(item, key) for key, item in value.items()))
+    if isinstance(value, list):
+        return set().union(*(_query_terms(item, under) for item in value))
+    return set()
+
+
+def _trace_terms(answer: httpx.Response) -> set[str]:
+    """The query terms of an answer's trace, less the words of TOUR's own action."""
+    action = set(re.findall(r"[a-z0-9]+", TourStep().render()))
+    return _query_terms(answer.json().get("ext", {}).get("tour", {})) - action
+
+
+def _hidden_sentences() -> list[str]:
+    """Sentences of APP's texts, 30 characters or more, that no title holds."""
+    docs = _app_docs().values()
+    titles = " ".join(doc.title for doc in docs)
+    return [sentence.strip() for doc in docs for sentence in doc.text.split(". ")
+            if len(sentence.strip()) >= 30 and sentence.strip() not in titles]
+
+
+def test_an_fls_user_never_gets_the_hidden_field_and_is_labelled_from_what_it_sees(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """`reader-fls` may not see `text`: no method gives it back in `_source`, a highlight or
+    the trace (not even as the terms an agent adds to its query), while `reader-app` gets it
+    from the same searches. And it is labelled from its titles: the labeler (and the vector
+    store) hold vectors of the full texts, which `reader-app`'s searches used, yet none is
+    read for `reader-fls`."""
+    fls, app = _as(secured, "reader-fls"), _as(secured, "reader-app")
+    hidden = _hidden_terms(secured.url, _as(secured, "admin"))
+    sentences = _hidden_sentences()
+    app_saw_text = app_saw_terms = False
+    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+        for method in _methods():
+            theirs = _app_search(server.url, app, _options(method), highlight=HIGHLIGHT)
+            their_hits = theirs.json()["hits"]["hits"]
+            app_saw_text |= any("text" in hit["_source"] for hit in their_hits) and any(
+                "text" in hit.get("highlight", {}) for hit in their_hits)
+            app_saw_terms |= bool(_trace_terms(theirs) & hidden)
+            mine = _app_search(server.url, fls, _options(method), highlight=HIGHLIGHT)
+            hits = mine.json()["hits"]["hits"]
+            assert mine.status_code == 200 and hits, (method, mine.text)
+            for hit in hits:
+                assert "text" not in hit["_source"] and "text" not in hit.get("highlight", {})
+            assert not _trace_terms(mine) & hidden, (method, sorted(_trace_terms(mine) & hidden))
+            trace = json.dumps(mine.json()["ext"]["tour"])
+            assert not [text for text in sentences if text in trace], method
+        labelled = _app_search(server.url, fls, {"method": "rerank", "k": 5})
+    assert app_saw_text and app_saw_terms  # the same searches show `text` to reader-app
+    labeler, docs = sidecar_models.labeler("default"), _app_docs()
+    traced = [hit for hit in labelled.json()["ext"]["tour"]["hits"] if hit["label"] is not None]
+    assert traced
+    fields = ("title", "text")
+    for hit in traced:  # scored afresh under another index name: no cached vector is read
+        doc = docs[hit["_id"]]
+        seen, full = labeler.score(QUERY, [
+            (doc.id, doc_text({"title": doc.title}, fields)),
+            (doc.id + "-full", doc_text({"title": doc.title, "text": doc.text}, fields))],
+            "fls-check")
+        assert hit["label"] == pytest.approx(float(seen), abs=1e-6)
+        assert abs(float(full) - float(seen)) > 1e-4
+
+
+def test_the_sidecars_client_certificate_is_shown_on_its_own_calls_only(
+        secured: LocalNode, indices: None, sidecar_models: Models, scifact) -> None:
+    """The node authenticates a client certificate (before basic credentials), and takes
+    the sidecar's for the service identity. A sidecar holding it shows it on its own calls
+    (the vector store, read and written with no service credentials but the certificate)
+    and on no caller's: an anonymous caller gets the engine's 401, a reader is itself.
+    With `client_cert_for_callers`, the engine takes every caller for the sidecar."""
+    cert, key = secured.security.sidecar_cert
+    holding = UpstreamTls(ca_certs=secured.ca_certs, client_cert=str(cert), client_key=str(key))
+    app, whoami = _as(secured, "reader-app"), "/_plugins/_security/authinfo"
+    assert _http().get(f"{secured.url}{whoami}").status_code == 401  # the engine's answer
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    labeler.clear_cache()  # so the refined searches below embed, and write to the store
+    try:
+        with BackgroundServer(_config(secured, upstream_tls=holding), sidecar_models) as server:
+            for request in (lambda: _http().get(f"{server.url}{whoami}"),
+                            lambda: _search(server.url, INDEX_A, None),  # type: ignore[arg-type]
+                            lambda: _app_search(server.url, None, {"method": "knn"})):
+                anonymous = request()
+                assert anonymous.status_code == 401, anonymous.text
+            me = _http().get(f"{server.url}{whoami}", auth=app)
+            assert me.status_code == 200 and me.json()["user_name"] == "reader-app"
+            refined = _app_search(server.url, app, {"method": "rerank", "k": 5})
+            assert refined.status_code == 200, refined.text
+            assert refined.json()["ext"]["tour"]["method"] == "rerank"
+            for _ in range(100):  # the writer flushes every second
+                if _stats(server.url, secured)["store_docs_written"]["total"] >= 5:
+                    break
+                time.sleep(0.1)
+            counts = _stats(server.url, secured)
+        assert counts["store_docs_written"]["total"] >= 5  # as the sidecar, by its certificate
+        assert counts["store_failures"]["total"] == 0
+        told = _config(secured, upstream_tls=holding, client_cert_for_callers=True)
+        with BackgroundServer(told, sidecar_models) as server:
+            for auth in (None, app):  # every caller is the sidecar to the engine
+                taken = _http().get(f"{server.url}{whoami}", auth=auth)
+                assert taken.status_code == 200 and taken.json()["user_name"] == SIDECAR_DN
+    finally:
+        remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B, APP)
+
+
+def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
+        secured: LocalNode, indices: None, sidecar_models: Models, scifact) -> None:
+    """The store is a hidden index (no wildcard names it), and its records name the
+    concrete index a hit came from: a search through an alias stores what a search of
+    its index then reads."""
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    store, admin = store_index(labeler), _as(secured, "admin")
+    _http().delete(f"{secured.url}/{store}", auth=admin)
+    labeler.clear_cache()
+    reader = _as(secured, "reader-index")
+    tour = {"method": "rerank", "k": 5}
+    try:
+        with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+            through_alias = _search(server.url, ALIAS_A, reader, tour)
+            assert through_alias.status_code == 200, through_alias.text
+            for _ in range(100):
+                if _stats(server.url, secured)["store_docs_written"]["total"] >= 5:
+                    break
+                time.sleep(0.1)
+        assert _http().post(f"{secured.url}/{store}/_refresh", auth=admin).status_code == 200
+        settings = _http().get(f"{secured.url}/{store}/_settings/index.hidden", auth=admin,
+                               params={"flat_settings": "true"})
+        assert settings.json()[store]["settings"]["index.hidden"] == "true"
+        records = _http().post(f"{secured.url}/{store}/_search", auth=admin,
+                               json={"size": 100, "_source": ["index"]}).json()["hits"]
+        assert records["total"]["value"] >= 5
+        assert {hit["_source"]["index"] for hit in records["hits"]} == {INDEX_A}
+        wildcard = _http().post(f"{secured.url}/es-tour-vectors-*/_search", auth=admin, json={})
+        assert wildcard.status_code == 200 and wildcard.json()["hits"]["total"]["value"] == 0
+        labeler.clear_cache()  # a new sidecar, say: the index's own search reads the records
+        with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+            direct = _search(server.url, INDEX_A, reader, tour)
+            assert direct.status_code == 200, direct.text
+            counts = _stats(server.url, secured)
+        assert counts["store_docs_found"]["total"] >= 5
+        assert counts["store_docs_found"]["total"] == counts["store_docs_asked"]["total"]
+    finally:
+        remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B, APP)
