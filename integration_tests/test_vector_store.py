@@ -195,3 +195,26 @@ async def test_warm_resumes_after_an_interruption_and_then_no_search_embeds(
     with BackgroundServer(_config(cluster), sidecar_models) as sidecar:
         _refined(sidecar.url)
     assert labeler.docs_embedded == before
+
+
+async def test_warming_an_alias_warms_the_index_behind_it(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    """Records name the concrete index that holds a doc: what `warm` stores through an
+    alias is what a warm (or a search) of the index reads."""
+    await adapter.delete_index(cluster.store)
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    alias = f"{INDEX}-alias"
+    async with httpx.AsyncClient() as http:
+        added = await http.post(f"{cluster.url}/_aliases", json={
+            "actions": [{"add": {"index": INDEX, "alias": alias}}]})
+        assert added.status_code == 200, added.text
+        try:
+            through_alias = await warm(adapter, alias, _fresh(labeler), DEFAULT_TEXT_FIELDS)
+            assert (through_alias.stored, through_alias.written) == (0, len(TEXTS))
+            await adapter.refresh(cluster.store)
+            direct = await warm(adapter, INDEX, _fresh(labeler), DEFAULT_TEXT_FIELDS)
+            assert (direct.stored, direct.written) == (len(TEXTS), 0)
+        finally:
+            await http.post(f"{cluster.url}/_aliases", json={
+                "actions": [{"remove": {"index": INDEX, "alias": alias}}]})

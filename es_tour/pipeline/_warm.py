@@ -37,7 +37,9 @@ async def warm(engine: ClientEngine, index: str, labeler: DualEncoderLabeler,
     report = WarmReport(store_index(labeler))
     started = time.perf_counter()
     async for hits in engine.scan(index, text_fields, batch=batch):
-        texts = {doc_key(index, hit.id, text): text
+        # keyed by the concrete index that holds each doc, as searches key them: warming an
+        # alias warms its index
+        texts = {doc_key(hit.index or index, hit.id, text): text
                  for hit in hits if (text := doc_text(hit.source, text_fields))}
         keys = list(texts)
         held = await store.read(report.store, [record_id(key) for key in keys])
