@@ -37,10 +37,13 @@ def start(
     timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 180.0,
     plugin: Annotated[list[Path] | None, typer.Option(help="a plugin zip to install")] = None,
     security: Annotated[bool, typer.Option(
-        help="OpenSearch only: the Security plugin with demo users admin, reader-a (indices "
-             "tour-a*), reader-ab (tour-a* and tour-b*), reader-index (tour-a*, no "
-             "cluster permission) and es-tour-service (the sidecar's service identity: "
-             "settings and the vector store)")] = False,
+        help="OpenSearch only: the Security plugin with demo users admin, readers without "
+             "any cluster permission: reader-a (read on tour-a*), reader-ab (tour-a* and "
+             "tour-b*, and their settings), reader-index (tour-a* and their settings), "
+             "reader-app (exactly read on tour-a*), reader-dls (tour-a*, topic biology "
+             "only), reader-fls (tour-a*, no text field), and es-tour-service (the "
+             "sidecar's service identity: settings and the vector store; the node also "
+             "takes the sidecar's certificate for it)")] = False,
     nodes: Annotated[int, typer.Option(
         help="nodes in the cluster, on consecutive ports; indices get one replica from 2")] = 1,
     transport_port: Annotated[int | None, typer.Option(
