@@ -30,6 +30,7 @@ import pytest
 from typer.testing import CliRunner
 
 from es_tour.agents._environment import TourStep
+from es_tour.bench.semantics import REFINED
 from es_tour.cli import app
 from es_tour.cluster import LocalNode
 from es_tour.cluster._security import SIDECAR_DN
@@ -41,10 +42,12 @@ from es_tour.models import DualEncoderLabeler
 from es_tour.paths import models_dir
 from es_tour.pipeline import doc_text, store_index
 from es_tour.recommended import FRONTIER_20
-from es_tour.server import BackgroundServer, Models, ServerConfig
+from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
 from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, TEST_PORTS, remember_scifact
+from integration_tests.test_sidecar_semantics import INDEX as SEMANTICS_INDEX
+from integration_tests.test_sidecar_semantics import SHAPES as SEMANTICS_SHAPES
 
 SECURED_PORT = TEST_PORTS["opensearch"] + 30
 INDEX_A, INDEX_B = "tour-a-scifact", "tour-b-scifact"
@@ -682,3 +685,23 @@ def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
         assert counts["store_docs_found"]["total"] == counts["store_docs_asked"]["total"]
     finally:
         remember_scifact(sidecar_models, scifact, INDEX_A, INDEX_B, APP)
+
+
+def test_the_application_user_gets_the_engines_status_on_every_semantics_shape(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """Every request shape of the semantics suite (test_sidecar_semantics), sent by
+    `reader-app` to APP through a sidecar with a service identity and to the engine: the
+    same status each time, and those the suite refines are refined for this user too."""
+    app = _as(secured, "reader-app")
+    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+        for shape in SEMANTICS_SHAPES:
+            answers = [_http().request("GET" if shape.body is None else "POST",
+                                       f"{url}/{APP}/_search", params=shape.params,
+                                       json=shape.body, auth=app)
+                       for url in (secured.url, server.url)]
+            direct, ours = answers
+            assert ours.status_code == direct.status_code, (shape.name, ours.text[:300])
+            refined = "ext" in ours.json()
+            if shape.verdict == REFINED and shape.target == SEMANTICS_INDEX \
+                    and direct.status_code == 200:
+                assert refined, (shape.name, ours.headers.get(PASSTHROUGH_HEADER))
