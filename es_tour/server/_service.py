@@ -1,4 +1,6 @@
-"""One intercepted search: resolve the method, admit it, run it once under a deadline, render it.
+"""One intercepted search: resolve the method, admit it, rank the window under a deadline
+while the engine counts the request as sent (the overview), have the engine fetch the page
+(`_fetch`), render it.
 
 Model inference runs on the pipeline's ModelPool, off the event loop. At most
 `max_refinements` searches refine at once; the others wait for a slot until their
