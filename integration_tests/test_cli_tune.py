@@ -16,7 +16,9 @@ import httpx
 import pytest
 
 from es_tour.datasets import BeirDataset
+from es_tour.engines import text_query
 from es_tour.metrics import ranked, score_run
+from es_tour.pipeline import DEFAULT_TEXT_FIELDS
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from integration_tests.test_cli_engine import es_tour
 
@@ -78,7 +80,7 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
     with BackgroundServer(ServerConfig(upstream=url), Models("retriever")) as sidecar:
         for qid, text in held_out.items():
             answer = httpx.post(f"{sidecar.url}/{scifact_index}/_search", timeout=120,
-                                json={"query": {"match": {"text": text}}, "size": 100})
+                                json={"query": text_query(text, DEFAULT_TEXT_FIELDS), "size": 100})
             assert answer.status_code == 200, answer.text
             tour = answer.json()["ext"]["tour"]
             assert tour["method"] == chosen["settings"]["index.tour.method"]

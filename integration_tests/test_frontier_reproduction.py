@@ -20,7 +20,9 @@ import httpx
 import pytest
 
 from es_tour.datasets import BeirDataset
+from es_tour.engines import text_query
 from es_tour.metrics import ranked, score_run
+from es_tour.pipeline import DEFAULT_TEXT_FIELDS
 from es_tour.recommended import FRONTIER_LABEL
 from es_tour.server import BackgroundServer, ServerConfig
 
@@ -86,7 +88,7 @@ async def _serve(sidecar: str, index: str, queries: dict[str, str]
         async def one(text: str) -> tuple[str, list[str]]:
             async with gate:
                 answer = await client.post(f"/{index}/_search", json={
-                    "query": {"match": {"text": text}}, "size": 100})
+                    "query": text_query(text, DEFAULT_TEXT_FIELDS), "size": 100})
             assert answer.status_code == 200, answer.text
             body = answer.json()
             return body["ext"]["tour"]["method"], [hit["_id"] for hit in body["hits"]["hits"]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from es_tour.engines._base import ClientEngine
+from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
@@ -66,4 +66,5 @@ __all__ = [
     "TermStats",
     "VectorField",
     "connect",
+    "text_query",
 ]

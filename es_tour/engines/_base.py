@@ -280,7 +280,7 @@ class ClientEngine:
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
     ) -> list[Hit]:
-        return await self.bool_search(index, _text_query(text, fields), k, ids=ids,
+        return await self.bool_search(index, text_query(text, fields), k, ids=ids,
                                       exclude=exclude)
 
     async def knn(
@@ -518,8 +518,10 @@ class ClientEngine:
         await self.close()
 
 
-def _text_query(text: str, fields: Sequence[str]) -> dict[str, Any]:
-    """BM25 over the text fields, each field's score added (the BEIR baselines' setting)."""
+def text_query(text: str, fields: Sequence[str]) -> dict[str, Any]:
+    """BM25 over the text fields, each field's score added (the BEIR baselines' setting):
+    what an offline run (eval, tune, the frontier) searches with, and what a request sends
+    to the sidecar to be ranked as those runs rank (its BM25 leg is the request's query)."""
     return {"bool": {"should": [
         {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}]}}
 
