@@ -343,15 +343,22 @@ def _stats(url: str, secured: LocalNode) -> dict[str, Any]:
     return dict(response.json()["es_tour"])
 
 
+def _empty_store(secured: LocalNode, models: Models) -> str:
+    """The default labeler's store index, deleted, and the labeler's own cache emptied: the
+    next refined search embeds and stores its docs afresh."""
+    labeler = models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    store = store_index(labeler)
+    _http().delete(f"{secured.url}/{store}", auth=_as(secured, "admin"))
+    labeler.clear_cache()
+    return store
+
+
 def test_the_vector_store_is_the_service_identitys_alone(
         secured: LocalNode, indices: None, sidecar_models: Models) -> None:
     """A caller with index permissions only gets a refined search whose doc vectors the
     sidecar stores as its service user; no caller may read the store itself."""
-    labeler = sidecar_models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
-    store, admin = store_index(labeler), _as(secured, "admin")
-    _http().delete(f"{secured.url}/{store}", auth=admin)
-    labeler.clear_cache()
+    store, admin = _empty_store(secured, sidecar_models), _as(secured, "admin")
     service = _as(secured, "es-tour-service")
     config = _config(secured, service_credentials=":".join(service))
     with BackgroundServer(config, sidecar_models) as server:
@@ -651,11 +658,7 @@ def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
     """The store is a hidden index (no wildcard names it), and its records name the
     concrete index a hit came from: a search through an alias stores what a search of
     its index then reads."""
-    labeler = sidecar_models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
-    store, admin = store_index(labeler), _as(secured, "admin")
-    _http().delete(f"{secured.url}/{store}", auth=admin)
-    labeler.clear_cache()
+    store, admin = _empty_store(secured, sidecar_models), _as(secured, "admin")
     reader = _as(secured, "reader-index")
     tour = {"method": "rerank", "k": 5}
     try:
@@ -676,7 +679,8 @@ def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
         assert {hit["_source"]["index"] for hit in records["hits"]} == {INDEX_A}
         wildcard = _http().post(f"{secured.url}/es-tour-vectors-*/_search", auth=admin, json={})
         assert wildcard.status_code == 200 and wildcard.json()["hits"]["total"]["value"] == 0
-        labeler.clear_cache()  # a new sidecar, say: the index's own search reads the records
+        # a new sidecar, say: the index's own search reads the records
+        sidecar_models.labeler("default").clear_cache()
         with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
             direct = _search(server.url, INDEX_A, reader, tour)
             assert direct.status_code == 200, direct.text
