@@ -21,8 +21,9 @@ from typing import Any
 
 from es_tour.engines import ClientEngine
 
-# keys of a request body that only the overview (the total and the aggregations) needs
-_OVERVIEW_ONLY = ("aggs", "aggregations", "track_total_hits", "from", "size")
+# keys of a request body that a page's own calls leave out: the overview gives the total
+# and the aggregations, and each call sets its own `from` and `size`
+_NOT_ON_A_PAGE = ("aggs", "aggregations", "track_total_hits", "from", "size")
 # the page's own calls never count: the overview does
 _NO_TOTAL = {"track_total_hits": False}
 
@@ -61,7 +62,7 @@ def fetch_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
     if "query" in body:
         query["bool"]["should"] = [body["query"]]
     # Elasticsearch's top-level knn would add its own nearest docs to the page
-    page = _without(body, (*_OVERVIEW_ONLY, "knn"))
+    page = _without(body, (*_NOT_ON_A_PAGE, "knn"))
     if hides_ids(body):  # the ids order the page: asked for, then left out (`render`)
         page = {**_without(page, ("stored_fields",)), "_source": False}
     return {**page, **_NO_TOTAL, "query": query, "size": len(ids)}
@@ -77,7 +78,7 @@ def rest_body(body: Mapping[str, Any], window: Sequence[str], from_: int, size: 
               ) -> dict[str, Any]:
     """The request's own search in the engine's order from `from_`, leaving out the
     refined window's docs."""
-    page = {**_without(body, _OVERVIEW_ONLY), **_NO_TOTAL, "from": from_, "size": size}
+    page = {**_without(body, _NOT_ON_A_PAGE), **_NO_TOTAL, "from": from_, "size": size}
     if not window:
         return page
     left_out = {"bool": {"must_not": [_ids(window)]}}
@@ -107,12 +108,12 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
     """The page's hits as the engine fetches them: the window's part in es-tour's order,
     then the engine's own order past the window. A doc deleted since it was ranked is
     left out, as the engine would."""
-    calls = []
+    calls, page_params = [], _page_params(params)
     if plan.ids:
-        calls.append(engine.search(index, fetch_body(body, plan.ids), _page_params(params)))
+        calls.append(engine.search(index, fetch_body(body, plan.ids), page_params))
     if plan.rest_size:
         calls.append(engine.search(index, rest_body(body, window, plan.rest_from,
-                                                    plan.rest_size), _page_params(params)))
+                                                    plan.rest_size), page_params))
     answers = await asyncio.gather(*calls)
     hits: list[dict[str, Any]] = []
     if plan.ids:

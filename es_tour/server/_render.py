@@ -21,9 +21,10 @@ def render(result: SearchResult, plan: PagePlan, fetched: Fetched,
     first retrieved it, the retrievers that returned it and its labeler score.
     """
     ranked = {hit.id: hit for hit in result.hits}
-    window = [hit for hit in fetched.hits if hit.get("_id") in plan.ids]
-    hits = [_ordered(hit, ranked[hit["_id"]].score, fetched.hide_ids) if hit in window else hit
-            for hit in fetched.hits]
+    in_window = set(plan.ids)
+    window = [hit for hit in fetched.hits if hit.get("_id") in in_window]
+    hits = [_ordered(hit, ranked[hit["_id"]].score, fetched.hide_ids)
+            if hit.get("_id") in in_window else hit for hit in fetched.hits]
     engine_hits = overview.get("hits", {})
     # the best score of the whole answer, as the engine's max_score is: the window's first
     scores = [h.score for h in result.hits[:1]] or [
