@@ -73,20 +73,22 @@ async def test_phi_read_from_the_store_is_identical_to_phi_embedded_here(
     docs = [(str(i), text) for i, text in enumerate(TEXTS)]
     first, store = _fresh(labeler), VectorStore(adapter)
     lacked = await store.fill(first, INDEX, docs)  # no store index yet: a miss, not a failure
-    assert len(lacked) == len(docs) and store.counts.failures == 0
+    assert [(member, len(keys)) for member, keys in lacked] == [(first, len(docs))]
+    assert store.counts.failures == 0
     embedded = first.score(QUERY, docs, INDEX)
-    store.keep(first, lacked)
+    store.keep(lacked)
     await store.flush()
     await adapter.refresh(cluster.store)
     assert store.counts.written == len(docs) and store.counts.failures == 0
 
     second = _fresh(labeler)
-    assert await VectorStore(adapter).fill(second, INDEX, docs) == []
+    assert await VectorStore(adapter).fill(second, INDEX, docs) == [(second, [])]
     read = second.score(QUERY, docs, INDEX)
     assert second.docs_embedded == 0 and first.docs_embedded == len(docs)
     np.testing.assert_array_equal(read, embedded)
     # another index's doc of the same id and text is another key: never read as this one's
-    assert len(await VectorStore(adapter).fill(_fresh(labeler), "other-index", docs)) == len(docs)
+    [(_, lacked_there)] = await VectorStore(adapter).fill(_fresh(labeler), "other-index", docs)
+    assert len(lacked_there) == len(docs)
 
 
 def _refined(url: str) -> dict[str, Any]:

@@ -78,7 +78,7 @@ class RecordingStore:
         self.filled.append((index, list(docs)))
         return []
 
-    def keep(self, labeler, keys) -> None:
+    def keep(self, lacked) -> None:
         pass
 
 

@@ -23,7 +23,7 @@ from es_tour.agents._grammar import (
     render,
 )
 from es_tour.agents._hybrid_tour import HybridTourMethod, HybridTourOptions, hybrid_tour
-from es_tour.agents._labeling import CorpusLabeler
+from es_tour.agents._labeling import CorpusLabeler, corpus_labeler
 from es_tour.agents._methods import (
     AGENTS,
     AgentMethod,
@@ -94,6 +94,7 @@ __all__ = [
     "TreePolicy",
     "check_policy_name",
     "compile_bool",
+    "corpus_labeler",
     "fit_trees",
     "from_bool",
     "hre",

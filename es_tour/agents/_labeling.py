@@ -10,7 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from es_tour.datasets import BeirDataset
-from es_tour.models import DualEncoder, DualEncoderLabeler, unit_corpus_embeddings
+from es_tour.models import (
+    DualEncoder,
+    DualEncoderLabeler,
+    EnsembleLabeler,
+    Labeler,
+    unit_corpus_embeddings,
+)
 from es_tour.models._labelers import DocKey
 
 
@@ -33,3 +39,14 @@ class CorpusLabeler(DualEncoderLabeler):
         q = self.query_vector(query)
         return np.array([float(self._vectors[row] @ q) if row is not None else next(encoded)
                          for row in rows], dtype=np.float32)
+
+
+def corpus_labeler(labeler: Labeler, dataset: BeirDataset) -> Labeler:
+    """The same φ as `labeler` with each dual encoder over `dataset`'s cached corpus vectors
+    (an ensemble's members each over theirs); a cross-encoder is kept as it is."""
+    if isinstance(labeler, EnsembleLabeler):
+        return EnsembleLabeler([(corpus_labeler(member, dataset), weight) for member, weight
+                                in zip(labeler.members, labeler.member_weights, strict=True)])
+    if isinstance(labeler, DualEncoderLabeler):
+        return CorpusLabeler(labeler.encoder, dataset, labeler.name)
+    return labeler

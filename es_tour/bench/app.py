@@ -40,7 +40,6 @@ from es_tour.datasets import TOPICS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.evaluation import progress_bar
 from es_tour.ingest import ingest
-from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, WarmReport, warm
 from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
@@ -344,12 +343,9 @@ def prepare(engine: str, url: str, dataset: BeirDataset, models: Models) -> None
 def warm_store(engine: str, url: str, models: Models) -> WarmReport:
     """Fill the default labeler's vector store for the index, as `es-tour warm` does
     (what is stored already is skipped)."""
-    labeler = models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
-
     async def run() -> WarmReport:
         async with connect(engine, url) as adapter:
-            return await warm(adapter, INDEX, labeler, DEFAULT_TEXT_FIELDS)
+            return await warm(adapter, INDEX, models.labeler("default"), DEFAULT_TEXT_FIELDS)
 
     return asyncio.run(run())
 
@@ -630,7 +626,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         warmed = warm_store(engine, urls[engine], models)
         run = replay(engine, urls[engine], requests, models, args.deadline_ms)
         summaries.append({**summarise(run, qrels), "store": {
-            "index": warmed.store, "docs": warmed.docs, "written_by_warm": warmed.written,
+            "index": ",".join(warmed.stores), "docs": warmed.docs,
+            "written_by_warm": warmed.written,
             "already_stored": warmed.stored, "warm_seconds": round(warmed.seconds, 1)}})
         print(json.dumps(summaries[-1]), file=sys.stderr)
     report = {

@@ -16,13 +16,13 @@ from contextlib import asynccontextmanager
 
 import numpy as np
 
-from es_tour.agents import CorpusLabeler
+from es_tour.agents import CorpusLabeler, corpus_labeler
 from es_tour.bench.retrieval import operator_counts
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import MethodReport, evaluate, parse_methods
 from es_tour.ingest import ingest
-from es_tour.models import DualEncoder, labeler_encoder, model_path
+from es_tour.models import DualEncoder, labeler_encoder, load_labeler, model_path
 from es_tour.pipeline import SearchContext
 
 
@@ -34,17 +34,18 @@ def explored(report: MethodReport) -> float:
 
 @asynccontextmanager
 async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "opensearch",
-                         labeler_max_length: int | None = None
+                         labeler_max_length: int | None = None, labeler: str = "default"
                          ) -> AsyncIterator[SearchContext]:
     """The dataset's index on the node at `url` (built if missing), searched with minilm-l6
-    and labelled by the default labeler over its cached corpus vectors (of docs cut to
-    `labeler_max_length` tokens when given)."""
-    labeler = CorpusLabeler(labeler_encoder("default", labeler_max_length), dataset)
+    and labelled by `labeler` over its cached corpus vectors (the default one's of docs cut
+    to `labeler_max_length` tokens when given; an ensemble's members' each)."""
+    labelling = (CorpusLabeler(labeler_encoder("default", labeler_max_length), dataset)
+                 if labeler_max_length else corpus_labeler(load_labeler(labeler), dataset))
     encoder = DualEncoder(model_path("minilm-l6"))
     async with connect(engine_name, url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,
                      show_progress=False)
-        yield SearchContext(engine, dataset.name, encoder, labeler)
+        yield SearchContext(engine, dataset.name, encoder, labelling)
 
 
 async def sweep(dataset: BeirDataset, url: str, methods: str, split: str,

@@ -54,7 +54,13 @@ from es_tour.evaluation import (
 )
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
-from es_tour.models import DualEncoderLabeler, Labeler, has_corpus_embeddings, load_labeler
+from es_tour.models import (
+    EnsembleLabeler,
+    Labeler,
+    has_corpus_embeddings,
+    load_labeler,
+    vector_labelers,
+)
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
     DEFAULT_TEXT_FIELDS,
@@ -229,7 +235,8 @@ def warm_command(
     engine: Engine = "opensearch",
     url: Url = None,
     labeler: Annotated[str | None, typer.Option(
-        help="a dual-encoder labeler (default: the index's index.tour.labeler, else "
+        help="a dual-encoder labeler, or an ensemble (model^weight+model^weight: every "
+             "member's store is filled) (default: the index's index.tour.labeler, else "
              "the default labeler)")] = None,
     text_fields: Annotated[str | None, typer.Option(
         help="comma-separated fields the labeler reads (default: the index's "
@@ -263,9 +270,6 @@ async def _warm(adapter: ClientEngine, index: str, labeler_name: str | None,
         total = await adapter.count(index)
     name = labeler_name or settings.get("labeler") or "default"
     labeler = load_labeler(name)
-    if not isinstance(labeler, DualEncoderLabeler):
-        raise ConfigError(f"labeler [{name}] is a cross-encoder: it has no doc vectors to "
-                          "store (its scores depend on the query)")
     fields = text_fields or settings.get("text_fields") or DEFAULT_TEXT_FIELDS
     with Progress(TextColumn(f"warming {index}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
@@ -275,7 +279,8 @@ async def _warm(adapter: ClientEngine, index: str, labeler_name: str | None,
                             on_batch=lambda docs: progress.advance(task, docs))
     console.print(f"[bold]{index}[/]: {report.written} vectors stored, {report.stored} "
                   f"already stored, of {report.docs} ({report.seconds:.0f} s)\n"
-                  f"vector store: {report.store}")
+                  f"vector store{'s' if len(report.stores) > 1 else ''}: "
+                  f"{', '.join(report.stores)}")
 
 
 # The method column's share of 80 columns beside the six figures: a longer label shows as
@@ -354,14 +359,23 @@ def _choose_labelling(context: SearchContext, data: BeirDataset, own: bool,
 
 def _corpus_vectors_pay(labeler: Labeler, data: BeirDataset, pairs: int) -> bool:
     """Whether corpus vectors cost less than labelling live (`corpus_vectors_pay`), said in
-    one line; only a dual encoder has them, and a run that labels nothing needs neither."""
-    if not isinstance(labeler, DualEncoderLabeler) or pairs == 0:
+    one line; only dual encoders have them (an ensemble's members all), and a run that
+    labels nothing needs neither."""
+    members = vector_labelers(labeler)
+    if not _all_dual(labeler) or pairs == 0:
         return False
     texts = [doc.contents for doc in data.corpus()]
-    cached = has_corpus_embeddings(labeler.encoder, data.root / "corpus.jsonl", texts)
+    cached = all(has_corpus_embeddings(member.encoder, data.root / "corpus.jsonl", texts)
+                 for member in members)
     chosen = corpus_vectors_pay(pairs, len(texts), cached)
     err_console.print(corpus_vectors_line(chosen, cached, pairs, len(texts)))
     return chosen
+
+
+def _all_dual(labeler: Labeler) -> bool:
+    """Whether every model of `labeler` is a dual encoder (has doc vectors to cache)."""
+    members = labeler.members if isinstance(labeler, EnsembleLabeler) else (labeler,)
+    return len(vector_labelers(labeler)) == len(members)
 
 
 def corpus_vectors_line(chosen: bool, cached: bool, pairs: int, docs: int) -> str:
@@ -379,12 +393,12 @@ def corpus_vectors_line(chosen: bool, cached: bool, pairs: int, docs: int) -> st
 def _corpus_labeler(labeler: Labeler, data: BeirDataset) -> Labeler:
     """The same dual-encoder φ over doc vectors computed once per collection and cached
     in the model cache: each later pair is a dot product."""
-    from es_tour.agents import CorpusLabeler
+    from es_tour.agents import corpus_labeler
 
-    if not isinstance(labeler, DualEncoderLabeler):
-        raise ConfigError(f"--corpus-vectors needs a dual-encoder labeler; [{labeler.name}] "
+    if not _all_dual(labeler):
+        raise ConfigError(f"--corpus-vectors needs dual-encoder labelers; [{labeler.name}] "
                           "scores (query, doc) pairs jointly")
-    return CorpusLabeler(labeler.encoder, data, labeler.name)
+    return corpus_labeler(labeler, data)
 
 
 Budgets = Annotated[str | None, typer.Option(

@@ -20,7 +20,7 @@ from es_tour.cli._checks import (
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
-from es_tour.server._models import check_model
+from es_tour.server._models import check_labeler, check_model
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
@@ -110,8 +110,8 @@ def serve_command(
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
-    for model in (labeler, encoder):  # an unknown or unbuilt model fails now, not at startup
-        check_model(model)
+    check_labeler(labeler)  # an unknown or unbuilt model fails now, not at startup
+    check_model(encoder)
 
     def ready() -> None:
         scheme = "https" if config.tls_cert else "http"

@@ -11,6 +11,15 @@ from es_tour.models._corpus_cache import (
     has_corpus_embeddings,
     unit_corpus_embeddings,
 )
+from es_tour.models._ensemble import (
+    EnsembleLabeler,
+    Member,
+    ensemble_name,
+    is_ensemble,
+    load_labeler,
+    parse_ensemble,
+    vector_labelers,
+)
 from es_tour.models._labelers import (
     CrossEncoderLabeler,
     DocKey,
@@ -18,7 +27,6 @@ from es_tour.models._labelers import (
     Labeler,
     doc_key,
     labeler_encoder,
-    load_labeler,
     model_path,
 )
 from es_tour.models._manifest import Manifest, read_manifest
@@ -30,16 +38,22 @@ __all__ = [
     "DocKey",
     "DualEncoder",
     "DualEncoderLabeler",
+    "EnsembleLabeler",
     "Labeler",
     "Manifest",
+    "Member",
     "Ranked",
     "available_providers",
     "corpus_embeddings",
     "doc_key",
+    "ensemble_name",
     "has_corpus_embeddings",
+    "is_ensemble",
     "labeler_encoder",
     "load_labeler",
     "model_path",
+    "parse_ensemble",
     "read_manifest",
     "unit_corpus_embeddings",
+    "vector_labelers",
 ]

@@ -289,11 +289,11 @@ class _SharedBatches:
             self._changed.notify_all()
 
 
-def load_labeler(
+def load_model_labeler(
     name: str = "default", precision: str | None = None, threads: int | None = None
 ) -> Labeler:
-    """The labeler of a registry model ("default" is the chosen offline labeler) or of a
-    model directory (any exported dual or cross model; its kind is read from the manifest).
+    """The labeler of one registry model ("default" is the chosen offline labeler) or model
+    directory (any exported dual or cross model; its kind is read from the manifest).
 
     A registry model must be built (`es-tour models build NAME`); its precision defaults
     to the registry's choice, a directory's to fp32.

@@ -184,7 +184,7 @@ class SearchContext:
                                   await self._score(query, batch, index))
         finally:  # what was embedded is kept, even by a search cut at its deadline
             if store is not None:
-                store.keep(self.labeler, lacked)
+                store.keep(lacked)
 
     async def _score(self, query: str, docs: list[tuple[str, str]], index: str) -> np.ndarray:
         if self.pool is None:

@@ -1,8 +1,9 @@
-"""A dual-encoder labeler's doc vectors kept in the engine, so that any number of sidecars,
+"""Dual-encoder labelers' doc vectors kept in the engine, so that any number of sidecars,
 and a restarted one, embed each doc once.
 
-One hidden index per labeler (`store_index`, `index.hidden: true`: no wildcard names it),
-holding one record per (index, doc id, text digest). The index is the concrete one that
+One hidden index per dual encoder (`store_index`, `index.hidden: true`: no wildcard names
+it; an ensemble's members each have theirs), holding one record per (index, doc id, text
+digest). The index is the concrete one that
 holds the doc (a hit's `_index`), so an alias and the index behind it share their records.
 The key's digest comes from the text the caller's own search fetched, so a record is only
 ever read for a doc that caller was just shown, with the text it was shown: a caller whose
@@ -30,7 +31,7 @@ import numpy as np
 
 from es_tour.engines import ClientEngine
 from es_tour.errors import EngineError, EsTourError
-from es_tour.models import DocKey, DualEncoderLabeler, Labeler, doc_key
+from es_tour.models import DocKey, DualEncoderLabeler, Labeler, doc_key, vector_labelers
 
 log = logging.getLogger("es_tour.store")
 
@@ -42,6 +43,8 @@ RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
 FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
 FLUSH_EVERY_S = 1.0
 MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
+
+Lacked = tuple[DualEncoderLabeler, list[DocKey]]  # a labeler, and the keys its store lacked
 
 
 def store_index(labeler: DualEncoderLabeler) -> str:
@@ -95,14 +98,18 @@ class VectorStore:
     def available(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    async def fill(self, labeler: Labeler, index: str,
-                   docs: Sequence[tuple[str, str]]) -> list[DocKey]:
-        """Give `labeler` the store's vectors of `docs` ((doc id, text) of the concrete
-        `index` that holds them, as the caller fetched them) that it lacks; returns the
-        keys the store lacked too. Only a dual encoder's doc vectors are kept: a
-        cross-encoder has nothing to reuse."""
-        if not isinstance(labeler, DualEncoderLabeler):
-            return []
+    async def fill(self, labeler: Labeler, index: str, docs: Sequence[tuple[str, str]]
+                   ) -> list[Lacked]:
+        """Give each dual encoder of `labeler` (itself, or an ensemble's members) the store's
+        vectors of `docs` ((doc id, text) of the concrete `index` that holds them, as the
+        caller fetched them) that it lacks, each from its own store, concurrently; returns
+        the keys each store lacked too. A cross-encoder has nothing to reuse."""
+        members = vector_labelers(labeler)
+        lacked = await asyncio.gather(*(self._fill(member, index, docs) for member in members))
+        return list(zip(members, lacked, strict=True))
+
+    async def _fill(self, labeler: DualEncoderLabeler, index: str,
+                    docs: Sequence[tuple[str, str]]) -> list[DocKey]:
         keys = [doc_key(index, doc_id, text) for doc_id, text in docs]
         held = labeler.held(keys)
         wanted = [key for key in keys if key not in held]
@@ -120,18 +127,20 @@ class VectorStore:
         self.counts.found += len(found)
         return [key for i, key in by_id.items() if i not in found]
 
-    def keep(self, labeler: Labeler, keys: Sequence[DocKey]) -> None:
-        """Queue the vectors `labeler` now holds for `keys` to be written; never waits."""
-        if not keys or not self.available or not isinstance(labeler, DualEncoderLabeler):
+    def keep(self, lacked: Sequence[Lacked]) -> None:
+        """Queue the vectors each labeler now holds for the keys `fill` found its store
+        lacked, to be written; never waits."""
+        if not self.available:
             return
-        pending = self._pending.setdefault(store_index(labeler), {})
         queued = sum(map(len, self._pending.values()))
-        for key, vector in labeler.held(keys).items():
-            if queued >= MAX_PENDING:
-                self.counts.dropped += 1
-                continue
-            queued += record_id(key) not in pending  # a key queued again replaces its record
-            pending[record_id(key)] = record(key, vector)
+        for labeler, keys in lacked:
+            pending = self._pending.setdefault(store_index(labeler), {})
+            for key, vector in labeler.held(keys).items():
+                if queued >= MAX_PENDING:
+                    self.counts.dropped += 1
+                    continue
+                queued += record_id(key) not in pending  # a key queued again replaces it
+                pending[record_id(key)] = record(key, vector)
         if queued >= FLUSH_DOCS:
             self._wake.set()
 

@@ -14,12 +14,22 @@ from typing import Generic, TypeVar
 from cachetools import LRUCache
 
 from es_tour.errors import ConfigError, ModelError
-from es_tour.models import DualEncoder, Labeler, Manifest, load_labeler, read_manifest
+from es_tour.models import (
+    DualEncoder,
+    Labeler,
+    Manifest,
+    Member,
+    is_ensemble,
+    load_labeler,
+    parse_ensemble,
+    read_manifest,
+)
 from es_tour.models._labelers import model_directory
 
 T = TypeVar("T")
 # models of each kind kept loaded; one small model holds ~100-500 MB of onnxruntime memory
-MAX_LOADED = 4
+# (an ensemble holds its members, which count too)
+MAX_LOADED = 6
 
 
 class Models:
@@ -29,7 +39,7 @@ class Models:
     def __init__(self, encoder: str = "retriever", max_loaded: int = MAX_LOADED):
         self.default_encoder = encoder
         self._encoders = _Loaded(max_loaded, _open_encoder)
-        self._labelers = _Loaded(max_loaded, _open_labeler)
+        self._labelers = _Loaded(max_loaded, self._open_labeler)
 
     @property
     def encoder(self) -> DualEncoder:
@@ -41,9 +51,19 @@ class Models:
         return self._encoders.get(name)
 
     def labeler(self, name: str) -> Labeler:
-        """The labeler of the model `name`, dual or cross; a ConfigError (400) naming it
-        when it is unknown, not built or not a model."""
+        """The labeler `name` names: one model, dual or cross, or an ensemble of them whose
+        members are the labelers those names load alone (their caches and counters shared);
+        a ConfigError (400) naming it when it is unknown, not built or not a model."""
         return self._labelers.get(name)
+
+    def _open_labeler(self, name: str) -> Labeler:
+        if is_ensemble(name):
+            return load_labeler(name, load_member=self.labeler)
+        check_model(name)
+        try:
+            return load_labeler(name)
+        except ModelError as exc:
+            raise ConfigError(f"labeler [{name}] cannot be loaded: {exc}") from None
 
     def loaded(self) -> dict[str, Labeler]:
         """The labelers loaded now, by name (never waits for a load)."""
@@ -106,6 +126,12 @@ def check_model(name: str) -> Manifest:
         raise ConfigError(f"model [{name}] cannot be used: {exc}") from None
 
 
+def check_labeler(name: str) -> None:
+    """`check_model` of the labeler's model, or of each member of an ensemble."""
+    for member in parse_ensemble(name) if is_ensemble(name) else (Member(name),):
+        check_model(member.model)
+
+
 def _open_encoder(name: str) -> DualEncoder:
     if check_model(name).kind != "dual":
         raise ConfigError(f"model [{name}] is a cross-encoder; a query encoder must be a dual "
@@ -115,10 +141,3 @@ def _open_encoder(name: str) -> DualEncoder:
     except ModelError as exc:
         raise ConfigError(f"encoder [{name}] cannot be loaded: {exc}") from None
 
-
-def _open_labeler(name: str) -> Labeler:
-    check_model(name)
-    try:
-        return load_labeler(name)
-    except ModelError as exc:
-        raise ConfigError(f"labeler [{name}] cannot be loaded: {exc}") from None
