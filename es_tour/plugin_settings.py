@@ -38,14 +38,15 @@ NOTES = {
                       "`hybrid-tour`'s `hybrid-linear` pool)",
     "bm25_weight": "(final-score fusion: z(BM25)'s weight beside the labeler's z(φ))",
     "dense_weight": "(final-score fusion: z(q·c)'s weight beside z(φ))",
-    "labeler": "(dual or cross; a directory `es-tour export` or `train-reranker` wrote)",
+    "labeler": "(dual or cross; a directory `es-tour export` or `train-reranker` wrote; an "
+               "ensemble's scores are each member's over its spread, weighted and summed)",
     "encoder": "(a dual model of the vector field's dimension, checked at first use)",
 }
 
 
 @dataclass(frozen=True)
 class PluginSetting:
-    """One declaration: `kind` is int, double, boolean, enum, string, model or list."""
+    """One declaration: `kind` is int, double, boolean, enum, string, model, labeler or list."""
 
     name: str
     kind: str
@@ -113,6 +114,9 @@ def _parse(constant_name: str, text: str, source: str) -> PluginSetting:
         return PluginSetting(match.group(1), "list", "[" + ", ".join(items) + "]")
     if match := re.search(r'^model\("(\w+)", "([^"]*)"\)$', flat):
         return PluginSetting(match.group(1), "model", match.group(2))
+    if match := re.search(r'simpleString\( PREFIX \+ "(\w+)", "([^"]*)", '
+                          r'TourSettings::requireLabeler', flat):
+        return PluginSetting(match.group(1), "labeler", match.group(2))
     if match := re.search(r'simpleString\( PREFIX \+ "(\w+)", "([^"]*)"', flat):
         return PluginSetting(match.group(1), "string", match.group(2))
     raise ValueError(f"cannot read the declaration of TourSettings.{constant_name}")
@@ -155,6 +159,10 @@ def _allowed(setting: PluginSetting) -> str:
         text = "at least one entry; no blank entries"
     elif setting.kind == "model":
         text = "a registry name or a model directory's path, matching `" + model_pattern() + "`"
+    elif setting.kind == "labeler":
+        text = (f"a registry name or a model directory's path, or an ensemble of up to "
+                f"{constant(settings_source(), 'ENSEMBLE_MAX'):.0f} joined by `+`, each with an "
+                f"optional `^weight` (`bge-small-en-v1.5^1+e5-small-v2^0.5`)")
     else:
         text = "any non-blank field name"
     note = NOTES.get(setting.name)
@@ -178,7 +186,8 @@ def _default(setting: PluginSetting) -> str:
 
 
 TYPES = {"int": "int", "double": "double", "boolean": "boolean", "enum": "enum",
-         "string": "string", "model": "string", "list": "list of strings"}
+         "string": "string", "model": "string", "labeler": "string",
+         "list": "list of strings"}
 
 
 def render_table() -> str:

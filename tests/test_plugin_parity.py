@@ -184,8 +184,9 @@ def test_the_model_and_field_settings_default_to_the_servers_and_take_its_model_
     from onnx_models import ALIASES, MODELS
 
     config = ServerConfig(upstream="http://x")
-    for name, default in (("labeler", config.labeler), ("encoder", config.encoder)):
-        assert f'model("{name}", "{default}")' in SETTINGS
+    assert f'model("encoder", "{config.encoder}")' in SETTINGS
+    assert f'PREFIX + "labeler", "{config.labeler}", TourSettings::requireLabeler' in SETTINGS
+    for name in ("labeler", "encoder"):
         assert name in CONTEXT_KEYS
         assert index_settings({f"index.tour.{name}": "models/x"}) == {name: "models/x"}
     assert f'PREFIX + "vector_field", "{config.vector_field}"' in SETTINGS

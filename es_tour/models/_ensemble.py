@@ -2,8 +2,9 @@
 with weights.
 
 Two encoders that score about as well alone make different mistakes, so together they label
-better (docs/RESULTS.md). A labeler name with `+` names an ensemble, each member a registry
-model or a model directory with an optional `^weight`, as a boosted query term reads:
+better (docs/RESULTS.md). A labeler name with `+` names an ensemble (unless it is the path of an
+existing model directory), each member a registry model or a model directory with an
+optional `^weight`, as a boosted query term reads:
 
     bge-small-en-v1.5^1.0+e5-small-v2^0.5
 
@@ -24,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -57,7 +59,9 @@ class Member:
 
 
 def is_ensemble(name: str) -> bool:
-    return MEMBER_SEPARATOR in name or WEIGHT_MARK in name
+    """Whether `name` joins models; a model directory that exists is itself, `+` or not."""
+    return ((MEMBER_SEPARATOR in name or WEIGHT_MARK in name)
+            and not Path(name).expanduser().exists())
 
 
 def parse_ensemble(name: str) -> tuple[Member, ...]:

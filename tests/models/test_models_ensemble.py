@@ -55,6 +55,13 @@ def test_names_parse_to_members_and_weights_and_back() -> None:
     assert is_ensemble("a+b") and is_ensemble("a^2") and not is_ensemble("bge-small-en-v1.5")
 
 
+def test_an_existing_model_directory_with_a_plus_is_one_model(tmp_path) -> None:
+    directory = tmp_path / "e5+ft"
+    directory.mkdir()
+    assert not is_ensemble(str(directory))
+    assert is_ensemble(str(tmp_path / "e5+other"))
+
+
 @pytest.mark.parametrize(("name", "reason"), [
     ("a++b", "empty member"), ("a^x+b", "positive number"), ("a^0+b", "positive number"),
     ("a^-1+b", "positive number"), ("a^nan+b", "positive number"), ("a+a", "twice"),

@@ -3,8 +3,11 @@
  */
 package org.estour.plugin;
 
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.function.Function;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import org.opensearch.common.settings.Setting;
@@ -72,6 +75,13 @@ public final class TourSettings {
      * path of a model directory on the sidecar's host (letters, digits, {@code . _ ~ / + -}).
      */
     public static final Pattern MODEL_PATTERN = Pattern.compile("[A-Za-z0-9._~/+-]+");
+    /**
+     * One member of an ensemble {@link #LABELER}: a model name or path, with an optional positive weight
+     * after {@code ^}, as a boosted query term reads.
+     */
+    public static final Pattern LABELER_MEMBER = Pattern.compile("([A-Za-z0-9._~/-]+)(\\^([0-9]+(\\.[0-9]+)?))?");
+    /** Members an ensemble {@link #LABELER} may join with {@code +}, at most. */
+    public static final int ENSEMBLE_MAX = 4;
 
     /** Whether es-tour refinement is switched on for the index. Boolean; default {@code false}. */
     public static final Setting<Boolean> ENABLED = Setting.boolSetting(
@@ -177,9 +187,12 @@ public final class TourSettings {
 
     /**
      * The labeler: a registry model name or a model directory ({@code es-tour export},
-     * {@code train-reranker}), dual or cross. Must match {@link #MODEL_PATTERN}; default {@code default}.
+     * {@code train-reranker}), dual or cross; or an ensemble of up to {@link #ENSEMBLE_MAX} of them joined
+     * by {@code +}, each {@link #LABELER_MEMBER} with an optional {@code ^weight}
+     * ({@code bge-small-en-v1.5^1+e5-small-v2^0.5}). Default {@code default}.
      */
-    public static final Setting<String> LABELER = model("labeler", "default");
+    public static final Setting<String> LABELER = Setting.simpleString(
+        PREFIX + "labeler", "default", TourSettings::requireLabeler, Property.IndexScope, Property.Dynamic);
 
     /**
      * The query encoder: a registry model name or a dual model directory ({@code es-tour export}); its
@@ -261,6 +274,31 @@ public final class TourSettings {
     private static Setting<String> model(String name, String defaultValue) {
         return Setting.simpleString(
             PREFIX + name, defaultValue, value -> requireModel(name, value), Property.IndexScope, Property.Dynamic);
+    }
+
+    private static void requireLabeler(String value) {
+        String key = PREFIX + "labeler";
+        String[] members = value == null ? new String[0] : value.split("\\+", -1);
+        if (members.length == 0 || members.length > ENSEMBLE_MAX) {
+            throw new IllegalArgumentException("Invalid value [" + value + "] for setting [" + key
+                + "]: a model, or 1 to " + ENSEMBLE_MAX + " models joined by +");
+        }
+        Set<String> models = new HashSet<>();
+        for (String member : members) {
+            Matcher matcher = LABELER_MEMBER.matcher(member);
+            if (!matcher.matches()) {
+                throw new IllegalArgumentException("Invalid value [" + value + "] for setting [" + key
+                    + "]: member [" + member + "] must match " + LABELER_MEMBER.pattern());
+            }
+            if (matcher.group(3) != null && !(Double.parseDouble(matcher.group(3)) > 0)) {
+                throw new IllegalArgumentException("Invalid value [" + value + "] for setting [" + key
+                    + "]: the weight of [" + matcher.group(1) + "] must be > 0");
+            }
+            if (!models.add(matcher.group(1))) {
+                throw new IllegalArgumentException("Invalid value [" + value + "] for setting [" + key
+                    + "]: [" + matcher.group(1) + "] is named twice");
+            }
+        }
     }
 
     private static void requireModel(String name, String value) {

@@ -238,9 +238,21 @@ public class TourSettingsTest {
             String message = rejected(model, "Bad Name").getMessage();
             assertTrue(message, message.contains("[Bad Name]"));
             assertTrue(message, message.contains(model.getKey()));
-            assertTrue(message, message.contains(TourSettings.MODEL_PATTERN.pattern()));
             rejected(model, "");
             rejected(model, "a\nb");
         }
+        assertTrue(rejected(TourSettings.ENCODER, "Bad Name").getMessage().contains(TourSettings.MODEL_PATTERN.pattern()));
+    }
+
+    @Test
+    public void test_labeler_when_an_ensemble_then_members_and_weights_are_checked() {
+        String ensemble = "bge-small-en-v1.5^1+e5-small-v2^0.5+minilm-l6";
+        assertEquals(ensemble, read(TourSettings.LABELER, ensemble));
+        assertTrue(rejected(TourSettings.LABELER, "a^0+b").getMessage().contains("must be > 0"));
+        assertTrue(rejected(TourSettings.LABELER, "a^x+b").getMessage().contains("member [a^x]"));
+        assertTrue(rejected(TourSettings.LABELER, "a++b").getMessage().contains("member []"));
+        assertTrue(rejected(TourSettings.LABELER, "a+b^2+a").getMessage().contains("[a] is named twice"));
+        assertTrue(rejected(TourSettings.LABELER, "a+b+c+d+e").getMessage().contains("1 to 4 models"));
+        rejected(TourSettings.ENCODER, "a^2");
     }
 }
