@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -680,9 +680,10 @@ def demo_command(
     verify_certs: VerifyCerts = True,
 ) -> None:
     """Index the dataset, set the budget frontier's recommended index.tour.* settings on
-    it, show a query's hits by knn and bm25 against the method those settings name, compare
-    methods, then (unless --no-serve) store the judgements and serve the playground on that
-    query and that method."""
+    it, show the first test query's hits by knn and bm25 against the method those settings
+    name, compare methods, then (unless --no-serve) store the judgements and serve the
+    playground on that method and the compared query with its median nDCG@10 gain over knn
+    (among those whose nDCG@10 it changed)."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     if serve:
@@ -716,9 +717,14 @@ def demo_command(
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
             [by_label[m] for m in labels])
     console.print(Text(f"the index's method: {label}"), soft_wrap=True)
+    qrels = data.qrels("test")
+    pick = playground_query(by_label["knn"].ndcg_by_query(qrels),
+                            by_label[label].ndcg_by_query(qrels))
+    console.print(Text(pick.reason()), soft_wrap=True)
     asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
-        _serve_playground(config, data.name, text, listen, chosen.method)
+        _serve_playground(config, data.name, pick.qid, data.queries("test")[pick.qid], listen,
+                          chosen.method)
 
 
 async def _first_comparison(context: SearchContext, config: ServerConfig, qid: str,
@@ -850,7 +856,7 @@ async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
                   f"not hold; it ranks {rank}.")
 
 
-def _serve_playground(config: ServerConfig, index: str, query: str, listen: str,
+def _serve_playground(config: ServerConfig, index: str, qid: str, query: str, listen: str,
                       method: str) -> None:
     """The sidecar in the foreground; the playground's URL is printed once it listens, on
     the query with knn on the left and the index's configured `method` on the right (its
@@ -861,10 +867,54 @@ def _serve_playground(config: ServerConfig, index: str, query: str, listen: str,
 
     def ready() -> None:
         console.print(f"\n[bold]playground[/] (the sidecar in front of {config.upstream}; "
-                      f"knn against the index's method {method}, with its settings; Ctrl-C "
-                      f"stops it):\n{link}", soft_wrap=True)
+                      f"knn against the index's method {method}, with its settings, on query "
+                      f"{qid}; Ctrl-C stops it):\n{link}", soft_wrap=True)
 
     serve_until_stopped(config, listen, "warning", ready)
+
+
+CHANGED = 1e-9  # an nDCG@10 gain smaller than this is no change (float noise)
+
+
+@dataclass(frozen=True)
+class PlaygroundPick:
+    """The test query the demo's playground opens on, and the figures that chose it."""
+
+    qid: str
+    knn: float  # its nDCG@10 by knn
+    method: float  # and by the index's method
+    better: int  # queries of the sample whose nDCG@10 the method raised over knn's
+    worse: int  # and lowered
+    sample: int
+
+    def reason(self) -> str:
+        """Which query the playground opens on and why, in one line."""
+        if not self.better + self.worse:
+            return (f"the playground opens on query {self.qid}, the sample's first: the "
+                    f"index's method left the nDCG@10 of all {self.sample} test queries at "
+                    "knn's")
+        changed = self.better + self.worse
+        return (f"the playground opens on query {self.qid}: nDCG@10 {self.knn:.3f} by knn, "
+                f"{self.method:.3f} by the index's method ({self.method - self.knn:+.3f}), "
+                f"the median gain of the {changed} of {self.sample} test queries whose "
+                f"nDCG@10 it changed ({self.better} up, {self.worse} down)")
+
+
+def playground_query(knn: Mapping[str, float], method: Mapping[str, float]
+                     ) -> PlaygroundPick:
+    """The query whose nDCG@10 gain of `method` over `knn` is the median of the queries
+    whose nDCG@10 the method changed: the lower middle one of an even count, an equal gain
+    ordered by the queries' order in `knn`; the first query when it changed none.
+
+    `knn`, `method`: query id -> nDCG@10 over the same queries."""
+    gains = [(method[qid] - score, order, qid) for order, (qid, score) in enumerate(knn.items())]
+    changed = sorted(gain for gain in gains if abs(gain[0]) > CHANGED)
+    better = sum(gain > 0 for gain, _, _ in changed)
+    if changed:
+        qid = changed[(len(changed) - 1) // 2][2]
+    else:
+        qid = next(iter(knn))
+    return PlaygroundPick(qid, knn[qid], method[qid], better, len(changed) - better, len(knn))
 
 
 def playground_link(listen: str, index: str, query: str, method: str) -> str:
