@@ -152,21 +152,22 @@ Part = Literal["fit", "validation", "report"]
 class Splits:
     """Where each step takes its queries: the fit (`fit_ids`) and the guard's check against
     the baseline (`validation_ids`) divide the judged queries of split `fit`; the report
-    reads split `report`, all of it, or (`report_ids`) the queries of the same one judged
-    split that neither of the others has. No decision reads a report query."""
+    (`report_ids`) reads split `report`, all of it, or, when that is the same one judged
+    split, the queries neither of the others has. No decision reads a report query."""
 
     fit: str
     report: str
     fit_ids: frozenset[str]
     validation_ids: frozenset[str]
-    report_ids: frozenset[str] | None = None
+    report_ids: frozenset[str]
 
     def describe(self) -> str:
         steps = (f"fitted on {len(self.fit_ids)} {self.fit} queries, the guard against "
                  f"{BASELINE} decided on {len(self.validation_ids)} other {self.fit} "
                  f"queries (seed {VALIDATION_SEED})")
-        if self.report_ids is None:
-            return f"{steps}, reported on {self.report}, which no decision reads"
+        if self.report != self.fit:
+            return (f"{steps}, reported on the {len(self.report_ids)} {self.report} queries, "
+                    "which no decision reads")
         return (f"{steps}, reported on the other {len(self.report_ids)} (held out with seed "
                 f"{HELD_OUT_SEED}), which no decision reads")
 
@@ -175,8 +176,7 @@ class Splits:
         split, ids = {"fit": (self.fit, self.fit_ids),
                       "validation": (self.fit, self.validation_ids),
                       "report": (self.report, self.report_ids)}[part]
-        return {qid: text for qid, text in dataset.queries(split).items()
-                if ids is None or qid in ids}
+        return {qid: text for qid, text in dataset.queries(split).items() if qid in ids}
 
 
 def splits(dataset: BeirDataset) -> Splits:
@@ -186,8 +186,9 @@ def splits(dataset: BeirDataset) -> Splits:
     available = sorted(path.stem for path in (dataset.root / "qrels").glob("*.tsv"))
     report = next((name for name in ("test", "dev") if name in available), None)
     if "train" in available and report:
-        return Splits("train", report, *_hold_out(
-            "train", dataset.queries("train"), VALIDATION_SHARE, VALIDATION_SEED, "the guard"))
+        fitting, validation = _hold_out("train", dataset.queries("train"), VALIDATION_SHARE,
+                                        VALIDATION_SEED, "the guard")
+        return Splits("train", report, fitting, validation, frozenset(dataset.queries(report)))
     if len(available) != 1:
         raise ConfigError(f"tune needs a train split and a test or dev split, or one judged "
                           f"split to divide; qrels/ has {available}")
@@ -206,6 +207,6 @@ def _hold_out(split: str, ids: Iterable[str], share: float, seed: int, step: str
     random.Random(seed).shuffle(shuffled)
     cut = round(len(shuffled) * share)
     if cut < 1 or cut == len(shuffled):
-        raise ConfigError(f"split [{split}] has {len(shuffled)} judged queries left: too few "
-                          f"to hold some out for {step}")
+        raise ConfigError(f"split [{split}]: {len(shuffled)} judged queries are too few to "
+                          f"hold some out for {step}")
     return frozenset(shuffled[cut:]), frozenset(shuffled[:cut])

@@ -51,7 +51,7 @@ def test_train_fits_and_guards_and_test_only_reports_when_both_are_judged(tmp_pa
     assert splits(data) == divided  # the same validation queries on every run
     assert divided.describe() == (
         "fitted on 7 train queries, the guard against rerank-hybrid decided on 3 other train "
-        "queries (seed 0), reported on test, which no decision reads")
+        "queries (seed 0), reported on the 3 test queries, which no decision reads")
 
 
 def test_one_judged_split_is_divided_into_fit_guard_and_report_with_fixed_seeds(tmp_path):
