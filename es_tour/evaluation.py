@@ -23,7 +23,7 @@ from rich.progress import (
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
-from es_tour.metrics import Qrels, ranked, score_run
+from es_tour.metrics import Qrels, ndcg_at_k, ranked, score_run
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
     SearchContext,
@@ -148,6 +148,11 @@ class MethodReport:
         return score_run({qid: qrels[qid] for qid in query_ids},
                          {qid: ranked([hit.id for hit in self.results[qid].hits])
                           for qid in query_ids})
+
+    def ndcg_by_query(self, qrels: Qrels) -> dict[str, float]:
+        """Each query's nDCG@10, in the report's query order."""
+        return {qid: ndcg_at_k([hit.id for hit in result.hits], qrels.get(qid, {}))
+                for qid, result in self.results.items()}
 
     def summary(self) -> dict[str, float]:
         return {

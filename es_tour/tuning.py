@@ -3,8 +3,10 @@ frontier's search (`make bench-frontier`), for any BEIR collection (`es-tour tun
 
 At each labeler budget every candidate runs once per fitting query. Its labelled pool gets
 BM25 and kNN scores (`pool_scores`), and the fusion weights (w_bm25, w_dense) with the best
-nDCG@10 on a grid are kept. The candidate whose fused nDCG@10 is best is the choice, which
-is then checked against rerank-hybrid at the same budget on queries the fit never saw.
+nDCG@10 on a grid are kept. The candidate whose fused nDCG@10 is best is the choice. A
+guard then checks it against rerank-hybrid at the same budget on validation queries the fit
+never saw, and keeps rerank-hybrid where the choice trails; held-out queries that neither
+step read only report the outcome (`Splits`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,9 +36,14 @@ CANDIDATES = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear", "tour-hard
               "hybrid-tour", "hybrid-tour:pool=hybrid-linear:lexical=none", "hre",
               "rm3-agent")
 ROUNDS_PER_BUDGET = 2  # the refining methods label budget/2 new docs a round, at most 10
-# with one judged split, this share of its queries (drawn with this seed) is held out
+# with one judged split, this share of its queries (drawn with this seed) is held out for
+# the report only
 HELD_OUT_SHARE = 0.3
 HELD_OUT_SEED = 0
+# this share of the fitting split's queries (drawn with this seed) is left out of the fit:
+# the guard decides on them whether the choice beats the baseline
+VALIDATION_SHARE = 0.3
+VALIDATION_SEED = 0
 
 
 def plain_spec(method: str, budget: int) -> MethodSpec:
@@ -138,44 +145,68 @@ def choose(fitted: Sequence[Fitted]) -> Fitted:
     return max(fitted, key=lambda each: (each.fit_ndcg, -fitted.index(each)))
 
 
+Part = Literal["fit", "validation", "report"]
+
+
 @dataclass(frozen=True)
 class Splits:
-    """Where the fit and the check take their queries: two judged splits, or one split's
-    queries divided (`fit_ids`, `held_out_ids`)."""
+    """Where each step takes its queries: the fit (`fit_ids`) and the guard's check against
+    the baseline (`validation_ids`) divide the judged queries of split `fit`; the report
+    (`report_ids`) reads split `report`, all of it, or, when that is the same one judged
+    split, the queries neither of the others has. No decision reads a report query."""
 
     fit: str
-    held_out: str
-    fit_ids: frozenset[str] | None = None
-    held_out_ids: frozenset[str] | None = None
+    report: str
+    fit_ids: frozenset[str]
+    validation_ids: frozenset[str]
+    report_ids: frozenset[str]
 
     def describe(self) -> str:
-        if self.fit_ids is None or self.held_out_ids is None:
-            return f"fitted on {self.fit}, checked on {self.held_out}"
-        return (f"fitted on {len(self.fit_ids)} {self.fit} queries, checked on the other "
-                f"{len(self.held_out_ids)} (held out with seed {HELD_OUT_SEED})")
+        steps = (f"fitted on {len(self.fit_ids)} {self.fit} queries, the guard against "
+                 f"{BASELINE} decided on {len(self.validation_ids)} other {self.fit} "
+                 f"queries (seed {VALIDATION_SEED})")
+        if self.report != self.fit:
+            return (f"{steps}, reported on the {len(self.report_ids)} {self.report} queries, "
+                    "which no decision reads")
+        return (f"{steps}, reported on the other {len(self.report_ids)} (held out with seed "
+                f"{HELD_OUT_SEED}), which no decision reads")
 
-    def queries(self, dataset: BeirDataset, held_out: bool) -> dict[str, str]:
-        split, ids = ((self.held_out, self.held_out_ids) if held_out
-                      else (self.fit, self.fit_ids))
-        return {qid: text for qid, text in dataset.queries(split).items()
-                if ids is None or qid in ids}
+    def queries(self, dataset: BeirDataset, part: Part) -> dict[str, str]:
+        """The part's queries, in the split's order."""
+        split, ids = {"fit": (self.fit, self.fit_ids),
+                      "validation": (self.fit, self.validation_ids),
+                      "report": (self.report, self.report_ids)}[part]
+        return {qid: text for qid, text in dataset.queries(split).items() if qid in ids}
 
 
 def splits(dataset: BeirDataset) -> Splits:
-    """train for the fit and test (else dev) for the check; with one judged split, a
-    fixed-seed `HELD_OUT_SHARE` of its queries is held out."""
+    """train for the fit and the guard, a fixed-seed `VALIDATION_SHARE` of its queries the
+    guard's, and test (else dev) for the report; with one judged split, a fixed-seed
+    `HELD_OUT_SHARE` of its queries is the report's and the rest is divided as train is."""
     available = sorted(path.stem for path in (dataset.root / "qrels").glob("*.tsv"))
-    held_out = next((name for name in ("test", "dev") if name in available), None)
-    if "train" in available and held_out:
-        return Splits("train", held_out)
+    report = next((name for name in ("test", "dev") if name in available), None)
+    if "train" in available and report:
+        fitting, validation = _hold_out("train", dataset.queries("train"), VALIDATION_SHARE,
+                                        VALIDATION_SEED, "the guard")
+        return Splits("train", report, fitting, validation, frozenset(dataset.queries(report)))
     if len(available) != 1:
         raise ConfigError(f"tune needs a train split and a test or dev split, or one judged "
                           f"split to divide; qrels/ has {available}")
     only = available[0]
-    ids = sorted(dataset.queries(only))
-    random.Random(HELD_OUT_SEED).shuffle(ids)
-    cut = round(len(ids) * HELD_OUT_SHARE)
-    if cut < 1 or cut == len(ids):
-        raise ConfigError(f"split [{only}] has {len(ids)} judged queries: too few to hold "
-                          "some out")
-    return Splits(only, only, frozenset(ids[cut:]), frozenset(ids[:cut]))
+    rest, reported = _hold_out(only, dataset.queries(only), HELD_OUT_SHARE, HELD_OUT_SEED,
+                               "the report")
+    fitting, validation = _hold_out(only, rest, VALIDATION_SHARE, VALIDATION_SEED,
+                                    "the guard")
+    return Splits(only, only, fitting, validation, reported)
+
+
+def _hold_out(split: str, ids: Iterable[str], share: float, seed: int, step: str
+              ) -> tuple[frozenset[str], frozenset[str]]:
+    """(kept, held out): a `share` of `ids`, drawn with `seed`, held out for `step`."""
+    shuffled = sorted(ids)
+    random.Random(seed).shuffle(shuffled)
+    cut = round(len(shuffled) * share)
+    if cut < 1 or cut == len(shuffled):
+        raise ConfigError(f"split [{split}]: {len(shuffled)} judged queries are too few to "
+                          f"hold some out for {step}")
+    return frozenset(shuffled[cut:]), frozenset(shuffled[:cut])

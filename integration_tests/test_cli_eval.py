@@ -107,6 +107,11 @@ def test_demo_applies_the_frontier_settings_and_shows_the_indexs_method_first(de
                    configured):
         assert f" {method} " in out, method
     assert f"the index's method: {configured}" in out
+    # the playground's query, chosen from the compared queries, and why, in one line
+    said = next(line for line in result.stdout.splitlines()
+                if line.startswith("the playground opens on query "))
+    assert ("the median gain of the" in said and "whose nDCG@10 it changed" in said) or \
+        "the sample's first" in said, said
     # the first 5 queries hold no later-round find (query 133 is the first), and the scan
     # past them was turned off
     assert "No relevant doc in these queries' top 10 came from a later round" in out

@@ -2,7 +2,8 @@
 reproduce the figure tune reported for its recommendation on the held-out queries.
 
 The collection is SciFact's corpus (the shared `scifact` index) judged by its first 40
-test queries only, so tune holds out a fixed-seed part of that one split. The labeler is
+test queries only, so tune divides that one split with fixed seeds: the fit, the guard's
+validation queries, and held-out queries that only report. The labeler is
 the retriever's model (minilm-l6): the test checks the chain from fit to served settings,
 and the budget frontier (docs/benchmarks/frontier.md) measures the default labeler's.
 """
@@ -50,17 +51,22 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
                      "--apply", "--output", str(output))
     assert result.returncode == 0, result.stderr
     tuned = json.loads(output.read_text())
-    assert tuned["fit_queries"] + tuned["held_out_queries"] == JUDGED
+    parts = [set(tuned[f"{part}_qids"]) for part in ("fit", "validation", "held_out")]
+    assert [len(ids) for ids in parts] == [tuned[f"{part}_queries"]
+                                           for part in ("fit", "validation", "held_out")]
+    assert sum(map(len, parts)) == len(set.union(*parts)) == JUDGED  # disjoint
     chosen = tuned["budgets"]["10"]
     # the choice is the candidate with the best fitted nDCG@10, among all 8 the frontier has
     assert len(chosen["candidates"]) == 8
     best = max(chosen["candidates"], key=lambda each: each["fit_ndcg@10"])
     assert best["chosen"] and chosen["choice"].startswith(best["label"])
-    # it recommends the choice if it holds up against rerank-hybrid on the held-out
-    # queries, else rerank-hybrid
-    held = chosen["held_out"]
-    holds = held[chosen["choice"]]["ndcg@10"] >= held[chosen["baseline"]]["ndcg@10"]
+    # it recommends the choice if it holds up against rerank-hybrid on the validation
+    # queries, else rerank-hybrid; the held-out queries only report both
+    guard = chosen["validation"]
+    holds = guard[chosen["choice"]]["ndcg@10"] >= guard[chosen["baseline"]]["ndcg@10"]
     assert chosen["recommended"] == (chosen["choice"] if holds else chosen["baseline"])
+    held = chosen["held_out"]
+    assert set(held) == set(guard) == {chosen["choice"], chosen["baseline"]}
     # the settings went through the engine (the plugin validated them) and are on the index
     flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
                      params={"flat_settings": "true"}).json()[scifact_index]["settings"]
@@ -72,9 +78,8 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
     # tune's figure
     judged = BeirDataset(data)
     qrels = judged.qrels("test")
-    fitted_on = set(tuned["fit_qids"])
     held_out = {qid: text for qid, text in judged.queries("test").items()
-                if qid not in fitted_on}
+                if qid in set(tuned["held_out_qids"])}
     assert len(held_out) == tuned["held_out_queries"]
     run = {}
     with BackgroundServer(ServerConfig(upstream=url), Models("retriever")) as sidecar:

@@ -1,6 +1,7 @@
 """The demo: the recommended settings it puts on its index, the index's method shown first
-against knn and bm25 and opened in the playground, its pick of a query where a round after
-round 0 found a relevant doc, and its tables at 80 columns."""
+against knn and bm25 and opened in the playground on the compared query with the median
+gain, its pick of a query where a round after round 0 found a relevant doc, and its tables
+at 80 columns."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -20,10 +22,12 @@ from es_tour.cli.search import (
     DEMO_BUDGETS,
     DEMO_FIRST_STAGE,
     LABEL_WIDTH,
+    PlaygroundPick,
     _later_round_find,
     configured_label,
     demo_tables,
     playground_link,
+    playground_query,
     print_table,
     short_labels,
 )
@@ -189,6 +193,47 @@ def test_the_playground_opens_on_knn_against_the_indexs_method() -> None:
     assert link.startswith("http://127.0.0.1:9201/_tour/playground?")
     assert query == {"index": ["scifact"], "q": ["0-dimensional biomaterials"],
                      "left": ["knn"], "right": ["hybrid-tour"]}
+
+
+def test_the_playground_opens_on_the_median_gain_among_the_queries_the_method_changed():
+    knn = {"a": 0.387, "b": 0.5, "c": 0.2, "d": 0.6, "e": 0.1}
+    method = {"a": 0.0, "b": 0.5, "c": 0.5, "d": 0.7, "e": 0.1}  # b and e unchanged
+    pick = playground_query(knn, method)
+    # gains of the changed: a -0.387, d +0.1, c +0.3: the median is d's
+    assert pick == PlaygroundPick("d", 0.6, 0.7, better=2, worse=1, sample=5)
+    assert pick.reason() == (
+        "the playground opens on query d: nDCG@10 0.600 by knn, 0.700 by the index's method "
+        "(+0.100), the median gain of the 3 of 5 test queries whose nDCG@10 it changed "
+        "(2 up, 1 down)")
+
+
+def test_an_even_count_opens_on_the_lower_middle_gain_and_equal_gains_in_query_order():
+    knn = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
+    assert playground_query(knn, {"a": 0.9, "b": 0.4, "c": 0.6, "d": 0.8}).qid == "c"
+    # a, b and c gain the same: the middle one in the sample's order
+    assert playground_query(knn, {"a": 0.6, "b": 0.6, "c": 0.6, "d": 0.5}).qid == "b"
+    # the order given, not the ids' order
+    knn = {"z": 0.5, "y": 0.5, "x": 0.5}
+    assert playground_query(knn, {"z": 0.6, "y": 0.6, "x": 0.6}).qid == "y"
+    assert playground_query(knn, {"z": 0.6, "y": 0.6, "x": 0.5}).qid == "z"
+
+
+def test_a_reports_ndcg_by_query_is_each_querys_own_in_its_order():
+    results = {"q2": _result(RankedHit("x", 2.0), RankedHit("r", 1.0)),
+               "q1": _result(RankedHit("r", 1.0))}
+    report = MethodReport(MethodSpec.parse("knn"), {}, [1.0, 1.0], [0, 0], results)
+    by_query = report.ndcg_by_query({"q1": {"r": 1}, "q2": {"r": 1}})
+    assert list(by_query) == ["q2", "q1"]
+    assert by_query["q1"] == 1.0
+    assert by_query["q2"] == pytest.approx(1 / np.log2(3))
+
+
+def test_a_method_that_changed_no_query_opens_on_the_first_and_says_so():
+    knn = {"q1": 0.3, "q2": 0.8}
+    pick = playground_query(knn, {"q1": 0.3, "q2": 0.8 + 1e-12})
+    assert pick == PlaygroundPick("q1", 0.3, 0.3, better=0, worse=0, sample=2)
+    assert pick.reason() == ("the playground opens on query q1, the sample's first: the "
+                             "index's method left the nDCG@10 of all 2 test queries at knn's")
 
 
 def test_the_bench_and_the_demo_share_one_frontier_setting() -> None:

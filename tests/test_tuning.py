@@ -1,8 +1,9 @@
-"""tune's pure parts: where its queries come from, which candidate it chooses, and the
-settings that make an index run the choice (no engine)."""
+"""tune's pure parts: where each step's queries come from (fit, guard, report), which
+candidate it chooses, and the settings that make an index run the choice (no engine)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server._options import index_settings, resolve, settings_for
 from es_tour.tuning import (
     CANDIDATES,
+    HELD_OUT_SEED,
     HELD_OUT_SHARE,
+    VALIDATION_SHARE,
     Fitted,
     choose,
     fused_spec,
@@ -36,26 +39,48 @@ def _collection(root: Path, split_queries: dict[str, int]) -> BeirDataset:
     return BeirDataset(root)
 
 
-def test_train_fits_and_test_checks_when_both_are_judged(tmp_path):
-    data = _collection(tmp_path, {"train": 5, "test": 3})
+def test_train_fits_and_guards_and_test_only_reports_when_both_are_judged(tmp_path):
+    data = _collection(tmp_path, {"train": 10, "test": 3})
     divided = splits(data)
-    assert (divided.fit, divided.held_out) == ("train", "test")
-    assert set(divided.queries(data, held_out=False)) == {f"train-{i}" for i in range(5)}
-    assert set(divided.queries(data, held_out=True)) == {f"test-{i}" for i in range(3)}
+    assert (divided.fit, divided.report) == ("train", "test")
+    fit, guard = divided.queries(data, "fit"), divided.queries(data, "validation")
+    assert not set(fit) & set(guard)
+    assert set(fit) | set(guard) == {f"train-{i}" for i in range(10)}
+    assert len(guard) == round(10 * VALIDATION_SHARE)
+    assert set(divided.queries(data, "report")) == {f"test-{i}" for i in range(3)}
+    assert splits(data) == divided  # the same validation queries on every run
+    assert divided.describe() == (
+        "fitted on 7 train queries, the guard against rerank-hybrid decided on 3 other train "
+        "queries (seed 0), reported on the 3 test queries, which no decision reads")
 
 
-def test_one_judged_split_is_divided_with_a_fixed_seed(tmp_path):
+def test_one_judged_split_is_divided_into_fit_guard_and_report_with_fixed_seeds(tmp_path):
     data = _collection(tmp_path, {"test": 40})
     divided = splits(data)
-    fit, held = divided.queries(data, False), divided.queries(data, True)
-    assert not set(fit) & set(held) and len(fit) + len(held) == 40
-    assert len(held) == round(40 * HELD_OUT_SHARE)
-    assert splits(data) == divided  # the same queries held out on every run
-    assert set(held) != {f"test-{i}" for i in range(len(held))}  # drawn, not the first N
-    assert "held out with seed" in divided.describe()
+    parts = [set(divided.queries(data, part)) for part in ("fit", "validation", "report")]
+    fit, guard, report = parts
+    assert not fit & guard and not fit & report and not guard & report
+    assert fit | guard | report == {f"test-{i}" for i in range(40)}
+    assert len(report) == round(40 * HELD_OUT_SHARE)
+    assert len(guard) == round((40 - len(report)) * VALIDATION_SHARE)
+    assert splits(data) == divided  # the same queries in each part on every run
+    assert report != {f"test-{i}" for i in range(len(report))}  # drawn, not the first N
+    assert divided.describe() == (
+        "fitted on 20 test queries, the guard against rerank-hybrid decided on 8 other test "
+        "queries (seed 0), reported on the other 12 (held out with seed 0), which no "
+        "decision reads")
 
 
-@pytest.mark.parametrize("judged", [{}, {"dev": 4, "test": 4}, {"test": 1}])
+def test_one_split_holds_out_for_the_report_what_it_held_out_before_the_guard(tmp_path):
+    # the report's part is the old held-out part: the fit and the guard divide the rest
+    data = _collection(tmp_path, {"test": 40})
+    ids = sorted(f"test-{i}" for i in range(40))
+    random.Random(HELD_OUT_SEED).shuffle(ids)
+    assert set(splits(data).queries(data, "report")) == set(ids[:12])
+
+
+@pytest.mark.parametrize("judged", [{}, {"dev": 4, "test": 4}, {"test": 1}, {"test": 2},
+                                    {"train": 1, "test": 4}])
 def test_a_collection_tune_cannot_divide_is_a_clear_error(tmp_path, judged):
     with pytest.raises(ConfigError, match=r"tune needs a train split|too few to hold"):
         splits(_collection(tmp_path, judged))

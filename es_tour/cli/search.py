@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -497,10 +497,11 @@ def tune_command(
     client_key: ClientKey = None,
     verify_certs: VerifyCerts = True,
 ) -> None:
-    """Choose the index's method and fusion weights on the dataset's train queries, at
-    each budget; check the choice against rerank-hybrid on held-out queries (test, or a
-    fixed-seed part of the only judged split) and recommend it if it holds up there, else
-    rerank-hybrid; with --apply, set the recommendation on the index."""
+    """Choose the index's method and fusion weights on most of the dataset's train queries,
+    at each budget; recommend the choice if it holds up against rerank-hybrid on the other
+    train queries (a fixed-seed part), else rerank-hybrid; report both on held-out queries
+    no decision reads (test, or a fixed-seed part of the only judged split); with --apply,
+    set the recommendation on the index."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     levels = parse_budgets(budgets)
@@ -511,7 +512,7 @@ def tune_command(
         raise ConfigError(f"--candidates must label docs (take a budget), not {unbudgeted}")
     names = [spec.label for spec in specs]
     divided = splits(data)
-    fitting = dict(list(divided.queries(data, held_out=False).items())[:fit_queries])
+    fitting = dict(list(divided.queries(data, "fit").items())[:fit_queries])
     writable(output)
     console.print(f"{data.name}: {divided.describe()}"
                   + (f" (the first {len(fitting)} fitting queries)" if fit_queries else ""))
@@ -528,23 +529,27 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                 budgets: Sequence[int], candidates: Sequence[str], divided: Splits,
                 fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool
                 ) -> dict[str, Any]:
-    """Fit and check at each budget, then (with `apply`) set the largest budget's choice."""
+    """Fit, guard and report at each budget, then (with `apply`) set the largest budget's
+    recommendation. The guard decides on the validation queries; the held-out (report)
+    queries are searched only after it has."""
     context = _context(target, index, labeler)
-    held_out = divided.queries(data, held_out=True)
+    validation = divided.queries(data, "validation")
+    held_out = divided.queries(data, "report")
     fit_qrels = data.qrels(divided.fit)
     results: dict[str, Any] = {
         "dataset": data.name, "engine": target.engine, "index": index, "labeler": labeler,
         "splits": divided.describe(), "fit_queries": len(fitting),
-        "held_out_queries": len(held_out), "fit_qids": list(fitting),
+        "validation_queries": len(validation), "held_out_queries": len(held_out),
+        "fit_qids": list(fitting), "validation_qids": list(validation),
         "held_out_qids": list(held_out), "budgets": {}}
     async with context.engine:
         context, own = await _searchable(context, data, labeler, target)
         _choose_labelling(context, data, own, corpus_vectors, lambda: expected_pairs(
             [plain_spec(name, budget) for name in candidates for budget in budgets],
-            len(fitting) + len(held_out), False))
+            len(fitting) + len(validation) + len(held_out), False))
         # every candidate searches the same queries: each embedded once, before the first
         context = replace(context, query_vectors={})
-        context.embed_ahead([*fitting.values(), *held_out.values()])
+        context.embed_ahead([*fitting.values(), *validation.values(), *held_out.values()])
         for budget in budgets:
             with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
                               err_console) as advance:
@@ -552,14 +557,20 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                                               advance)
             chosen = choose(fitted)
             baseline = plain_spec(BASELINE, budget)
-            checked = await evaluate(context, data, [chosen.fused, baseline],
-                                     split=divided.held_out, query_ids=held_out,
-                                     cold_labels=False, concurrency=CONCURRENCY)
-            scores = {report.spec.label: report.summary() for report in checked}
+            pair = [chosen.fused, baseline]
+            checked = await evaluate(context, data, pair, split=divided.fit,
+                                     query_ids=validation, cold_labels=False,
+                                     concurrency=CONCURRENCY)
+            guard = {report.spec.label: report.summary() for report in checked}
             # the choice only if it holds up on queries the fit never saw: a fit on few
             # queries can pick a candidate that trails the plain reranker
-            holds = scores[chosen.fused.label]["ndcg@10"] >= scores[baseline.label]["ndcg@10"]
+            holds = guard[chosen.fused.label]["ndcg@10"] >= guard[baseline.label]["ndcg@10"]
             kept = chosen.fused if holds else baseline
+            # decided: the held-out queries report it, and decide nothing
+            reported = await evaluate(context, data, pair, split=divided.report,
+                                      query_ids=held_out, cold_labels=False,
+                                      concurrency=CONCURRENCY)
+            scores = {report.spec.label: report.summary() for report in reported}
             settings = settings_for(kept.name, kept.options)
             if labeler != "default":
                 settings["index.tour.labeler"] = labeler
@@ -568,8 +579,9 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                                 "w_dense": each.w_dense, "fit_ndcg@10": each.fit_ndcg,
                                 "chosen": each is chosen}
                                for each in fitted],
-                "choice": chosen.fused.label, "baseline": baseline.label, "held_out": scores,
-                "recommended": kept.label, "settings": settings}
+                "choice": chosen.fused.label, "baseline": baseline.label,
+                "validation": guard, "held_out": scores, "recommended": kept.label,
+                "settings": settings}
         if apply:
             budget = max(budgets)
             recommended = results["budgets"][str(budget)]
@@ -582,7 +594,8 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
 
 def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, Any]) -> None:
     """One budget's candidates with their fitted weights, then the choice against the
-    baseline on the held-out queries."""
+    baseline on the validation queries (the guard's decision) and on the held-out ones
+    (the report)."""
     table = Table("candidate", "w_bm25", "w_dense", "fit nDCG@10",
                   title=f"{dataset} at {budget} labeler pairs per query")
     for each in result["candidates"]:
@@ -590,17 +603,18 @@ def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, A
         table.add_row(Text(label), str(each["w_bm25"]), str(each["w_dense"]),
                       f"{each['fit_ndcg@10']:.4f}")
     out.print(table)
-    held = result["held_out"]
-    mine, base = held[result["choice"]], held[result["baseline"]]
-    gain = mine["ndcg@10"] - base["ndcg@10"]
-    out.print(Text(f"held out: {result['choice']} nDCG@10 {mine['ndcg@10']:.4f} against "
-                   f"{result['baseline']} {base['ndcg@10']:.4f} ({gain:+.4f}); R@100 "
-                   f"{mine['recall@100']:.4f} against {base['recall@100']:.4f}"),
-              soft_wrap=True)
+    for part, what in (("validation", "validation (the guard decides)"),
+                       ("held_out", "held out (reported only)")):
+        mine, base = result[part][result["choice"]], result[part][result["baseline"]]
+        gain = mine["ndcg@10"] - base["ndcg@10"]
+        out.print(Text(f"{what}: {result['choice']} nDCG@10 {mine['ndcg@10']:.4f} against "
+                       f"{result['baseline']} {base['ndcg@10']:.4f} ({gain:+.4f}); R@100 "
+                       f"{mine['recall@100']:.4f} against {base['recall@100']:.4f}"),
+                  soft_wrap=True)
     if result["recommended"] != result["choice"]:
-        out.print(Text(f"the choice trails {result['baseline']} on the held-out queries, so "
-                       f"tune recommends {result['baseline']} (fit on more queries to choose "
-                       "again)"), soft_wrap=True)
+        out.print(Text(f"the choice trails {result['baseline']} on the validation queries, "
+                       f"so tune recommends {result['baseline']} (fit on more queries to "
+                       "choose again)"), soft_wrap=True)
     out.print(Text(f"recommended settings: {settings_text(result['settings'])}"),
               soft_wrap=True)
 
@@ -694,9 +708,10 @@ def demo_command(
     verify_certs: VerifyCerts = True,
 ) -> None:
     """Index the dataset, set the budget frontier's recommended index.tour.* settings on
-    it, show a query's hits by knn and bm25 against the method those settings name, compare
-    methods, then (unless --no-serve) store the judgements and serve the playground on that
-    query and that method."""
+    it, show the first test query's hits by knn and bm25 against the method those settings
+    name, compare methods, then (unless --no-serve) store the judgements and serve the
+    playground on that method and the compared query with its median nDCG@10 gain over knn
+    (among those whose nDCG@10 it changed)."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     if serve:
@@ -730,9 +745,14 @@ def demo_command(
             f"on {engine} (labels shared across methods, so latencies hold only new ones)",
             [by_label[m] for m in labels])
     console.print(Text(f"the index's method: {label}"), soft_wrap=True)
+    qrels = data.qrels("test")
+    pick = playground_query(by_label["knn"].ndcg_by_query(qrels),
+                            by_label[label].ndcg_by_query(qrels))
+    console.print(Text(pick.reason()), soft_wrap=True)
     asyncio.run(_show_later_round_find(target, data, by_label["tour-hard"], later_round_scan))
     if serve:
-        _serve_playground(config, data.name, text, listen, chosen.method)
+        _serve_playground(config, data.name, pick.qid, data.queries("test")[pick.qid], listen,
+                          chosen.method)
 
 
 async def _first_comparison(context: SearchContext, config: ServerConfig, qid: str,
@@ -864,7 +884,7 @@ async def _show_later_round_find(target: EngineTarget, data: BeirDataset,
                   f"not hold; it ranks {rank}.")
 
 
-def _serve_playground(config: ServerConfig, index: str, query: str, listen: str,
+def _serve_playground(config: ServerConfig, index: str, qid: str, query: str, listen: str,
                       method: str) -> None:
     """The sidecar in the foreground; the playground's URL is printed once it listens, on
     the query with knn on the left and the index's configured `method` on the right (its
@@ -875,10 +895,54 @@ def _serve_playground(config: ServerConfig, index: str, query: str, listen: str,
 
     def ready() -> None:
         console.print(f"\n[bold]playground[/] (the sidecar in front of {config.upstream}; "
-                      f"knn against the index's method {method}, with its settings; Ctrl-C "
-                      f"stops it):\n{link}", soft_wrap=True)
+                      f"knn against the index's method {method}, with its settings, on query "
+                      f"{qid}; Ctrl-C stops it):\n{link}", soft_wrap=True)
 
     serve_until_stopped(config, listen, "warning", ready)
+
+
+CHANGED = 1e-9  # an nDCG@10 gain smaller than this is no change (float noise)
+
+
+@dataclass(frozen=True)
+class PlaygroundPick:
+    """The test query the demo's playground opens on, and the figures that chose it."""
+
+    qid: str
+    knn: float  # its nDCG@10 by knn
+    method: float  # and by the index's method
+    better: int  # queries of the sample whose nDCG@10 the method raised over knn's
+    worse: int  # and lowered
+    sample: int
+
+    def reason(self) -> str:
+        """Which query the playground opens on and why, in one line."""
+        if not self.better + self.worse:
+            return (f"the playground opens on query {self.qid}, the sample's first: the "
+                    f"index's method left the nDCG@10 of all {self.sample} test queries at "
+                    "knn's")
+        changed = self.better + self.worse
+        return (f"the playground opens on query {self.qid}: nDCG@10 {self.knn:.3f} by knn, "
+                f"{self.method:.3f} by the index's method ({self.method - self.knn:+.3f}), "
+                f"the median gain of the {changed} of {self.sample} test queries whose "
+                f"nDCG@10 it changed ({self.better} up, {self.worse} down)")
+
+
+def playground_query(knn: Mapping[str, float], method: Mapping[str, float]
+                     ) -> PlaygroundPick:
+    """The query whose nDCG@10 gain of `method` over `knn` is the median of the queries
+    whose nDCG@10 the method changed: the lower middle one of an even count, an equal gain
+    ordered by the queries' order in `knn`; the first query when it changed none.
+
+    `knn`, `method`: query id -> nDCG@10 over the same queries."""
+    gains = [(method[qid] - score, order, qid) for order, (qid, score) in enumerate(knn.items())]
+    changed = sorted(gain for gain in gains if abs(gain[0]) > CHANGED)
+    better = sum(gain > 0 for gain, _, _ in changed)
+    if changed:
+        qid = changed[(len(changed) - 1) // 2][2]
+    else:
+        qid = next(iter(knn))
+    return PlaygroundPick(qid, knn[qid], method[qid], better, len(changed) - better, len(knn))
 
 
 def playground_link(listen: str, index: str, query: str, method: str) -> str:
