@@ -24,11 +24,17 @@ from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import RUN_DEPTH, MethodSpec
 from es_tour.metrics import ranked, score_run
-from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, Timings, build_method
+from es_tour.models import EnsembleLabeler, Member, ensemble_name, parse_ensemble
+from es_tour.pipeline import BUDGET_OPTIONS, RankedHit, SearchContext, Timings, build_method
 from es_tour.pipeline._fusion import pool_scores
 from es_tour.tour import fused_scores
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+# an ensemble's member weights, each beside the first member's 1.0
+MEMBER_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+# the method whose labelled pools fit the member weights: one round, so which docs it labels
+# does not depend on the weights being fitted
+MEMBER_FIT_METHOD = "rerank:first_stage=hybrid-linear"
 CONCURRENCY = 4  # searches in flight at once, in the fit and in the held-out check
 BASELINE = "rerank-hybrid"  # reranking BM25 ∪ kNN: what a choice must beat
 # `name` or `name:key=value`, as `es-tour eval` takes them; `plain_spec` adds the budget
@@ -67,16 +73,24 @@ def fused_spec(spec: MethodSpec, w_bm25: float, w_dense: float) -> MethodSpec:
 
 @dataclass(frozen=True)
 class Pool:
-    """One query's result: its labelled docs with φ, BM25 and kNN scores, then the rest."""
+    """One query's result: its labelled docs with φ, BM25 and kNN scores, then the rest;
+    with an ensemble labeler, `members` holds each member's standardised score (n, m)."""
 
     ids: list[str]
     phi: np.ndarray
     bm25: np.ndarray
     dense: np.ndarray
     rest: list[str]
+    members: np.ndarray | None = None
 
-    def ranking(self, w_bm25: float, w_dense: float) -> list[str]:
-        scores = fused_scores(self.phi, self.bm25, self.dense, w_bm25, w_dense)
+    def ranking(self, w_bm25: float, w_dense: float,
+                member_weights: Sequence[float] | None = None) -> list[str]:
+        """The labelled docs by fused score, φ taken as the members' weighted sum when
+        `member_weights` are given; then the rest in the method's order."""
+        phi = self.phi
+        if member_weights is not None and self.members is not None:
+            phi = self.members @ np.asarray(member_weights, dtype=np.float32)
+        scores = fused_scores(phi, self.bm25, self.dense, w_bm25, w_dense)
         return [self.ids[i] for i in np.argsort(-scores, kind="stable")] + self.rest
 
 
@@ -95,10 +109,24 @@ async def pools(context: SearchContext, spec: MethodSpec, queries: Mapping[str, 
         if on_query:
             on_query(spec.label)
         return Pool(ids, np.array([hit.label for hit in labelled]), bm25, dense,
-                    [hit.id for hit in result.hits if hit.label is None])
+                    [hit.id for hit in result.hits if hit.label is None],
+                    member_scores(context, text, labelled))
 
     found = await asyncio.gather(*(one(text) for text in queries.values()))
     return dict(zip(queries, found, strict=True))
+
+
+def member_scores(context: SearchContext, query: str, hits: Sequence[RankedHit]
+                  ) -> np.ndarray | None:
+    """(n, m): each member's score of the hits over its spread, for an ensemble labeler
+    (each member has them cached since it labelled them); None for one model."""
+    labeler = context.labeler
+    if not isinstance(labeler, EnsembleLabeler) or not hits:
+        return None
+    scale = labeler.weights / np.asarray(labeler.member_weights, dtype=np.float32)
+    docs = [(hit.id, context.doc_text(hit.source)) for hit in hits]
+    scores = [member.score(query, docs, context.index) for member in labeler.members]
+    return np.stack(scores, axis=1) * scale
 
 
 def fit(found: Mapping[str, Pool], qrels: Mapping[str, Mapping[str, int]]
@@ -111,6 +139,31 @@ def fit(found: Mapping[str, Pool], qrels: Mapping[str, Mapping[str, int]]
         if ndcg > best[2] + 1e-9:
             best = (w_bm25, w_dense, ndcg)
     return best
+
+
+def fit_members(found: Mapping[str, Pool], qrels: Mapping[str, Mapping[str, int]]
+                ) -> tuple[tuple[float, ...], float]:
+    """An ensemble's member weights (the first member's 1.0, the others' on
+    `MEMBER_GRID`) with the best mean nDCG@10 of the pools reranked by φ alone, and that
+    nDCG. Fusion weights are fitted afterwards, per method, with the weights chosen."""
+    members = next(iter(found.values())).members
+    if members is None:
+        raise ConfigError("fit_members needs pools labelled by an ensemble")
+    best: tuple[tuple[float, ...], float] = ((), -1.0)
+    for rest in itertools.product(MEMBER_GRID, repeat=members.shape[1] - 1):
+        weights = (1.0, *rest)
+        run = {qid: ranked(pool.ranking(0.0, 0.0, weights)) for qid, pool in found.items()}
+        ndcg = score_run(qrels, run)["ndcg@10"]
+        if ndcg > best[1] + 1e-9:
+            best = (weights, ndcg)
+    return best
+
+
+def weighted_labeler(labeler: str, weights: Sequence[float]) -> str:
+    """The ensemble `labeler` named with `weights`, one per member, as fitted."""
+    members = parse_ensemble(labeler)
+    return ensemble_name([Member(member.model, weight)
+                          for member, weight in zip(members, weights, strict=True)])
 
 
 @dataclass(frozen=True)

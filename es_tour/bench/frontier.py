@@ -1,9 +1,12 @@
 """The budget frontier: each labelling method at each labeler budget, plain and with
-final-score fusion, on both engines, with verdicts against the two plain rerankers.
+final-score fusion, with each candidate labeler, with verdicts against the two plain
+rerankers.
 
-Fusion weights are fitted per (method, budget) on train queries on the first engine
-(`fusion.fit`); every reported figure is SciFact test. The labeler is the default one over
-its cached corpus vectors, so the run takes minutes:
+An ensemble candidate's member weights are fitted first, on train (`tuning.fit_members`).
+Fusion weights are then fitted per (labeler, method, budget) on train queries on the first
+engine; every reported figure is SciFact test. The labeler whose best method fits train best
+at 20 pairs is the chosen one: it is measured on both engines, the others on the first.
+Labels come from each model's cached corpus vectors, so a pair costs a dot product:
 
     python -m es_tour.bench.frontier --dataset ../shared/datasets/scifact \\
         --opensearch http://127.0.0.1:9200 --elasticsearch http://127.0.0.1:9210 \\
@@ -32,26 +35,63 @@ from es_tour.bench.retrieval import ndcg_per_round, operator_counts
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import evaluate, progress_bar
-from es_tour.tuning import BASELINE, CANDIDATES, fit, fused_spec, plain_spec, pools
+from es_tour.models import is_ensemble
+from es_tour.tuning import (
+    BASELINE,
+    CANDIDATES,
+    MEMBER_FIT_METHOD,
+    fit,
+    fit_members,
+    fused_spec,
+    plain_spec,
+    pools,
+    weighted_labeler,
+)
 
 console = Console(stderr=True)
 BUDGETS = (10, 20, 40)
 BASELINES = ("rerank", BASELINE)  # rerank-of-kNN and rerank-hybrid
 METHODS = CANDIDATES
 TARGET = 0.01  # the issue's bar: the best method ≥ rerank-hybrid + 1.0 nDCG@10 points
+# the labelers to choose from: the default one alone, and ensembles of the registry's dual
+# encoders (their member weights fitted on train)
+LABELERS = ("bge-small-en-v1.5", "bge-small-en-v1.5+e5-small-v2",
+            "bge-small-en-v1.5+e5-small-v2+minilm-l6")
+CHOICE_BUDGET = 20  # the budget whose train fit chooses the labeler
+FEEDBACK = "relevance-feedback"  # the market's closest peer (Qdrant's relevance feedback)
+# the frontier's test nDCG@10 before ensembles (docs/benchmarks/frontier.md, 2026-11-25):
+# what the stronger labeler must beat by TARGET
+BEFORE = {10: 0.7301, 20: 0.7359, 40: 0.7310}
+
+
+async def fit_labeler(dataset: BeirDataset, url: str, train_queries: int | None,
+                      labeler: str) -> dict[str, Any]:
+    """`labeler` as measured: an ensemble's member weights fitted on train queries (the
+    pools of `MEMBER_FIT_METHOD` at `CHOICE_BUDGET`), a single model as it is."""
+    if not is_ensemble(labeler):
+        return {"candidate": labeler, "name": labeler}
+    train = dict(list(dataset.queries("train").items())[:train_queries])
+    async with corpus_context(dataset, url, labeler=labeler) as context:
+        found = await pools(context, plain_spec(MEMBER_FIT_METHOD, CHOICE_BUDGET), train)
+    weights, ndcg = fit_members(found, dataset.qrels("train"))
+    name = weighted_labeler(labeler, weights)
+    console.print(f"fitted {labeler}: {name} (train nDCG@10 {ndcg:.4f})")
+    return {"candidate": labeler, "name": name, "member_weights": list(weights),
+            "member_fit_ndcg@10": ndcg}
 
 
 async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None,
-                      fitted: Mapping[str, tuple[float, float, float]]
+                      fitted: Mapping[str, tuple[float, float, float]], labeler: str,
+                      methods: Sequence[str] = METHODS
                       ) -> dict[str, tuple[float, float, float]]:
-    """plain label -> (w_bm25, w_dense, train nDCG@10 fused), fitted on train queries for
-    the labels `fitted` lacks."""
+    """plain label -> (w_bm25, w_dense, train nDCG@10 fused) with `labeler`, fitted on
+    train queries for the labels `fitted` lacks."""
     train = dict(list(dataset.queries("train").items())[:train_queries])
     qrels = dataset.qrels("train")
     weights = dict(fitted)
-    async with corpus_context(dataset, url) as context:
+    async with corpus_context(dataset, url, labeler=labeler) as context:
         for budget in BUDGETS:
-            for name in METHODS:
+            for name in methods:
                 spec = plain_spec(name, budget)
                 if spec.label in weights:
                     continue
@@ -62,9 +102,10 @@ async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None,
 
 async def measure(dataset: BeirDataset, engine: str, url: str,
                   weights: Mapping[str, tuple[float, float, float]], test_queries: int | None,
-                  methods: Sequence[str] = METHODS) -> dict[str, Any]:
-    """plain or fused label -> nDCG@10, R@100, pairs, per-round nDCG@10, operators, for
-    each of `methods` at each budget."""
+                  methods: Sequence[str] = METHODS, labeler: str = "default"
+                  ) -> dict[str, Any]:
+    """plain or fused label -> nDCG@10, R@100, pairs, per-round nDCG@10, operators, and
+    per-query nDCG@10, for each of `methods` at each budget, labelled by `labeler`."""
     specs, method_of = [], {}
     for budget in BUDGETS:
         for name in methods:
@@ -75,7 +116,7 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
                 method_of[each.label] = name
     qrels = dataset.qrels("test")
     total = len(specs) * len(list(dataset.queries("test"))[:test_queries])
-    async with corpus_context(dataset, url, engine) as context:
+    async with corpus_context(dataset, url, engine, labeler=labeler) as context:
         version = await context.engine.version()
         with progress_bar(f"{engine} test", total, console) as advance:
             reports = await evaluate(context, dataset, specs, split="test",
@@ -92,19 +133,22 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
             "pairs_scored_mean": summary["pairs_scored_mean"],
             "ndcg@10_per_round": ndcg_per_round(report, qrels),
             "operators": operator_counts(report),
+            "ndcg@10_per_query": {qid: round(v, 4) for qid, v
+                                  in report.ndcg_by_query(qrels).items()},
         }
     return {"version": version, "methods": by_label}
 
 
 def verdicts(methods: Mapping[str, Mapping[str, Any]],
-             weights: Mapping[str, Sequence[float]]) -> list[str]:
+             weights: Mapping[str, Sequence[float]],
+             measured: Sequence[str] = METHODS) -> list[str]:
     """Per budget: the method with the best train nDCG@10 (fused with its fitted weights)
     against rerank-of-kNN and rerank-hybrid, both plain, on test."""
     lines = []
     for budget in BUDGETS:
-        plain = {name: plain_spec(name, budget) for name in METHODS}
+        plain = {name: plain_spec(name, budget) for name in measured}
         knn, hybrid = (methods[plain[name].label] for name in BASELINES)
-        chosen = max(METHODS, key=lambda name: weights[plain[name].label][2])
+        chosen = max(measured, key=lambda name: weights[plain[name].label][2])
         w_bm25, w_dense, train = weights[plain[chosen].label]
         label = fused_spec(plain[chosen], w_bm25, w_dense).label
         best = methods[label]
@@ -119,35 +163,104 @@ def verdicts(methods: Mapping[str, Mapping[str, Any]],
     return lines
 
 
+def frontier_verdicts(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per budget: the (labeler, method) with the best fused train nDCG@10, on test on its
+    run's first engine, against the same labeler's rerank-hybrid and relevance feedback,
+    and against the frontier before ensembles (`BEFORE`)."""
+    lines = []
+    for budget in BUDGETS:
+        options = [(run["weights"][plain_spec(name, budget).label][2], candidate, name)
+                   for candidate, run in runs.items() for name in METHODS
+                   if plain_spec(name, budget).label in run["weights"]]
+        train, candidate, name = max(options)
+        run = runs[candidate]
+        methods = next(iter(run["engines"].values()))["methods"]
+        plain = plain_spec(name, budget)
+        w_bm25, w_dense, _ = run["weights"][plain.label]
+        label = fused_spec(plain, w_bm25, w_dense).label
+        test = methods[label]["ndcg@10"]
+        peers = [f"{test - methods[plain_spec(peer, budget).label]['ndcg@10']:+.4f} over "
+                 f"plain {peer}" for peer in (BASELINE, FEEDBACK)
+                 if peer in METHODS and plain_spec(peer, budget).label in methods]
+        gain = test - BEFORE[budget]
+        lines.append(
+            f"- **{budget} pairs:** chosen on train ({train:.4f}): labeler `{run['name']}`, "
+            f"`{label}`, test {test:.4f}: {'; '.join(peers)} (same labeler); "
+            f"{gain:+.4f} over the frontier before ensembles ({BEFORE[budget]:.4f}): the "
+            f"+{TARGET:.2f} target is {'met' if gain >= TARGET else 'not met'}.")
+    return lines
+
+
 def markdown(collected: Mapping[str, Any]) -> str:
-    engines = collected["engines"]
+    runs = labeler_runs(collected)
+    choice = chosen(runs)
     lines = ["# The budget frontier", "",
              "Written by `python -m es_tour.bench.frontier` (and `make bench-frontier`); never "
              "edited by hand.", "",
-             f"- command: `{collected['command']}`",
-             *([f"- fusion weights fitted by: `{collected['fit_command']}`"]
-               if "fit_command" in collected else []),
-             f"- date: {collected['date']}; machine: {collected['machine']}",
-             *[f"- then {', '.join(f'`{m}`' for m in added['methods'])} added on "
-               f"{added['date']} (weights fitted and test measured only for them): "
-               f"`{added['command']}`" for added in collected.get("added", [])],
-             f"- SciFact test, {collected['test_queries']} queries; fusion weights fitted on "
-             f"the first {collected['train_queries']} train queries",
-             "- labeler: the default dual encoder over its cached corpus vectors; retriever "
-             "minilm-l6", "",
+             f"SciFact test, {collected['test_queries']} queries; everything chosen on train. "
              "Each method is capped at the budget (labeler pairs per query). *Fused* reranks "
              "the labelled docs by z(φ) + w_bm25·z(BM25) + w_dense·z(kNN score), weights "
-             "from train (`w_bm25`, `w_dense` options).", ""]
-    for engine, result in engines.items():
+             "fitted on train per labeler, method and budget (`w_bm25`, `w_dense` options). "
+             "Labels come from each model's cached corpus vectors (the same φ as embedding "
+             "each doc); the retriever is minilm-l6.", "",
+             "## The labelers", "",
+             f"An ensemble's member weights are fitted first, on train: φ alone reranking "
+             f"`{MEMBER_FIT_METHOD}`'s pool at {CHOICE_BUDGET} pairs "
+             "(`tuning.fit_members`). The labeler chosen is the one whose best method fits "
+             f"train best at {CHOICE_BUDGET} pairs.", "",
+             "| candidate | as measured | member fit, train nDCG@10 | best fused train "
+             f"nDCG@10 at {CHOICE_BUDGET} | engines | date |", "|---|---|---|---|---|---|"]
+    for candidate, run in runs.items():
+        member_fit = run.get("member_fit_ndcg@10")
+        lines.append(f"| `{candidate}`{' (chosen)' if candidate == choice else ''} | "
+                     f"`{run['name']}` | {f'{member_fit:.4f}' if member_fit else '–'} | "
+                     f"{best_fit(run):.4f} | {', '.join(run['engines'])} | {run['date']} |")
+    lines += ["", "## The frontier", "",
+              "Per budget, the labeler and method (fused) with the best train nDCG@10:", "",
+              *frontier_verdicts(runs), ""]
+    for candidate, run in runs.items():
+        lines += run_section(candidate, run)
+    first = next(iter(runs[choice]["engines"].values()))["methods"]
+    per_round = {label: m["ndcg@10_per_round"] for label, m in first.items()
+                 if not m["fused"] and len(m["ndcg@10_per_round"]) > 1}
+    columns = max(map(len, per_round.values()), default=1)
+    lines += [f"## nDCG@10 per round (`{runs[choice]['name']}`, first engine, plain)", "",
+              "| method | round 0 | " + " | ".join(map(str, range(1, columns))) + " |",
+              "|---|" + "---|" * columns]
+    for label, rounds in per_round.items():
+        cells = [f"{v:.4f}" for v in rounds] + [""] * (columns - len(rounds))
+        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+    lines += ["", f"## Δq operators chosen (`{runs[choice]['name']}`, first engine, plain)",
+              "", "| method | operators |", "|---|---|"]
+    lines += [f"| `{label}` | {m['operators']} |" for label, m in first.items()
+              if m["operators"] and not m["fused"]]
+    lines += ["", "![nDCG@10 against the budget](../img/frontier-budgets.png)", ""]
+    return "\n".join(lines)
+
+
+def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
+    """One labeler's run: how it was made, and per engine its table and verdicts."""
+    lines = [f"## Labeler `{run['name']}`", "",
+             f"- command: `{run['command']}`",
+             *([f"- fusion weights fitted by: `{run['fit_command']}`"]
+               if "fit_command" in run else []),
+             f"- date: {run['date']}; machine: {run['machine']}",
+             *[f"- then {', '.join(f'`{m}`' for m in added['methods'])} added on "
+               f"{added['date']} (weights fitted and test measured only for them): "
+               f"`{added['command']}`" for added in run.get("added", [])],
+             f"- fusion weights fitted on the first {run['train_queries']} train queries", ""]
+    for engine, result in run["engines"].items():
         methods = result["methods"]
-        lines += [f"## {engine} {result['version']}", "",
+        measured = [name for name in METHODS
+                    if plain_spec(name, BUDGETS[0]).label in methods]
+        lines += [f"### {engine} {result['version']}", "",
                   "| budget | method | nDCG@10 plain | fused | R@100 plain | fused "
                   "| pairs/query | w_bm25, w_dense (train nDCG@10 fused) |",
                   "|---|---|---|---|---|---|---|---|"]
         for budget in BUDGETS:
-            for name in METHODS:
+            for name in measured:
                 plain = plain_spec(name, budget)
-                w_bm25, w_dense, train = collected["weights"][plain.label]
+                w_bm25, w_dense, train = run["weights"][plain.label]
                 p = methods[plain.label]
                 f = methods[fused_spec(plain, w_bm25, w_dense).label]
                 lines.append(f"| {budget} | `{plain.label}` | {p['ndcg@10']:.4f} | "
@@ -155,23 +268,8 @@ def markdown(collected: Mapping[str, Any]) -> str:
                              f"{f['recall@100']:.4f} | {p['pairs_scored_mean']:.1f} | "
                              f"{w_bm25}, {w_dense} ({train:.4f}) |")
         lines += ["", "**Verdicts** (the method is chosen by its fused train nDCG@10):", "",
-                  *verdicts(methods, collected["weights"]), ""]
-    first = next(iter(engines.values()))["methods"]
-    per_round = {label: m["ndcg@10_per_round"] for label, m in first.items()
-                 if not m["fused"] and len(m["ndcg@10_per_round"]) > 1}
-    columns = max(map(len, per_round.values()), default=1)
-    lines += ["## nDCG@10 per round (first engine, plain)", "",
-              "| method | round 0 | " + " | ".join(map(str, range(1, columns))) + " |",
-              "|---|" + "---|" * columns]
-    for label, rounds in per_round.items():
-        cells = [f"{v:.4f}" for v in rounds] + [""] * (columns - len(rounds))
-        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
-    lines += ["", "## Δq operators chosen (first engine, plain)", "",
-              "| method | operators |", "|---|---|"]
-    lines += [f"| `{label}` | {m['operators']} |" for label, m in first.items()
-              if m["operators"] and not m["fused"]]
-    lines += ["", "![nDCG@10 against the budget](../img/frontier-budgets.png)", ""]
-    return "\n".join(lines)
+                  *verdicts(methods, run["weights"], measured), ""]
+    return lines
 
 
 def plot(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> None:
@@ -195,15 +293,23 @@ def plot(methods: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> No
 
 
 async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int | None,
-              test_queries: int | None,
-              fitted: Mapping[str, tuple[float, float, float]] | None = None,
+              test_queries: int | None, labeler: str, previous: Mapping[str, Any] | None = None,
               methods: Sequence[str] = METHODS) -> dict[str, Any]:
-    """Fit on train the weights `fitted` lacks, then measure `methods` on test."""
+    """One labeler's run: its member weights (an ensemble's; kept from `previous` when it
+    has them), the fusion weights `previous` lacks fitted on train, then `methods`
+    measured on test on each engine."""
     first_url = next(iter(urls.values()))
-    weights = await fit_weights(dataset, first_url, train_queries, fitted or {})
-    engines = {engine: await measure(dataset, engine, url, weights, test_queries, methods)
+    described = ({key: previous[key] for key in ("candidate", "name", "member_weights",
+                                                 "member_fit_ndcg@10") if key in previous}
+                 if previous else await fit_labeler(dataset, first_url, train_queries, labeler))
+    weights = await fit_weights(dataset, first_url, train_queries,
+                                previous["weights"] if previous else {}, described["name"],
+                                methods)
+    engines = {engine: await measure(dataset, engine, url, weights, test_queries, methods,
+                                     described["name"])
                for engine, url in urls.items()}
-    return {"date": now(), "machine": machine(), "weights": weights, "engines": engines,
+    return {**described, "date": now(), "machine": machine(), "weights": weights,
+            "engines": engines,
             "train_queries": len(list(dataset.queries("train"))[:train_queries]),
             "test_queries": len(list(dataset.queries("test"))[:test_queries])}
 
@@ -212,12 +318,38 @@ def merge(previous: Mapping[str, Any], new: Mapping[str, Any], methods: Sequence
           command: str) -> dict[str, Any]:
     """`previous` with `new`'s weights and its measurements of `methods` on each engine,
     the addition recorded beside the run it joins."""
-    engines = {engine: {**result, "methods": {**result["methods"],
-                                              **new["engines"][engine]["methods"]}}
+    engines = {engine: {**result, "methods": {
+                   **result["methods"], **new["engines"].get(engine, {}).get("methods", {})}}
                for engine, result in previous["engines"].items()}
     record = {"methods": list(methods), "date": new["date"], "command": command}
     return {**previous, "weights": new["weights"], "engines": engines,
             "added": [*previous.get("added", []), record]}
+
+
+def labeler_runs(collected: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """candidate labeler -> its run; a page written before there were candidates is the
+    default labeler's run."""
+    if "labelers" in collected:
+        return dict(collected["labelers"])
+    return {LABELERS[0]: {"candidate": LABELERS[0], "name": LABELERS[0], **collected}}
+
+
+def best_fit(run: Mapping[str, Any], budget: int = CHOICE_BUDGET) -> float:
+    """The best fused train nDCG@10 of a labeler's methods at `budget`."""
+    labels = (plain_spec(name, budget).label for name in METHODS)
+    return float(max(run["weights"][label][2] for label in labels if label in run["weights"]))
+
+
+def chosen(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The candidate whose best method fits train best at `CHOICE_BUDGET`."""
+    return max(runs, key=lambda candidate: best_fit(runs[candidate]))
+
+
+def collect(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The page's data: every labeler's run, and the chosen one's at the top level (what
+    RESULTS.md and the reproduction test read)."""
+    choice = chosen(runs)
+    return {**runs[choice], "chosen": choice, "labelers": dict(runs)}
 
 
 def write(collected: dict[str, Any], out: Path, images: Path) -> Path:
@@ -248,30 +380,39 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--add", default=None, metavar="METHOD[,METHOD]",
                         help="with --reuse-weights: measure only these METHODS entries (new "
                              "ones) and keep <out>/frontier.json's other measurements")
+    parser.add_argument("--labelers", default=",".join(LABELERS), metavar="LABELER[,LABELER]",
+                        help="the candidate labelers to run (a model, or models joined by +); "
+                             "<out>/frontier.json's runs of the others are kept")
+    parser.add_argument("--engines", default="opensearch,elasticsearch",
+                        help="the engines to measure test on (the first fits)")
     args = parser.parse_args(argv)
     added = tuple(args.add.split(",")) if args.add else ()
     if added and not args.reuse_weights:
         parser.error("--add needs --reuse-weights: it keeps the measurements already made")
     if unknown := [name for name in added if name not in METHODS]:
         parser.error(f"--add takes entries of METHODS, not {unknown}")
-    previous = (json.loads((args.out / "frontier.json").read_text())
-                if args.rerender or args.reuse_weights else None)
+    page = args.out / "frontier.json"
+    runs = labeler_runs(json.loads(page.read_text())) if page.is_file() else {}
+    if args.rerender or args.reuse_weights:
+        if not runs:
+            parser.error(f"--rerender and --reuse-weights need {page}")
     command = portable_command("python -m es_tour.bench.frontier",
                                sys.argv[1:] if argv is None else argv)
-    if args.rerender and previous is not None:
-        collected = previous
-    else:
-        urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
-        fitted = previous["weights"] if previous else None
-        train_queries = previous["train_queries"] if previous else args.train_queries
-        collected = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
-                                    args.test_queries, fitted, added or METHODS))
-        collected["command"] = command
-        if previous:
-            collected["fit_command"] = previous.get("fit_command", previous["command"])
-        if added and previous:
-            collected = merge(previous, collected, added, command)
-    print(f"wrote {write(collected, args.out, args.out.parent / 'img')}")
+    if not args.rerender:
+        known = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+        urls = {engine: known[engine] for engine in args.engines.split(",")}
+        for labeler in args.labelers.split(","):
+            previous = runs.get(labeler) if args.reuse_weights else None
+            train_queries = previous["train_queries"] if previous else args.train_queries
+            run_now = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
+                                      args.test_queries, labeler, previous, added or METHODS))
+            run_now["command"] = command
+            if previous:
+                run_now["fit_command"] = previous.get("fit_command", previous["command"])
+            if added and previous:
+                run_now = merge(previous, run_now, added, command)
+            runs[labeler] = run_now
+    print(f"wrote {write(collect(runs), args.out, args.out.parent / 'img')}")
 
 
 if __name__ == "__main__":
