@@ -50,6 +50,10 @@ class ExactStore:
                     DOCS[i] if with_vectors else None) for i in order]
 
 
+    async def docs_by_id(self, index, ids, *, exclude=()):
+        self.returned.append("ids")
+        return [Hit(i, 1.0, {"embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
+
     async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=()):
         order = _within(np.argsort(-BM25, kind="stable"), ids)[:k]
         return [Hit(f"d{i}", float(BM25[i]),
@@ -210,7 +214,8 @@ async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_w
     C = np.stack([DOCS[int(i[1:])] for i in top])
     moved = feedback_query(unit, C, np.array([PHI[i] for i in top]), 1.0, 1.0, 2.0)
     assert context.engine.sent[-1] == pytest.approx(moved / np.linalg.norm(moved), abs=1e-6)
-    assert context.engine.returned[-2:] == ["vectors", "text"] and result.engine_calls == 2
+    # kNN as deep as rerank's, the labelled docs' vectors, then the feedback search
+    assert context.engine.returned[-3:] == ["text", "ids", "text"] and result.engine_calls == 3
     # labelled docs first by φ, then the feedback search's other docs in its order
     assert [h.id for h in result.hits[:20]] == sorted(top, key=lambda d: -PHI[d])
     feedback = [f"d{i}" for i in np.argsort(-(DOCS @ moved), kind="stable")]

@@ -17,8 +17,10 @@ length, as a cosine collection's target does, so `a` means the same for every qu
 
 The search, at a budget of B labeler pairs (the pairs rerank and TOUR are compared at):
 
-- round 0: kNN with the encoded query; its top k are labelled (k ≤ B; by default k = B,
-  Qdrant's pattern: label the initial top results, then search once more);
+- round 0: kNN with the encoded query, as deep as rerank's first stage (so at k = B both
+  label the same docs); its top k are labelled (k ≤ B; by default k = B, Qdrant's
+  pattern: label the initial top results, then search once more), and their stored vectors
+  read in one ids search;
 - round 1: the one feedback search, with the moved vector; where k < B, its first B − k
   docs that no round labelled are labelled too, so no more than B pairs are ever scored.
 
@@ -111,17 +113,18 @@ class RelevanceFeedbackMethod:
         labels = LabelCache()
         provenance = Provenance()
         sources: dict[str, dict[str, Any]] = {}
-        vectors: dict[str, np.ndarray] = {}
         q = await self.context.embed_query(query, total)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
 
         timings, round_started = Timings(), time.perf_counter()
-        seeds = await self.context.knn(q, options.seeds, timings)
-        trace0 = await self._label_round(0, query, seeds, seeds, labels, provenance, sources,
+        # as deep as rerank's first stage, so at k = budget both label the same docs
+        first = await self.context.knn(q, max(size, options.seeds), timings, returns="text")
+        seeds = first[:options.seeds]
+        trace0 = await self._label_round(0, query, first, seeds, labels, provenance, sources,
                                          timings)
-        for hit in seeds:
-            vectors[hit.id] = self.context.stored_vector(hit)
-        moved = self._moved(q, vectors, labels, trace0)
+        vectors = await self.context.stored_vectors([hit.id for hit in seeds], timings)
+        moved = self._moved(q, [hit.id for hit in seeds if hit.id in vectors], vectors, labels,
+                            trace0)
         self._close(trace0, timings, round_started, total)
 
         timings, round_started = Timings(), time.perf_counter()
@@ -136,7 +139,8 @@ class RelevanceFeedbackMethod:
         ranking = self._final(found, labels, sources, size)
         phis = dict(zip(list(sources), labels.get(list(sources)).tolist(), strict=True))
         return _result(self.name, [provenance.stamp(hit, phis) for hit in ranking],
-                       [trace0, trace1], trace0.newly_scored + trace1.newly_scored, 2, total,
+                       [trace0, trace1], trace0.newly_scored + trace1.newly_scored,
+                       2 + bool(seeds), total,
                        started, asdict(options))
 
     async def _label_round(self, round_no: int, query: str, hits: list[Hit],
@@ -155,12 +159,12 @@ class RelevanceFeedbackMethod:
                          top_ids=[hit.id for hit in hits if hit.id in labels][:FIRST_WINDOW],
                          labelled=[hit.id for hit in to_label])
 
-    def _moved(self, q: np.ndarray, vectors: Mapping[str, np.ndarray], labels: LabelCache,
-               trace: TourRound) -> np.ndarray:
-        """The feedback formula's query vector, from the labelled docs; q when none was."""
-        if not vectors:
+    def _moved(self, q: np.ndarray, ids: list[str], vectors: Mapping[str, np.ndarray],
+               labels: LabelCache, trace: TourRound) -> np.ndarray:
+        """The feedback formula's query vector from the labelled docs `ids`, in the initial
+        kNN's order (which breaks ties of φ); q when there are none."""
+        if not ids:
             return q
-        ids = list(vectors)
         C, phi = np.stack([vectors[i] for i in ids]), labels.get(ids)
         options = self.options
         moved = feedback_query(q, C, phi, options.a, options.b, options.c, options.pairs)
