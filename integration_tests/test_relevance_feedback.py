@@ -28,7 +28,7 @@ async def reports(start_node, scifact, retriever, corpus_labeler):
     """method label -> report, on OpenSearch alone."""
     methods = [MethodSpec.parse(m) for m in
                ("knn", f"rerank:k={BUDGET}", f"relevance-feedback:budget={BUDGET}",
-                f"relevance-feedback:budget={BUDGET}:k={BUDGET // 2}")]
+                f"relevance-feedback:budget={BUDGET}:k={BUDGET}")]
     async with connect("opensearch", start_node("opensearch").url) as engine:
         await ingest(engine, scifact, SCIFACT_INDEX, retriever, if_missing=True,
                      show_progress=False)
@@ -40,7 +40,7 @@ async def reports(start_node, scifact, retriever, corpus_labeler):
 
 
 @pytest.mark.parametrize("label", [f"relevance-feedback:budget={BUDGET}",
-                                   f"relevance-feedback:budget={BUDGET}:k={BUDGET // 2}"])
+                                   f"relevance-feedback:budget={BUDGET}:k={BUDGET}"])
 def test_relevance_feedback_labels_at_most_its_budget_and_reorders_knn(reports, label):
     knn, feedback = reports["knn"], reports[label]
     assert len(feedback.results) == QUERIES
@@ -73,7 +73,7 @@ def test_relevance_feedback_finds_docs_the_knn_top_100_lacks(reports):
 def test_relevance_feedback_at_k_equal_budget_keeps_reranks_labelled_top(reports):
     """k = budget labels kNN's top 20, as rerank:k=20 does, and ranks them by φ alike."""
     rerank = reports[f"rerank:k={BUDGET}"]
-    feedback = reports[f"relevance-feedback:budget={BUDGET}"]
+    feedback = reports[f"relevance-feedback:budget={BUDGET}:k={BUDGET}"]
     for query, result in feedback.results.items():
         assert ([h.id for h in result.hits[:BUDGET]]
                 == [h.id for h in rerank.results[query].hits[:BUDGET]])

@@ -206,7 +206,7 @@ async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_w
         context):
     knn = await build_method("knn", context).search("q", 50)
     result = await build_method("relevance-feedback", context,
-                                {"budget": 20, "c": 2.0}).search("q", 50)
+                                {"budget": 20, "k": 20, "c": 2.0}).search("q", 50)
     top = [h.id for h in knn.hits[:20]]
     assert [r.labelled for r in result.rounds] == [top, []] and result.pairs_scored == 20
     # the second search is Qdrant's formula as one vector, over the 20 labelled docs
@@ -225,17 +225,18 @@ async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_w
 
 
 async def test_relevance_feedback_spends_the_budget_past_k_on_the_feedback_searchs_docs(context):
-    result = await build_method("relevance-feedback", context,
-                                {"budget": 15, "k": 10}).search("q", 30)
+    result = await build_method("relevance-feedback", context, {"budget": 15}).search("q", 30)
     assert [r.newly_scored for r in result.rounds] == [10, 5] and result.pairs_scored == 15
     first, second = (r.labelled for r in result.rounds)
     feedback = [f"d{i}" for i in np.argsort(-(DOCS @ context.engine.sent[-1]), kind="stable")]
     assert second == [d for d in feedback if d not in first][:5]
     assert sum(h.label is not None for h in result.hits) == 15
+    small = await build_method("relevance-feedback", context, {"budget": 4}).search("q", 30)
+    assert [r.newly_scored for r in small.rounds] == [4, 0]  # k is cut to the budget
 
 
 @pytest.mark.parametrize("options", [{"a": 0}, {"b": -1}, {"c": float("nan")}, {"pairs": 0},
-                                     {"budget": 0}, {"lam": 0.5}])
+                                     {"budget": 0}, {"k": None}, {"lam": 0.5}])
 def test_relevance_feedback_options_are_checked(context, options):
     with pytest.raises(ConfigError):
         build_method("relevance-feedback", context, options)
