@@ -1,13 +1,14 @@
 """`relevance-feedback`: Qdrant 1.17's Relevance Feedback Query, as a peer to TOUR.
 
-Qdrant's description (https://qdrant.tech/documentation/search/search-relevance/#relevance-
-feedback, and https://qdrant.tech/articles/relevance-feedback/): a nearest-neighbour search,
-a feedback model (here the labeler) scores a few of its top results, and one more search
-over the whole collection ranks every point by the naive strategy's formula
+Qdrant's description, in
+https://qdrant.tech/documentation/search/search-relevance/#relevance-feedback and
+https://qdrant.tech/articles/relevance-feedback/: a nearest-neighbour search, a feedback
+model (here the labeler) scores a few of its top results, and one more search over the
+whole collection ranks every point by the naive strategy's formula
 
     score(x) = a·sim(q, x) + Σ_pairs confidence^b · c · (sim(pos, x) − sim(neg, x))
 
-over pairs of labelled docs (`es_tour.tour.feedback_query` says how they are formed, as
+over pairs of labelled docs (`es_tour.tour.feedback_pairs` says how they are formed, as
 Qdrant's engine forms them). The index's similarity is the inner product of unit vectors
 (Elasticsearch's dot_product, OpenSearch's innerproduct; cosine alike), so each term is
 linear in x and the formula is one query vector: a·q + Σ c·confidence^b·(pos − neg). The
