@@ -31,8 +31,8 @@ NOTES = {
     "first_stage": "(what `rerank` labels the top `k` of)",
     "pool": "(how `hybrid-tour` picks each round's docs from BM25 ∪ kNN)",
     "lexical": "(`hybrid-tour`'s Lucene query: RM3's Δq, or its own text throughout)",
-    "budget": "(labeler pairs per query of TOUR, `rocchio`, the agents and `hybrid-tour`; "
-              "the rerankers' is their `k`)",
+    "budget": "(labeler pairs per query of TOUR, `rocchio`, `relevance-feedback`, the agents "
+              "and `hybrid-tour`; the rerankers' is their `k`)",
     "window": "(the first hits es-tour orders; pages past them are in the engine's order)",
     "lexical_weight": "(z(BM25)'s weight beside z(q·c) in `hybrid-linear`, and in "
                       "`hybrid-tour`'s `hybrid-linear` pool)",

@@ -16,7 +16,7 @@ from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, Timings, build_method
 from es_tour.pipeline._fusion import pool_scores
 from es_tour.pipeline._methods import interleave
-from es_tour.tour import hybrid_scores
+from es_tour.tour import feedback_query, hybrid_scores
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -49,6 +49,10 @@ class ExactStore:
                     {"title": f"d{i}", **({"embedding": DOCS[i]} if with_vectors else {})},
                     DOCS[i] if with_vectors else None) for i in order]
 
+
+    async def docs_by_id(self, index, ids, *, exclude=()):
+        self.returned.append("ids")
+        return [Hit(i, 1.0, {"embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
 
     async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=()):
         order = _within(np.argsort(-BM25, kind="stable"), ids)[:k]
@@ -198,6 +202,46 @@ async def test_rocchio_budget_caps_its_second_rounds_labels(context):
     assert [r.newly_scored for r in capped.rounds] == [10, 1]
 
 
+async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_with_the_formula(
+        context):
+    knn = await build_method("knn", context).search("q", 50)
+    result = await build_method("relevance-feedback", context,
+                                {"budget": 20, "k": 20, "c": 2.0}).search("q", 50)
+    top = [h.id for h in knn.hits[:20]]
+    assert [r.labelled for r in result.rounds] == [top, []] and result.pairs_scored == 20
+    # the second search is Qdrant's formula as one vector, over the 20 labelled docs
+    unit = QUERY / np.linalg.norm(QUERY)
+    C = np.stack([DOCS[int(i[1:])] for i in top])
+    moved = feedback_query(unit, C, np.array([PHI[i] for i in top]), 1.0, 1.0, 2.0)
+    assert context.engine.sent[-1] == pytest.approx(moved / np.linalg.norm(moved), abs=1e-6)
+    # kNN as deep as rerank's, the labelled docs' vectors, then the feedback search
+    assert context.engine.returned[-3:] == ["text", "ids", "text"] and result.engine_calls == 3
+    # labelled docs first by φ, then the feedback search's other docs in its order
+    assert [h.id for h in result.hits[:20]] == sorted(top, key=lambda d: -PHI[d])
+    feedback = [f"d{i}" for i in np.argsort(-(DOCS @ moved), kind="stable")]
+    assert [h.id for h in result.hits[20:]] == [d for d in feedback if d not in top][:30]
+    assert [h.id for h in result.hits[20:]] != [h.id for h in knn.hits[20:]]
+    assert result.rounds[0].delta_q_norm > 0 and result.rounds[0].loss_docs == 6
+
+
+async def test_relevance_feedback_spends_the_budget_past_k_on_the_feedback_searchs_docs(context):
+    result = await build_method("relevance-feedback", context, {"budget": 15}).search("q", 30)
+    assert [r.newly_scored for r in result.rounds] == [10, 5] and result.pairs_scored == 15
+    first, second = (r.labelled for r in result.rounds)
+    feedback = [f"d{i}" for i in np.argsort(-(DOCS @ context.engine.sent[-1]), kind="stable")]
+    assert second == [d for d in feedback if d not in first][:5]
+    assert sum(h.label is not None for h in result.hits) == 15
+    small = await build_method("relevance-feedback", context, {"budget": 4}).search("q", 30)
+    assert [r.newly_scored for r in small.rounds] == [4, 0]  # k is cut to the budget
+
+
+@pytest.mark.parametrize("options", [{"a": 0}, {"b": -1}, {"c": float("nan")}, {"pairs": 0},
+                                     {"budget": 0}, {"k": None}, {"lam": 0.5}])
+def test_relevance_feedback_options_are_checked(context, options):
+    with pytest.raises(ConfigError):
+        build_method("relevance-feedback", context, options)
+
+
 @pytest.mark.parametrize(("memory", "loss_docs"), [("round", [10, 10]), ("all", [10, 20])])
 async def test_tour_memory_all_puts_every_labelled_doc_in_the_loss(context, memory, loss_docs):
     result = await build_method("tour-soft", context,
@@ -276,7 +320,7 @@ class EmptyStore(ExactStore):
         return []
 
 
-@pytest.mark.parametrize("name", ["tour-hard", "tour-soft", "rocchio"])
+@pytest.mark.parametrize("name", ["tour-hard", "tour-soft", "rocchio", "relevance-feedback"])
 async def test_tour_on_an_empty_index_finds_nothing_without_failing(fake_context, name):
     result = await build_method(name, fake_context(EmptyStore(), QUERY, PHI)).search("q", 10)
     assert result.hits == [] and result.pairs_scored == 0

@@ -32,6 +32,7 @@ from es_tour.pipeline._methods import (
     RocchioOptions,
     VectorRerankOptions,
 )
+from es_tour.pipeline._relevance_feedback import RelevanceFeedbackOptions
 from es_tour.plugin_settings import (
     by_name,
     choices,
@@ -55,6 +56,7 @@ OPTION_CLASSES: dict[str, Any] = {
     "rerank-hybrid": DepthOptions, "vector-rerank": VectorRerankOptions,
     "hybrid-tour": HybridTourOptions, "tour-agent": TourAgentOptions,
     "rerank": FirstStageOptions, "hybrid-linear": FirstStageOptions,
+    "relevance-feedback": RelevanceFeedbackOptions,
 }
 FUSION_SETTINGS = ("bm25_weight", "dense_weight")  # checked by FusionWeights, for any method
 
@@ -154,7 +156,7 @@ def test_hybrid_tours_pool_and_lexical_settings_offer_pythons_choices_and_defaul
 
 def test_fusion_settings_reach_every_labelling_method_and_nothing_else():
     labelling = {"tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent", "learned-agent",
-                 "rerank-hybrid", "hybrid-tour", "tour-agent", "rerank"}
+                 "rerank-hybrid", "hybrid-tour", "tour-agent", "rerank", "relevance-feedback"}
     for method in _SETTING_NAMES:
         assert ("bm25_weight" in setting_names(method)) == (method in labelling), method
 

@@ -1,4 +1,5 @@
-"""Search methods over an engine: retrieval, reranking, Rocchio and TOUR, with traces."""
+"""Search methods over an engine: retrieval, reranking, Rocchio, relevance feedback and TOUR,
+with traces."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from es_tour.pipeline._methods import (
     interleave,
     rank_linear,
     register_method,
+)
+from es_tour.pipeline._relevance_feedback import (  # registers relevance-feedback
+    RelevanceFeedbackOptions,
 )
 from es_tour.pipeline._types import (
     Provenance,
@@ -47,6 +51,7 @@ __all__ = [
     "ModelPool",
     "Provenance",
     "RankedHit",
+    "RelevanceFeedbackOptions",
     "RoundTrace",
     "SearchContext",
     "SearchMethod",

@@ -39,6 +39,8 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     # k: the window labelled, so the budget
     "rerank": {"k": "k", "first_stage": "first_stage", "lexical_weight": "lexical_weight"},
     "hybrid-linear": {"k": "k", "lexical_weight": "lexical_weight"},
+    # k: the kNN top docs labelled as feedback; a, b, c and pairs from the request
+    "relevance-feedback": {"k": "k"},
 }
 # final-score fusion's weights, which every labelling method takes (`build_method`)
 _FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}

@@ -1,4 +1,5 @@
-"""TOUR (Sung et al. 2023): test-time optimisation of dense query vectors. Pure numpy."""
+"""TOUR (Sung et al. 2023): test-time optimisation of dense query vectors, and Qdrant's
+naive relevance-feedback formula. Pure numpy."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ._config import (
     TourConfig,
     check_variant,
 )
+from ._feedback import QDRANT_MAX_PAIRS, feedback_pairs, feedback_query, feedback_scores
 from ._gradients import hard_gradient, hard_step, rocchio, soft_gradient, soft_step
 from ._losses import LOSSES, HardLoss, Loss, SoftLoss, loss_for, should_stop
 from ._numerics import standardized
@@ -26,6 +28,7 @@ __all__ = [
     "MAX_K",
     "MAX_ROUNDS",
     "MEMORIES",
+    "QDRANT_MAX_PAIRS",
     "STOP_RULES",
     "VARIANTS",
     "HardLoss",
@@ -35,6 +38,9 @@ __all__ = [
     "SoftLoss",
     "TourConfig",
     "check_variant",
+    "feedback_pairs",
+    "feedback_query",
+    "feedback_scores",
     "final_scores",
     "fused_scores",
     "hard_gradient",

@@ -39,7 +39,9 @@ public enum TourMethod {
     /** The labeler over the top {@code k} of the first stage that {@code index.tour.first_stage} names. */
     RERANK("rerank"),
     /** BM25 and kNN fused by a convex combination of z-scored scores; no labeler pairs. */
-    HYBRID_LINEAR("hybrid-linear");
+    HYBRID_LINEAR("hybrid-linear"),
+    /** Qdrant's Relevance Feedback Query: the kNN top docs labelled, then one kNN by its naive formula. */
+    RELEVANCE_FEEDBACK("relevance-feedback");
 
     private final String settingValue;
 

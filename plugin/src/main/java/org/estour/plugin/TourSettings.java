@@ -91,7 +91,7 @@ public final class TourSettings {
      * The refinement method: one of {@code tour-hard}, {@code tour-soft}, {@code rocchio},
      * {@code hre}, {@code rm3-agent}, {@code learned-agent}, {@code rerank-hybrid},
      * {@code vector-rerank}, {@code hybrid-tour}, {@code tour-agent}, {@code rerank},
-     * {@code hybrid-linear} (see {@link TourMethod}).
+     * {@code hybrid-linear}, {@code relevance-feedback} (see {@link TourMethod}).
      * Default {@code tour-hard}. An unknown name is rejected with the list of valid options.
      */
     public static final Setting<TourMethod> METHOD = new Setting<>(
@@ -145,8 +145,8 @@ public final class TourSettings {
     public static final Setting<String> LEXICAL = choice("lexical", "rm3", LEXICAL_POLICIES);
 
     /**
-     * Labeler pairs per query of every method with a budget: TOUR, Rocchio, the agents and
-     * {@code hybrid-tour} (the rerankers' budget is their {@code k}). Integer in [1, 1000];
+     * Labeler pairs per query of every method with a budget: TOUR, Rocchio, relevance feedback,
+     * the agents and {@code hybrid-tour} (the rerankers' budget is their {@code k}). Integer in [1, 1000];
      * default 20. The sidecar reads only a set value; unset, each method keeps its own.
      */
     public static final Setting<Integer> BUDGET = Setting.intSetting(

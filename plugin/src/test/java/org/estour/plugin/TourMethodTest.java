@@ -17,7 +17,8 @@ public class TourMethodTest {
     @Test
     public void test_setting_values_are_the_documented_names_in_order() {
         assertEquals(List.of("tour-hard", "tour-soft", "rocchio", "hre", "rm3-agent", "learned-agent", "rerank-hybrid",
-            "vector-rerank", "hybrid-tour", "tour-agent", "rerank", "hybrid-linear"), TourMethod.settingValues());
+            "vector-rerank", "hybrid-tour", "tour-agent", "rerank", "hybrid-linear", "relevance-feedback"),
+            TourMethod.settingValues());
     }
 
     @Test

@@ -89,7 +89,7 @@ public class TourSettingsTest {
         String message = rejected(TourSettings.METHOD, "bogus").getMessage();
         assertTrue(message, message.contains("[bogus]"));
         assertTrue(message, message.contains("[index.tour.method]"));
-        assertTrue(message, message.contains("[tour-hard, tour-soft, rocchio, hre, rm3-agent, learned-agent, rerank-hybrid, vector-rerank, hybrid-tour, tour-agent, rerank, hybrid-linear]"));
+        assertTrue(message, message.contains("[tour-hard, tour-soft, rocchio, hre, rm3-agent, learned-agent, rerank-hybrid, vector-rerank, hybrid-tour, tour-agent, rerank, hybrid-linear, relevance-feedback]"));
     }
 
     @Test
