@@ -82,7 +82,7 @@ async def test_warm_fills_each_members_store_and_a_search_then_embeds_nothing(
     assert [member.docs_embedded for member in members] == embedded  # type: ignore[attr-defined]
     assert stats["store_docs_found"]["total"] == 2 * len(TEXTS)
     scored = stats["labeler_pairs_scored"]["by_labeler"]
-    assert scored[ensemble.name] == len(TEXTS)
+    assert scored[ENSEMBLE] == len(TEXTS)  # under the name it was loaded by
     assert all(scored[name] == len(TEXTS) for name in MEMBERS)  # each member counts its own
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.engines import VectorField
 from es_tour.errors import ConfigError
+from es_tour.models import is_ensemble, parse_ensemble
 from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
 from es_tour.server._config import DEFAULT_WINDOW
 
@@ -215,10 +216,14 @@ def checked_text_fields(value: Any) -> tuple[str, ...]:
 
 
 def _registry_model(key: str, name: str) -> None:
-    """A request may pick registry models only: a path would let any caller open files on
-    the sidecar's host."""
+    """A request may pick registry models only (each member of an ensemble labeler): a path
+    would let any caller open files on the sidecar's host."""
     from onnx_models import ALIASES, MODELS
 
+    if key == "labeler" and is_ensemble(name):
+        for member in parse_ensemble(name):
+            _registry_model(key, member.model)
+        return
     if name not in MODELS and name not in ALIASES:
         raise ConfigError(f"ext.tour.{key} [{name}] is not a registry model; choose one of: "
                           f"{', '.join([*MODELS, *ALIASES])} (a model directory goes in "
