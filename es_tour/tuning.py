@@ -40,7 +40,7 @@ BASELINE = "rerank-hybrid"  # reranking BM25 ∪ kNN: what a choice must beat
 # `name` or `name:key=value`, as `es-tour eval` takes them; `plain_spec` adds the budget
 CANDIDATES = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear", "tour-hard",
               "hybrid-tour", "hybrid-tour:pool=hybrid-linear:lexical=none", "hre",
-              "rm3-agent")
+              "rm3-agent", "relevance-feedback")
 ROUNDS_PER_BUDGET = 2  # the refining methods label budget/2 new docs a round, at most 10
 # with one judged split, this share of its queries (drawn with this seed) is held out for
 # the report only

@@ -21,6 +21,7 @@ from es_tour.engines import text_query
 from es_tour.metrics import ranked, score_run
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS
 from es_tour.server import BackgroundServer, Models, ServerConfig
+from es_tour.tuning import CANDIDATES
 from integration_tests.test_cli_engine import es_tour
 
 JUDGED = 40  # test queries judged in the collection
@@ -56,8 +57,8 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
                                            for part in ("fit", "validation", "held_out")]
     assert sum(map(len, parts)) == len(set.union(*parts)) == JUDGED  # disjoint
     chosen = tuned["budgets"]["10"]
-    # the choice is the candidate with the best fitted nDCG@10, among all 8 the frontier has
-    assert len(chosen["candidates"]) == 8
+    # the choice is the candidate with the best fitted nDCG@10, among all the frontier has
+    assert len(chosen["candidates"]) == len(CANDIDATES)
     best = max(chosen["candidates"], key=lambda each: each["fit_ndcg@10"])
     assert best["chosen"] and chosen["choice"].startswith(best["label"])
     # it recommends the choice if it holds up against rerank-hybrid on the validation
