@@ -160,10 +160,11 @@ def fit_members(found: Mapping[str, Pool], qrels: Mapping[str, Mapping[str, int]
 
 
 def weighted_labeler(labeler: str, weights: Sequence[float]) -> str:
-    """The ensemble `labeler` named with `weights`, one per member, as fitted."""
-    members = parse_ensemble(labeler)
-    return ensemble_name([Member(member.model, weight)
-                          for member, weight in zip(members, weights, strict=True)])
+    """The ensemble `labeler` named with `weights`, one per member, as fitted; a member
+    fitted to 0 is left out, and a lone member is named alone."""
+    kept = [Member(member.model, weight) for member, weight
+            in zip(parse_ensemble(labeler), weights, strict=True) if weight > 0]
+    return kept[0].model if len(kept) == 1 else ensemble_name(kept)
 
 
 @dataclass(frozen=True)

@@ -385,12 +385,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "<out>/frontier.json's runs of the others are kept")
     parser.add_argument("--engines", default="opensearch,elasticsearch",
                         help="the engines to measure test on (the first fits)")
+    parser.add_argument("--methods", default=",".join(METHODS), metavar="METHOD[,METHOD]",
+                        help="the METHODS entries to run (default: all); the verdicts need "
+                             f"{', '.join(BASELINES)}")
     args = parser.parse_args(argv)
     added = tuple(args.add.split(",")) if args.add else ()
+    methods = tuple(args.methods.split(","))
+    if unknown := [name for name in (*added, *methods) if name not in METHODS]:
+        parser.error(f"--add and --methods take entries of METHODS, not {unknown}")
+    if missing := [name for name in BASELINES if name not in methods]:
+        parser.error(f"--methods must include {missing}: the verdicts compare with them")
     if added and not args.reuse_weights:
         parser.error("--add needs --reuse-weights: it keeps the measurements already made")
-    if unknown := [name for name in added if name not in METHODS]:
-        parser.error(f"--add takes entries of METHODS, not {unknown}")
     page = args.out / "frontier.json"
     runs = labeler_runs(json.loads(page.read_text())) if page.is_file() else {}
     if args.rerender or args.reuse_weights:
@@ -405,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             previous = runs.get(labeler) if args.reuse_weights else None
             train_queries = previous["train_queries"] if previous else args.train_queries
             run_now = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
-                                      args.test_queries, labeler, previous, added or METHODS))
+                                      args.test_queries, labeler, previous, added or methods))
             run_now["command"] = command
             if previous:
                 run_now["fit_command"] = previous.get("fit_command", previous["command"])

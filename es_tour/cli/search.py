@@ -58,6 +58,7 @@ from es_tour.models import (
     EnsembleLabeler,
     Labeler,
     has_corpus_embeddings,
+    is_ensemble,
     load_labeler,
     vector_labelers,
 )
@@ -84,11 +85,16 @@ from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
     CONCURRENCY,
+    MEMBER_FIT_METHOD,
+    Fitted,
     Splits,
     choose,
     fit_candidates,
+    fit_members,
     plain_spec,
+    pools,
     splits,
+    weighted_labeler,
 )
 
 console = Console()
@@ -484,7 +490,11 @@ def tune_command(
     candidates: Annotated[str, typer.Option(
         help="comma list of name[:key=value...] to choose from (the budget frontier's by "
              "default); each is capped at the budget")] = ",".join(CANDIDATES),
-    labeler: Labeler_ = "default",
+    labeler: Annotated[str, typer.Option(
+        "--labeler", help="the labeler (a registry model name, a model directory, or models "
+                          "joined by +), or comma-separated candidates to choose from; an "
+                          "ensemble's member weights are fitted first, on the fit "
+                          "queries")] = "default",
     fit_queries: Annotated[int | None, typer.Option(
         help="fit on the first N fitting queries only (default: all)", min=1)] = None,
     apply: Annotated[bool, typer.Option(
@@ -530,9 +540,11 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                 fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool
                 ) -> dict[str, Any]:
     """Fit, guard and report at each budget, then (with `apply`) set the largest budget's
-    recommendation. The guard decides on the validation queries; the held-out (report)
-    queries are searched only after it has."""
-    context = _context(target, index, labeler)
+    recommendation. With several labelers, each candidate runs with each (an ensemble's
+    member weights fitted first) and the best fit chooses both. The guard decides on the
+    validation queries; the held-out (report) queries are searched only after it has."""
+    labelers = [name.strip() for name in labeler.split(",") if name.strip()]
+    context = _context(target, index, labelers[0])
     validation = divided.queries(data, "validation")
     held_out = divided.queries(data, "report")
     fit_qrels = data.qrels(divided.fit)
@@ -541,24 +553,38 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         "splits": divided.describe(), "fit_queries": len(fitting),
         "validation_queries": len(validation), "held_out_queries": len(held_out),
         "fit_qids": list(fitting), "validation_qids": list(validation),
-        "held_out_qids": list(held_out), "budgets": {}}
+        "held_out_qids": list(held_out), "labelers": {}, "budgets": {}}
     async with context.engine:
-        context, own = await _searchable(context, data, labeler, target)
-        _choose_labelling(context, data, own, corpus_vectors, lambda: expected_pairs(
-            [plain_spec(name, budget) for name in candidates for budget in budgets],
-            len(fitting) + len(validation) + len(held_out), False))
+        context, own = await _searchable(context, data, labelers[0], target)
         # every candidate searches the same queries: each embedded once, before the first
         context = replace(context, query_vectors={})
         context.embed_ahead([*fitting.values(), *validation.values(), *held_out.values()])
+        pairs = expected_pairs([plain_spec(name, budget) for name in candidates
+                                for budget in budgets],
+                               len(fitting) + len(validation) + len(held_out), False)
+        contexts = {}
+        for name in labelers:
+            fitted_name, facts = await _fit_labeler(context, data, own, corpus_vectors, pairs,
+                                                    name, fitting, fit_qrels, max(budgets))
+            contexts[fitted_name] = _labelled(context, data, own, corpus_vectors, pairs,
+                                              fitted_name)
+            results["labelers"][name] = {"name": fitted_name, **facts}
         for budget in budgets:
-            with progress_bar(f"fit at {budget} pairs", len(candidates) * len(fitting),
-                              err_console) as advance:
-                fitted = await fit_candidates(context, fitting, fit_qrels, budget, candidates,
-                                              advance)
+            fitted: list[Fitted] = []
+            labeler_of: dict[int, str] = {}  # id of a Fitted -> the labeler it ran with
+            for name, labelled in contexts.items():
+                with progress_bar(f"fit at {budget} pairs ({name})",
+                                  len(candidates) * len(fitting), err_console) as advance:
+                    found = await fit_candidates(labelled, fitting, fit_qrels, budget,
+                                                 candidates, advance)
+                fitted += found
+                labeler_of |= {id(each): name for each in found}
             chosen = choose(fitted)
+            chosen_labeler = labeler_of[id(chosen)]
+            labelled = contexts[chosen_labeler]
             baseline = plain_spec(BASELINE, budget)
             pair = [chosen.fused, baseline]
-            checked = await evaluate(context, data, pair, split=divided.fit,
+            checked = await evaluate(labelled, data, pair, split=divided.fit,
                                      query_ids=validation, cold_labels=False,
                                      concurrency=CONCURRENCY)
             guard = {report.spec.label: report.summary() for report in checked}
@@ -567,21 +593,21 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
             holds = guard[chosen.fused.label]["ndcg@10"] >= guard[baseline.label]["ndcg@10"]
             kept = chosen.fused if holds else baseline
             # decided: the held-out queries report it, and decide nothing
-            reported = await evaluate(context, data, pair, split=divided.report,
+            reported = await evaluate(labelled, data, pair, split=divided.report,
                                       query_ids=held_out, cold_labels=False,
                                       concurrency=CONCURRENCY)
             scores = {report.spec.label: report.summary() for report in reported}
             settings = settings_for(kept.name, kept.options)
-            if labeler != "default":
-                settings["index.tour.labeler"] = labeler
+            if chosen_labeler != "default":
+                settings["index.tour.labeler"] = chosen_labeler
             results["budgets"][str(budget)] = {
-                "candidates": [{"label": each.spec.label, "w_bm25": each.w_bm25,
-                                "w_dense": each.w_dense, "fit_ndcg@10": each.fit_ndcg,
-                                "chosen": each is chosen}
+                "candidates": [{"label": each.spec.label, "labeler": labeler_of[id(each)],
+                                "w_bm25": each.w_bm25, "w_dense": each.w_dense,
+                                "fit_ndcg@10": each.fit_ndcg, "chosen": each is chosen}
                                for each in fitted],
-                "choice": chosen.fused.label, "baseline": baseline.label,
-                "validation": guard, "held_out": scores, "recommended": kept.label,
-                "settings": settings}
+                "choice": chosen.fused.label, "labeler": chosen_labeler,
+                "baseline": baseline.label, "validation": guard, "held_out": scores,
+                "recommended": kept.label, "settings": settings}
         if apply:
             budget = max(budgets)
             recommended = results["budgets"][str(budget)]
@@ -592,16 +618,41 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
     return results
 
 
+def _labelled(context: SearchContext, data: BeirDataset, own: bool,
+              corpus_vectors: bool | None, pairs: int, labeler: str) -> SearchContext:
+    """`context` labelled by `labeler`, from corpus vectors where they pay."""
+    out = replace(context, labeler=load_labeler(labeler))
+    _choose_labelling(out, data, own, corpus_vectors, lambda: pairs)
+    return out
+
+
+async def _fit_labeler(context: SearchContext, data: BeirDataset, own: bool,
+                       corpus_vectors: bool | None, pairs: int, labeler: str,
+                       fitting: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                       budget: int) -> tuple[str, dict[str, Any]]:
+    """`labeler` as tune runs it: an ensemble with its member weights fitted on the
+    `fitting` queries (`fit_members` over `MEMBER_FIT_METHOD`'s pools at `budget`)."""
+    if not is_ensemble(labeler):
+        return labeler, {}
+    labelled = _labelled(context, data, own, corpus_vectors, pairs, labeler)
+    with progress_bar(f"member weights of {labeler}", len(fitting), err_console) as advance:
+        found = await pools(labelled, plain_spec(MEMBER_FIT_METHOD, budget), fitting, advance)
+    weights, ndcg = fit_members(found, qrels)
+    return weighted_labeler(labeler, weights), {"member_weights": list(weights),
+                                                "member_fit_ndcg@10": ndcg}
+
+
 def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, Any]) -> None:
     """One budget's candidates with their fitted weights, then the choice against the
     baseline on the validation queries (the guard's decision) and on the held-out ones
     (the report)."""
-    table = Table("candidate", "w_bm25", "w_dense", "fit nDCG@10",
-                  title=f"{dataset} at {budget} labeler pairs per query")
+    labelers = len({each["labeler"] for each in result["candidates"]})
+    table = Table("candidate", *(["labeler"] if labelers > 1 else []), "w_bm25", "w_dense",
+                  "fit nDCG@10", title=f"{dataset} at {budget} labeler pairs per query")
     for each in result["candidates"]:
         label = each["label"] + (" (chosen)" if each["chosen"] else "")
-        table.add_row(Text(label), str(each["w_bm25"]), str(each["w_dense"]),
-                      f"{each['fit_ndcg@10']:.4f}")
+        table.add_row(Text(label), *([Text(each["labeler"])] if labelers > 1 else []),
+                      str(each["w_bm25"]), str(each["w_dense"]), f"{each['fit_ndcg@10']:.4f}")
     out.print(table)
     for part, what in (("validation", "validation (the guard decides)"),
                        ("held_out", "held out (reported only)")):
