@@ -107,7 +107,8 @@ Engine = Annotated[str, typer.Option(help="opensearch or elasticsearch")]
 Url = Annotated[str | None, typer.Option(help="engine URL (default: the local node's)")]
 Index = Annotated[str | None, typer.Option(help="index name (default: the dataset's name)")]
 Labeler_ = Annotated[str, typer.Option(
-    "--labeler", help="the labeler: a registry model name, or a model directory")]
+    "--labeler", help="the labeler: a registry model name, a model directory, or models "
+                      "joined by + (model^weight+model^weight)")]
 Qrels = Annotated[bool, typer.Option(
     help="also store the dataset's judgements (every qrels split) in the side index "
          "<index>-qrels, where the playground finds them")]

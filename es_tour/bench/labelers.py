@@ -1,0 +1,256 @@
+"""What each candidate labeler buys, from the budget frontier's runs: P1a (es-tour's best
+against rerank-of-hybrid and relevance feedback at equal budget, same labeler), P1b (the
+best multi-round method against the best single-round one), P2 (the learned agent
+against HRE, query by query), each labeler's cost and its robustness against plain
+hybrid-linear. Runs the few test searches the frontier lacks (hybrid-linear, HRE, the
+learned agent, each labeler's timed warm search), then writes docs/benchmarks/labelers.md,
+its JSON, and docs/RESULTS.md's section between its markers:
+
+    python -m es_tour.bench.labelers --dataset ../shared/datasets/scifact \\
+        --opensearch http://127.0.0.1:9200 --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from es_tour.bench._commands import parsed_command
+from es_tour.bench._machine import machine, now
+from es_tour.bench.frontier import (
+    BUDGETS,
+    CHOICE_BUDGET,
+    FEEDBACK,
+    METHODS,
+    chosen,
+    labeler_runs,
+)
+from es_tour.bench.tour_sweep import corpus_context
+from es_tour.datasets import BeirDataset
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate
+from es_tour.models import is_ensemble, model_path, parse_ensemble
+from es_tour.models._corpus_cache import cached_corpus_embeddings
+from es_tour.tuning import BASELINE, fused_spec, plain_spec
+
+SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
+PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
+CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
+HURT = 0.2  # a loss this large is counted apart
+TIMED_QUERIES = 100  # test queries each labeler's warm search is timed on
+POLICY = "bench"  # the learned agent's policy, trained on train by `make bench`
+SECTION_START = "<!-- labelers section: python -m es_tour.bench.labelers -->"
+SECTION_END = "<!-- end of labelers section -->"
+
+
+def best(run: Mapping[str, Any], budget: int, names: Sequence[str]) -> tuple[str, str] | None:
+    """(method, fused label) among `names` with the best fused train nDCG@10 at `budget`."""
+    fitted = [(run["weights"][plain_spec(name, budget).label], name) for name in names
+              if plain_spec(name, budget).label in run["weights"]]
+    if not fitted:
+        return None
+    (w_bm25, w_dense, _), name = max(fitted, key=lambda each: each[0][2])
+    return name, fused_spec(plain_spec(name, budget), w_bm25, w_dense).label
+
+
+def first_engine(run: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(next(iter(run["engines"].values()))["methods"])
+
+
+def p1a(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per budget: the labeler's best method against its rerank-hybrid and relevance
+    feedback, plain and fused, on test."""
+    methods, rows = first_engine(run), []
+    for budget in BUDGETS:
+        chosen_method = best(run, budget, METHODS)
+        if chosen_method is None:
+            continue
+        row = {"budget": budget, "method": chosen_method[1],
+               "ndcg@10": methods[chosen_method[1]]["ndcg@10"]}
+        for peer in (BASELINE, FEEDBACK):
+            peer_best = best(run, budget, [peer])
+            if peer_best:
+                row[peer] = {"plain": methods[plain_spec(peer, budget).label]["ndcg@10"],
+                             "fused": methods[peer_best[1]]["ndcg@10"]}
+        rows.append(row)
+    return rows
+
+
+def p1b(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per budget: the best multi-round method against the best single-round one, each
+    chosen on train (fused), on test: refinement's own gain."""
+    methods, rows = first_engine(run), []
+    multi = [name for name in METHODS if name not in SINGLE_ROUND]
+    for budget in BUDGETS:
+        one, many = best(run, budget, SINGLE_ROUND), best(run, budget, multi)
+        if one and many:
+            rows.append({"budget": budget, "single": one[1], "multi": many[1],
+                         "single_ndcg@10": methods[one[1]]["ndcg@10"],
+                         "multi_ndcg@10": methods[many[1]]["ndcg@10"]})
+    return rows
+
+
+def changes(mine: Mapping[str, float], theirs: Mapping[str, float]) -> dict[str, Any]:
+    """Query-by-query wins and losses (moves over `CHANGED`), the robustness index
+    (wins − losses) / queries, and the share of queries hurt by `HURT` or more."""
+    deltas = np.array([mine[qid] - theirs[qid] for qid in theirs])
+    wins, losses = int((deltas > CHANGED).sum()), int((deltas < -CHANGED).sum())
+    return {"queries": len(deltas), "wins": wins, "losses": losses,
+            "unchanged": len(deltas) - wins - losses,
+            "robustness_index": round((wins - losses) / len(deltas), 4),
+            "hurt": int((deltas <= -HURT).sum()),
+            "mean_delta": round(float(deltas.mean()), 4)}
+
+
+def doc_ms(labeler: str, dataset: BeirDataset) -> float | None:
+    """ms to embed one new doc for `labeler` (each member's, summed), from the rates its
+    members' corpus caches measured when they embedded this corpus."""
+    from es_tour.models import labeler_encoder
+
+    texts = [doc.contents for doc in dataset.corpus()]
+    members = [m.model for m in parse_ensemble(labeler)] if is_ensemble(labeler) else [labeler]
+    total = 0.0
+    for member in members:
+        if not model_path(member).is_dir():
+            return None
+        cached = cached_corpus_embeddings(labeler_encoder(member), dataset.root /
+                                          "corpus.jsonl", texts)
+        if cached is None:
+            return None
+        total += 1000.0 / cached[1]
+    return round(total, 1)
+
+
+async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]]
+                  ) -> dict[str, Any]:
+    """The test searches the frontier lacks, on the first engine."""
+    qrels = dataset.qrels("test")
+    choice = runs[chosen(runs)]
+    out: dict[str, Any] = {"labelers": {}}
+    async with corpus_context(dataset, url, labeler=choice["name"]) as context:
+        plain, = await evaluate(context, dataset, [PLAIN], split="test", cold_labels=True)
+        out["plain"] = plain.summary()
+        out["plain_per_query"] = plain.ndcg_by_query(qrels)
+        agents = [MethodSpec.parse(f"hre:budget={CHOICE_BUDGET}"),
+                  MethodSpec.parse(f"learned-agent:budget={CHOICE_BUDGET}:policy={POLICY}")]
+        hre, learned = await evaluate(context, dataset, agents, split="test",
+                                      cold_labels=False)
+        out["p2"] = p2(hre, learned, qrels)
+    for candidate, run in runs.items():
+        async with corpus_context(dataset, url, labeler=run["name"]) as context:
+            method = best(run, CHOICE_BUDGET, METHODS)
+            assert method is not None
+            timed = await evaluate(context, dataset, [PLAIN, MethodSpec.parse(method[1])],
+                                   split="test", max_queries=TIMED_QUERIES, cold_labels=True)
+        per_query = first_engine(run)[method[1]]["ndcg@10_per_query"]
+        out["labelers"][candidate] = {
+            "name": run["name"], "method": method[1], "doc_ms": doc_ms(run["name"], dataset),
+            "warm_p50_ms": timed[1].summary()["latency_ms_p50"],
+            "plain_p50_ms": timed[0].summary()["latency_ms_p50"],
+            "robustness": changes(per_query, out["plain_per_query"]),
+            "p1a": p1a(run), "p1b": p1b(run)}
+    return out
+
+
+def p2(hre: MethodReport, learned: MethodReport, qrels: Mapping[str, Mapping[str, int]]
+       ) -> dict[str, Any]:
+    """The learned agent against HRE: both figures, and the queries it changed."""
+    theirs, mine = hre.ndcg_by_query(qrels), learned.ndcg_by_query(qrels)
+    moved = sorted(((mine[q] - theirs[q], q) for q in theirs if abs(mine[q] - theirs[q]) > 0),
+                   reverse=True)
+    return {"hre": hre.summary()["ndcg@10"], "learned": learned.summary()["ndcg@10"],
+            "hre_label": hre.spec.label, "learned_label": learned.spec.label,
+            **changes(mine, theirs),
+            "moved": [{"query": q, "delta": round(d, 4)} for d, q in moved]}
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    lines = ["## The labelers (P1a, P1b, P2, cost, robustness)", "",
+             f"Written by `{report['command']}` on {report['date']} ({report['machine']}), "
+             "from the budget frontier's runs ([benchmarks/frontier.md](benchmarks/frontier.md)) "
+             f"and test searches made then; SciFact test, {report['plain']['queries']} queries, "
+             "everything chosen on train. Per budget, a labeler's *best* is its method with "
+             "the best fused train nDCG@10; its peers are measured with the same labeler at "
+             "the same budget.", ""]
+    for candidate, facts in report["labelers"].items():
+        lines += [f"### `{facts['name']}`{' (chosen)' if candidate == report['chosen'] else ''}",
+                  "", "| budget | es-tour's best | nDCG@10 | rerank-hybrid plain / fused "
+                  "| relevance feedback plain / fused |", "|---|---|---|---|---|"]
+        for row in facts["p1a"]:
+            cells = [f"{row[peer]['plain']:.4f} / {row[peer]['fused']:.4f}"
+                     if peer in row else "not measured" for peer in (BASELINE, FEEDBACK)]
+            lines.append(f"| {row['budget']} | `{row['method']}` | {row['ndcg@10']:.4f} | "
+                         + " | ".join(cells) + " |")
+        lines += ["", "**P1b**, refinement's own gain (the best multi-round method against "
+                  "the best single-round one, a fused rerank of its pool):", ""]
+        lines += [f"- {row['budget']} pairs: `{row['multi']}` {row['multi_ndcg@10']:.4f} "
+                  f"against `{row['single']}` {row['single_ndcg@10']:.4f} "
+                  f"({row['multi_ndcg@10'] - row['single_ndcg@10']:+.4f})"
+                  for row in facts["p1b"]]
+        robust = facts["robustness"]
+        doc = facts["doc_ms"]
+        lines += ["", f"**Cost:** {f'{doc:.0f} ms' if doc else 'not measured'} to embed a new "
+                  "doc (each member's rate when it embedded this corpus, summed); warming "
+                  f"SciFact's 5,183 docs: {f'{5183 * doc / 60000:.0f} min' if doc else '–'}; "
+                  f"a warm `{facts['method']}` search p50 {facts['warm_p50_ms']:.0f} ms against "
+                  f"plain hybrid-linear's {facts['plain_p50_ms']:.0f} ms "
+                  f"({facts['warm_p50_ms'] / facts['plain_p50_ms']:.2f}×, {TIMED_QUERIES} test "
+                  "queries one at a time, doc vectors held as after `es-tour warm`).", "",
+                  f"**Robustness** of `{facts['method']}` against plain hybrid-linear, query by "
+                  f"query: {robust['wins']} wins, {robust['losses']} losses, "
+                  f"{robust['unchanged']} unchanged (moves over {CHANGED}); robustness index "
+                  f"{robust['robustness_index']:+.2f}; {robust['hurt']} queries "
+                  f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT} or more.", ""]
+    agent = report["p2"]
+    lines += ["### P2: the learned agent against HRE", "",
+              f"`{agent['learned_label']}` {agent['learned']:.4f} against `{agent['hre_label']}` "
+              f"{agent['hre']:.4f} ({agent['learned'] - agent['hre']:+.4f}), labeler "
+              f"`{report['labelers'][report['chosen']]['name']}`. It changed "
+              f"{len(agent['moved'])} of {agent['queries']} queries' nDCG@10: {agent['wins']} "
+              f"up and {agent['losses']} down by more than {CHANGED}"
+              + ("; the largest moves: " + ", ".join(
+                  f"{m['query']} {m['delta']:+.3f}" for m in agent["moved"][:3] +
+                  agent["moved"][-3:]) if agent["moved"] else "") + ".", ""]
+    return "\n".join(lines)
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    (out / "benchmarks").mkdir(parents=True, exist_ok=True)
+    (out / "benchmarks" / "labelers.json").write_text(json.dumps(report, indent=1))
+    section = markdown(report)
+    (out / "benchmarks" / "labelers.md").write_text(
+        section.replace("## The labelers", "# The labelers", 1)
+        .replace("](benchmarks/", "](") + "\n")
+    results = out / "RESULTS.md"
+    text = results.read_text()
+    if SECTION_START not in text:
+        text = text.replace("\n## The budget frontier",
+                            f"\n{SECTION_START}\n{SECTION_END}\n\n## The budget frontier", 1)
+    start, end = text.index(SECTION_START) + len(SECTION_START), text.index(SECTION_END)
+    results.write_text(text[:start] + "\n" + section + "\n" + text[end:])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser.add_argument("--out", type=Path, default=Path("docs"))
+    args = parser.parse_args(argv)
+    runs = labeler_runs(json.loads((args.out / "benchmarks" / "frontier.json").read_text()))
+    dataset = BeirDataset(args.dataset)
+    report = asyncio.run(measure(dataset, args.opensearch, runs))
+    report |= {"command": parsed_command("python -m es_tour.bench.labelers", args, parser),
+               "date": now(), "machine": machine(), "chosen": chosen(runs)}
+    report["plain"]["queries"] = len(report.pop("plain_per_query"))
+    write(report, args.out)
+    print(f"wrote {args.out / 'benchmarks' / 'labelers.md'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The labelers' report from hand-made frontier runs (no engine): which method is a
+labeler's best, refinement's own gain, wins and losses, and the RESULTS.md section."""
+
+from __future__ import annotations
+
+from es_tour.bench.frontier import BUDGETS, METHODS
+from es_tour.bench.labelers import (
+    SECTION_END,
+    SECTION_START,
+    best,
+    changes,
+    markdown,
+    p1a,
+    p1b,
+    write,
+)
+from es_tour.tuning import fused_spec, plain_spec
+
+
+def _run(train: dict[str, float], test: dict[str, float]) -> dict:
+    weights, methods = {}, {}
+    for budget in BUDGETS:
+        for name in METHODS:
+            plain = plain_spec(name, budget)
+            weights[plain.label] = (0.3, 0.0, train.get(name, 0.70))
+            fused = fused_spec(plain, 0.3, 0.0).label
+            for label, shift in ((plain.label, -0.01), (fused, 0.0)):
+                methods[label] = {"ndcg@10": test.get(name, 0.70) + shift,
+                                  "ndcg@10_per_query": {"q1": 0.5, "q2": 0.5}}
+    return {"name": "l", "weights": weights, "engines": {"opensearch": {"methods": methods}}}
+
+
+def test_a_labelers_best_is_chosen_on_train_and_reported_on_test() -> None:
+    run = _run(train={"hre": 0.80}, test={"hre": 0.60, "rerank": 0.75})
+    assert best(run, 20, METHODS) == ("hre", "hre:budget=20:w_bm25=0.3:w_dense=0.0")
+    rows = p1a(run)
+    assert [row["method"].split(":")[0] for row in rows] == ["hre"] * len(BUDGETS)
+    assert rows[0]["ndcg@10"] == 0.60  # test's figure, though rerank scores more on test
+    assert rows[0]["rerank-hybrid"] == {"plain": 0.69, "fused": 0.70}
+
+
+def test_refinements_own_gain_is_multi_round_against_single_round() -> None:
+    run = _run(train={"tour-hard": 0.80, "rerank": 0.79}, test={"tour-hard": 0.72,
+                                                                 "rerank": 0.74})
+    row = p1b(run)[0]
+    assert row["multi"].startswith("tour-hard") and row["single"].startswith("rerank:")
+    assert round(row["multi_ndcg@10"] - row["single_ndcg@10"], 4) == -0.02
+
+
+def test_wins_losses_and_the_robustness_index() -> None:
+    mine = {"a": 0.9, "b": 0.5, "c": 0.2, "d": 0.505}
+    theirs = {"a": 0.5, "b": 0.5, "c": 0.6, "d": 0.5}
+    assert changes(mine, theirs) == {"queries": 4, "wins": 1, "losses": 1, "unchanged": 2,
+                                     "robustness_index": 0.0, "hurt": 1,
+                                     "mean_delta": 0.0013}
+
+
+def test_the_section_replaces_itself_in_results_md(tmp_path) -> None:
+    facts = {"name": "bge", "method": "m", "doc_ms": 110.0, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": p1a(_run({}, {})), "p1b": p1b(_run({}, {})),
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
+              "plain": {"queries": 1}, "labelers": {"bge": facts},
+              "p2": {"hre": 0.7, "learned": 0.71, "hre_label": "hre", "learned_label": "la",
+                     "moved": [{"query": "q", "delta": 0.01}],
+                     **changes({"a": 1.0}, {"a": 0.0})}}
+    page = markdown(report)
+    assert "2.00×" in page and "1 wins, 0 losses" in page and "(chosen)" in page
+    (tmp_path / "RESULTS.md").write_text("# Results\n\n## The budget frontier\n\nold\n")
+    write(report, tmp_path)
+    write(report, tmp_path)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert text.count(SECTION_START) == 1 and text.count("### P2") == 1
+    assert text.index(SECTION_END) < text.index("## The budget frontier")
+    assert (tmp_path / "benchmarks" / "labelers.md").read_text().startswith("# The labelers")
