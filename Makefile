@@ -10,7 +10,8 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test test-frontier unit demo screenshot reranker bench bench-smoke \
-	bench-semantics bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier engines-stop lint typecheck \
+	bench-semantics bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier \
+	bench-labelers bench-ensemble engines-stop lint typecheck \
 	clean
 
 # Bytecode is compiled ahead, since an environment with PYTHONDONTWRITEBYTECODE set never
@@ -101,11 +102,25 @@ bench: install models plugin
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --out docs
 
 # docs/benchmarks/frontier.md: every labelling method at 10, 20 and 40 labeler pairs per
-# query, plain and fused (weights fitted on train), on both engines; about 40 minutes.
+# query, plain and fused (weights fitted on train), with each candidate labeler (an
+# ensemble's member weights fitted on train first), on both engines; about 40 minutes a
+# labeler on an idle 2-core machine. Then docs/benchmarks/labelers.md and RESULTS.md's
+# labelers section (P1a, P1b, P2, cost, robustness) from its runs.
 bench-frontier: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.frontier --dataset $(DATASETS)/scifact --out docs/benchmarks
+	$(MAKE) bench-labelers
+
+bench-labelers: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.labelers --dataset $(DATASETS)/scifact --out docs
+
+# docs/benchmarks/ensemble.md: each registry encoder's spread, and ensembles reranking one
+# labelled pool, standardised per query or by spread (about 15 minutes)
+bench-ensemble: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.ensemble --dataset $(DATASETS)/scifact
 
 # The same pipeline on 20 queries, written to a scratch directory (make test runs it too,
 # as integration_tests/test_bench_smoke.py).
