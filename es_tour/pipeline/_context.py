@@ -12,7 +12,7 @@ import numpy as np
 
 from es_tour.engines import ClientEngine, Hit, KnnReturns
 from es_tour.errors import ConfigError
-from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler
+from es_tour.models import DualEncoder, Labeler, vector_labelers
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -139,16 +139,16 @@ class SearchContext:
 
     def embed_ahead(self, queries: Sequence[str]) -> None:
         """Embed an offline run's queries before its searches start, one at a time as a
-        search would (the same vectors): the encoder's into `query_vectors`, a dual-encoder
+        search would (the same vectors): the encoder's into `query_vectors`, each dual-encoder
         labeler's into its query cache, as many as that holds. Run mid-search instead, each
         waits for the cores behind the engine's work and the other searches'."""
         if self.query_vectors is not None:
             for query in queries:
                 if query not in self.query_vectors:
                     self.query_vectors[query] = self.encoder.encode_queries([query])[0]
-        if isinstance(self.labeler, DualEncoderLabeler):
-            for query in queries[:self.labeler.cached_queries]:
-                self.labeler.query_vector(query)
+        for labeler in vector_labelers(self.labeler):  # itself, or an ensemble's members
+            for query in queries[:labeler.cached_queries]:
+                labeler.query_vector(query)
 
     async def label(
         self, query: str, hits: Sequence[Hit], timings: Timings, labels: LabelCache
