@@ -8,12 +8,14 @@ optional `^weight`, as a boosted query term reads:
 
     bge-small-en-v1.5^1.0+e5-small-v2^0.5
 
-φ(q, d) = Σ_m w_m · s_m(q, d) / σ_m, where σ_m is the member's spread of scores within a
-query (`SPREADS`, measured on SciFact train). The spread is fixed per member rather than
-measured on each query's labelled docs: a per-query z-score would depend on which docs a
-method happened to label first, so one pair would score differently in two searches and a
-cached label could not be shared. A per-query offset would not change any ranking, and
-final-score fusion z-scores φ per query anyway.
+φ(q, d) = Σ_m w_m · s_m(q, d) · σ_1 / σ_m, where σ_m is the member's spread of scores
+within a query (`SPREADS`, measured on SciFact train): each member standardised by its
+spread, in the first member's units, so φ spreads like one model's score and a temperature
+over it (TOUR's softmax(φ/τ)) means what it means for that model. The spread is fixed per
+member rather than measured on each query's labelled docs: a per-query z-score would
+depend on which docs a method happened to label first, so one pair would score differently
+in two searches and a cached label could not be shared. A per-query offset would not
+change any ranking, and final-score fusion z-scores φ per query anyway.
 
 Each member keeps its own caches and counters (and, behind the sidecar, its own vector store),
 so a model that is also a labeler on its own shares its doc vectors with the ensemble.
@@ -99,7 +101,7 @@ def ensemble_name(members: Sequence[Member]) -> str:
 
 
 class EnsembleLabeler(_CachedLabeler):
-    """φ = Σ_m w_m · s_m / σ_m over member labelers, each scored on its own thread.
+    """φ = Σ_m w_m · s_m · σ_1 / σ_m over member labelers, each scored on its own thread.
 
     `pairs_scored` counts the ensemble's new pairs; each member counts its own (a member
     that also labels alone, or for another ensemble, has scored some of them already)."""
@@ -113,7 +115,10 @@ class EnsembleLabeler(_CachedLabeler):
         self.members = tuple(labeler for labeler, _ in members)
         self.member_weights = tuple(weight for _, weight in members)  # as named
         spread = spreads or member_spread
-        self.weights = np.array([weight / spread(labeler) for labeler, weight in members],
+        # in the first member's units: its spread over each member's, so φ spreads like one
+        # model's score and a temperature over φ (TOUR's softmax(φ/τ)) keeps its meaning
+        unit = spread(members[0][0])
+        self.weights = np.array([weight * unit / spread(labeler) for labeler, weight in members],
                                 dtype=np.float32)
         self._threads = ThreadPoolExecutor(len(members), thread_name_prefix="es-tour-member")
 

@@ -74,10 +74,17 @@ def test_a_bad_name_says_what_is_wrong(name: str, reason: str) -> None:
 def test_scores_are_the_weighted_sum_of_standardised_member_scores() -> None:
     ensemble, _, _ = _ensemble([1.0, 0.5], spreads={"first": 0.2, "second": 0.1})
     scores = ensemble.score("q", DOCS, "index")
-    expected = [0.9 / 0.2 + 0.5 * 0.2 / 0.1, 0.5 / 0.2 + 0.5 * 0.8 / 0.1,
-                0.1 / 0.2 + 0.5 * 0.4 / 0.1]
+    # each member over its spread, in the first member's units (its spread 0.2)
+    expected = [0.2 * (0.9 / 0.2 + 0.5 * 0.2 / 0.1), 0.2 * (0.5 / 0.2 + 0.5 * 0.8 / 0.1),
+                0.2 * (0.1 / 0.2 + 0.5 * 0.4 / 0.1)]
     np.testing.assert_allclose(scores, expected, rtol=1e-6)
     assert ensemble.name == "first^1+second^0.5"
+
+
+def test_a_lone_member_scores_as_that_model_alone() -> None:
+    first = TableLabeler("first", {"alpha": 0.9, "beta": 0.5, "gamma": 0.1})
+    ensemble = EnsembleLabeler([(first, 1.0)], spreads=lambda labeler: 0.25)
+    np.testing.assert_allclose(ensemble.score("q", DOCS, "i"), [0.9, 0.5, 0.1], rtol=1e-6)
 
 
 def test_member_weights_change_the_ranking() -> None:
