@@ -115,3 +115,30 @@ def test_the_frontier_settings_are_its_label_as_settings():
 def test_an_option_only_a_request_can_give_is_refused():
     with pytest.raises(ConfigError, match=r"\['scale'\] have no index.tour"):
         settings_for("tour-hard", {"k": 10, "scale": 2.0})
+
+
+def test_member_weights_are_fitted_on_phi_alone_and_named_back() -> None:
+    import numpy as np
+
+    from es_tour.tuning import Pool, fit_members, weighted_labeler
+
+    # the first member ranks the relevant doc last, the second first: the second's
+    # weight must outweigh the first's 0.5 margin, and the grid's least such is 0.75
+    pools = {f"q{i}": Pool(["rel", "other"], np.zeros(2), np.zeros(2), np.zeros(2), [],
+                           np.array([[0.0, 1.0], [0.5, 0.0]], dtype=np.float32))
+             for i in range(3)}
+    qrels = {qid: {"rel": 1} for qid in pools}
+    weights, ndcg = fit_members(pools, qrels)
+    assert weights == (1.0, 0.75) and ndcg == 1.0
+    assert weighted_labeler("a+b", weights) == f"a^1+b^{weights[1]:g}"
+    assert weighted_labeler("a+b+c", (1.0, 0.0, 0.5)) == "a^1+c^0.5"  # a 0 leaves it out
+    assert weighted_labeler("a+b", (1.0, 0.0)) == "a"
+
+
+def test_member_weights_need_an_ensembles_pools() -> None:
+    import numpy as np
+
+    from es_tour.tuning import Pool, fit_members
+
+    with pytest.raises(ConfigError, match="ensemble"):
+        fit_members({"q": Pool(["d"], np.zeros(1), np.zeros(1), np.zeros(1), [])}, {})
