@@ -123,9 +123,9 @@ def test_member_weights_are_fitted_on_phi_alone_and_named_back() -> None:
     from es_tour.tuning import Pool, fit_members, weighted_labeler
 
     # the first member ranks the relevant doc last, the second first: the second's
-    # weight must outweigh the first's 0.5 margin, and the grid's least such is 0.75
+    # weight must outweigh the first's 0.6 margin, and the grid's least such is 0.75
     pools = {f"q{i}": Pool(["rel", "other"], np.zeros(2), np.zeros(2), np.zeros(2), [],
-                           np.array([[0.0, 1.0], [0.5, 0.0]], dtype=np.float32))
+                           np.array([[0.0, 1.0], [0.6, 0.0]], dtype=np.float32))
              for i in range(3)}
     qrels = {qid: {"rel": 1} for qid in pools}
     weights, ndcg = fit_members(pools, qrels)
