@@ -110,6 +110,7 @@ class Workers:
                 self._replace_dead()
         finally:
             self._stop_all()
+            self._processes = []  # their events' semaphores released before any signal
             self._sock.close()
             shutil.rmtree(metrics, ignore_errors=True)
             if previous is None:
