@@ -5,8 +5,8 @@ accepts on it with its own event loop, models, model pool and admission slots: n
 shared in memory, since the settings and the vector store live in the engine. The kernel
 hands each new connection to a worker waiting in `accept`, so a busy worker takes fewer.
 Their counters go to one directory of per-process files (prometheus_client's multiprocess
-mode), made for the run and removed after it, which any worker's `/_tour/stats` and
-`/_tour/metrics` read whole.
+mode), made for the run and removed after it (or, when its supervisor was killed, by the
+next run's start), which any worker's `/_tour/stats` and `/_tour/metrics` read whole.
 
 SIGINT or SIGTERM reaches the supervisor (and, from a terminal's Ctrl-C, the workers too):
 each worker stops accepting and drains its requests in flight as a single process does,
@@ -42,6 +42,8 @@ STARTUP_TIMEOUT_S = 300.0  # imports and models, on busy cores
 BACKLOG = 2048  # uvicorn's default
 CHECK_S = 0.5  # how often the supervisor looks for a worker that died
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+# a run's metrics directory: METRICS_PREFIX + the supervisor's pid + a random part
+METRICS_PREFIX = "es-tour-metrics-"
 
 
 def default_workers(cpu_max: Path = CGROUP_CPU_MAX) -> int:
@@ -64,6 +66,28 @@ def cgroup_cpus(cpu_max: str) -> int | None:
     except ValueError:
         return None
     return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
+
+
+def remove_stale_metrics(parent: Path) -> list[Path]:
+    """Remove the metrics directories under `parent` whose supervisor is gone (killed
+    before it could remove its own); returns them."""
+    removed = []
+    for directory in parent.glob(f"{METRICS_PREFIX}*-*"):
+        pid = directory.name.removeprefix(METRICS_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -97,7 +121,8 @@ class Workers:
         return int(self._sock.getsockname()[1])
 
     def run(self) -> None:
-        metrics = tempfile.mkdtemp(prefix="es-tour-metrics-")  # this run's, empty
+        remove_stale_metrics(Path(tempfile.gettempdir()))
+        metrics = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")  # empty
         before = {sig: signal.signal(sig, self._on_signal)
                   for sig in (signal.SIGINT, signal.SIGTERM)}
         previous = os.environ.get(MULTIPROC_ENV)
