@@ -31,14 +31,20 @@ def test_sigint_stops_the_sidecar_with_exit_status_0(workers: int) -> None:
     watchdog = threading.Timer(STARTUP_S, sidecar.kill)  # a hung start fails, not blocks
     watchdog.start()
     try:
-        ready = sidecar.stdout.readline() if sidecar.stdout else ""
+        try:
+            ready = sidecar.stdout.readline() if sidecar.stdout else ""
+        finally:
+            watchdog.cancel()
+        assert ready.startswith("es-tour sidecar on"), \
+            sidecar.stderr.read() if sidecar.stderr else ""
+        children = _children(sidecar.pid)
+        assert len(children) >= (workers if workers > 1 else 0)  # + multiprocessing's tracker
+        sidecar.send_signal(signal.SIGINT)
+        _, err = sidecar.communicate(timeout=60)
     finally:
-        watchdog.cancel()
-    assert ready.startswith("es-tour sidecar on"), sidecar.stderr.read() if sidecar.stderr else ""
-    children = _children(sidecar.pid)
-    assert len(children) >= (workers if workers > 1 else 0)  # + multiprocessing's tracker
-    sidecar.send_signal(signal.SIGINT)
-    _, err = sidecar.communicate(timeout=60)
+        if sidecar.poll() is None:  # a failed check leaves no sidecar behind
+            sidecar.kill()
+            sidecar.wait()
     assert sidecar.returncode == 0, err
     assert err.strip().splitlines()[-1] == "sidecar stopped"
     assert "Traceback" not in err
