@@ -4,11 +4,9 @@ measures it, the GIL would add tens of ms to every figure."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import socket
 import time
 from importlib.util import find_spec
-from pathlib import Path
 
 import httpx
 
@@ -33,8 +31,10 @@ class SidecarProcess:
             port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
         self._timeout = startup_timeout_s
+        # a daemon may start no processes of its own: several workers need a plain one
         self._process = multiprocessing.get_context("spawn").Process(
-            target=serve, args=(config, f"127.0.0.1:{port}", "warning"), daemon=True)
+            target=serve, args=(config, f"127.0.0.1:{port}", "warning"),
+            daemon=config.workers == 1)
 
     def __enter__(self) -> str:
         self._process.start()
@@ -48,13 +48,21 @@ class SidecarProcess:
         self.__exit__()
         raise EsTourError(f"the sidecar did not start within {self._timeout:.0f}s")
 
+    @property
+    def pid(self) -> int:
+        assert self._process.pid is not None
+        return self._process.pid
+
     def cpu_seconds(self) -> float:
-        """CPU time (user + system) the sidecar's process has used so far (Linux): unlike
-        wall time, other processes on the machine barely change it."""
-        stat = Path(f"/proc/{self._process.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time (user + system) the sidecar's processes (its workers too) have used so
+        far (Linux): unlike wall time, other processes on the machine barely change it."""
+        from es_tour.bench._load import cpu_seconds
+
+        return cpu_seconds(self.pid)
 
     def __exit__(self, *exc: object) -> None:
-        self._process.terminate()
-        self._process.join(timeout=10)
+        self._process.terminate()  # SIGTERM: every worker drains, then the supervisor ends
+        self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()

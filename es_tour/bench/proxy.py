@@ -1,11 +1,21 @@
-"""The sidecar's cost: pass-through `_search` latency through it vs direct, and TOUR's own time.
+"""The sidecar's cost: pass-through `_search` latency through it vs direct, and TOUR's own
+time; then pass-through latency while the sidecar refines, at several worker counts.
 
-    python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact
+    python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
+        --dataset ../shared/datasets/scifact --workers 1,2,4 --clients 0,4,16 --repeats 3
 
 The sidecar runs in its own process (as in production: in one process with the client,
 the GIL adds tens of ms); requests to both sides are interleaved so load drifts hit both
 alike, and their count is bounded. TOUR's per-round overhead is its traces' `own_ms`: time
-outside the engine and the models. Writes docs/benchmarks/proxy.md.
+outside the engine and the models.
+
+Under load (with `--dataset`): `make bench-app`'s `scifact-app` index with the budget
+frontier's 20-pair settings and its labeler vector store warmed (both done here when
+missing; warming SciFact from nothing takes long, see docs/benchmarks/cost.md). For each
+worker count, a sidecar with that many workers; in each repeat, for each client count, a
+process of its own sends refined searches (SciFact's query texts) from that many clients,
+while `GET /_cluster/health` goes to the sidecar and straight to the engine in turn
+(es_tour/bench/_load.py). Writes docs/benchmarks/proxy.md.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from es_tour.bench._commands import portable_path
+from es_tour.bench._load import Phase, phase, worker_memory
 from es_tour.bench._machine import machine, now
 from es_tour.bench._sidecar import SidecarProcess, server_stack
 from es_tour.server._config import ServerConfig
@@ -110,18 +122,132 @@ def markdown(report: Report, command: str) -> str:
     ])
 
 
+# the issue's bar: pass-through under 4 refined clients at most this many times the
+# engine's own latency, p50 and p99, in every repeat
+PASS_THROUGH_BAR = 1.5
+BAR_CLIENTS = 4
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    workers: int
+    phases: list[list[Phase]]  # per repeat, one per client count
+    memory: list[dict[str, Any]]  # per worker process, models loaded, after the load
+
+
+def measure_load(upstream: str, engine: str, dataset: Path, worker_counts: list[int],
+                 clients: list[int], repeats: int, seconds: float) -> list[WorkerRun]:
+    """Pass-through p50/p99 to the sidecar and to the engine, and refined searches/s,
+    under each client count, `repeats` times, at each worker count."""
+    from es_tour.bench.app import INDEX, prepare, warm_store
+    from es_tour.datasets import BeirDataset
+    from es_tour.server import Models
+
+    data = BeirDataset(dataset)
+    models = Models("retriever")
+    prepare(engine, upstream, data, models)
+    warm_store(engine, upstream, models)
+    del models
+    texts = sorted(set(data.queries().values()))
+    runs = []
+    for workers in worker_counts:
+        config = ServerConfig(upstream=upstream, engine=engine, workers=workers)
+        sidecar = SidecarProcess(config, startup_timeout_s=300)
+        with sidecar as url:
+            for text in texts[:4 * workers]:  # each worker's first searches load what they use
+                httpx.post(f"{url}/{INDEX}/_search", json={"query": {"match": {"text": text}}},
+                           timeout=120)
+            phases = [[phase(url, upstream, INDEX, texts, n, seconds) for n in clients]
+                      for _ in range(repeats)]
+            runs.append(WorkerRun(workers, phases, worker_memory(sidecar.pid)))
+    return runs
+
+
+def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
+    lines = [
+        "## Pass-through under refined load",
+        "",
+        f"`GET /_cluster/health` to the sidecar and straight to the engine in turn, each on a "
+        f"new connection, for {seconds:.0f} s per row, while a process of its own sends "
+        "refined searches from N clients (the index's recommended settings, warm store). "
+        "Repeats in order; ratio = sidecar / engine.",
+        "",
+        "| workers | repeat | refined clients | p50 ms sidecar / engine | ratio | "
+        "p99 ms sidecar / engine | ratio | refined/s | failed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for repeat, phases in enumerate(run.phases, 1):
+            for p in phases:
+                s50, e50 = p.quantile("sidecar", 0.5), p.quantile("engine", 0.5)
+                s99, e99 = p.quantile("sidecar", 0.99), p.quantile("engine", 0.99)
+                lines.append(f"| {run.workers} | {repeat} | {p.clients} | {s50:.1f} / {e50:.1f} "
+                             f"| {s50 / e50:.2f} | {s99:.1f} / {e99:.1f} | {s99 / e99:.2f} | "
+                             f"{p.refined_per_s if p.clients else ''} | "
+                             f"{p.failed if p.clients else ''} |")
+    lines += ["", "Spread over the repeats (min – max):", "",
+              "| workers | refined clients | p50 ratio | p99 ratio | refined/s |",
+              "|---|---|---|---|---|"]
+    for run in runs:
+        for i, first in enumerate(run.phases[0]):
+            same = [phases[i] for phases in run.phases]
+            r50 = [p.quantile("sidecar", 0.5) / p.quantile("engine", 0.5) for p in same]
+            r99 = [p.quantile("sidecar", 0.99) / p.quantile("engine", 0.99) for p in same]
+            rate = [p.refined_per_s for p in same]
+            lines.append(f"| {run.workers} | {first.clients} | {min(r50):.2f} – {max(r50):.2f} "
+                         f"| {min(r99):.2f} – {max(r99):.2f} | "
+                         + (f"{min(rate):.2f} – {max(rate):.2f} |" if first.clients else " |"))
+    lines += ["", f"Bar: under {BAR_CLIENTS} refined clients, p50 and p99 each at most "
+              f"{PASS_THROUGH_BAR}× the engine's in every repeat.", ""]
+    for run in runs:
+        at_bar = [p for phases in run.phases for p in phases if p.clients == BAR_CLIENTS]
+        met = bool(at_bar) and all(
+            p.quantile("sidecar", q) <= PASS_THROUGH_BAR * p.quantile("engine", q)
+            for p in at_bar for q in (0.5, 0.99))
+        memory = run.memory
+        rss = sum(m["rss"] or 0 for m in memory)
+        pss = sum(m["pss"] or 0 for m in memory)
+        lines.append(f"- {run.workers} worker(s): bar {'met' if met else 'NOT met'}; memory "
+                     f"after the load, models loaded: RSS {rss} MiB in all "
+                     f"({', '.join(str(m['rss']) for m in memory)} per process), "
+                     f"PSS {pss} MiB")
+    return "\n".join([*lines, ""])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", default="http://127.0.0.1:9200")
     parser.add_argument("--index", default="scifact")
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=300,
+                        help="pass-through _search pairs on --index (an index es-tour does "
+                             "not refine); 0 skips them")
     parser.add_argument("--tour-searches", type=int, default=5)
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/proxy.md"))
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="SciFact (BEIR): also measure pass-through under refined load")
+    parser.add_argument("--engine", default="opensearch")
+    parser.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
+    parser.add_argument("--clients", default="0,4,16",
+                        help="refined clients per row, comma-separated (0: idle)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0, help="probe time per row")
     args = parser.parse_args(argv)
-    report = measure(args.upstream, args.index, args.requests, args.tour_searches)
     command = (f"python -m es_tour.bench.proxy --upstream {args.upstream} --index {args.index} "
                f"--requests {args.requests} --tour-searches {args.tour_searches}")
-    text = markdown(report, command)
+    if args.dataset is not None:
+        command += (f" --dataset {portable_path(args.dataset)} --engine {args.engine}"
+                    f" --workers {args.workers}"
+                    f" --clients {args.clients} --repeats {args.repeats}"
+                    f" --seconds {args.seconds:g}")
+    # --requests 0: the load part alone
+    text = markdown(measure(args.upstream, args.index, args.requests, args.tour_searches),
+                    command) if args.requests else f"# Sidecar overhead\n\n- command: `{command}`\n"
+    if args.dataset is not None:
+        runs = measure_load(args.upstream, args.engine, args.dataset,
+                            [int(n) for n in args.workers.split(",")],
+                            [int(n) for n in args.clients.split(",")], args.repeats,
+                            args.seconds)
+        text += "\n" + load_markdown(runs, args.seconds)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(text)

@@ -21,6 +21,7 @@ from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
+from es_tour.server._workers import default_workers
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
@@ -52,9 +53,15 @@ def serve_command(
         help="largest ext.tour.timeout_ms a request may ask")] = 60_000,
     max_body_bytes: Annotated[int, typer.Option(
         help="largest _search body read (413 past it)")] = 10 * 1024 * 1024,
-    model_workers: Annotated[int, typer.Option(help="threads running labeler batches")] = 2,
+    workers: Annotated[int | None, typer.Option(
+        show_default=False,
+        help="processes serving on the one socket, each with its own models (default: the "
+             "machine's cores, or the container's CPU quota)")] = None,
+    model_workers: Annotated[int, typer.Option(
+        help="threads running labeler batches, in each worker")] = 2,
     max_refinements: Annotated[int, typer.Option(
-        help="TOUR requests refining at once; others wait or get 429")] = 4,
+        help="TOUR requests refining at once, in each worker; others wait or get "
+             "429")] = 4,
     when_full: Annotated[str, typer.Option(
         help="queue (wait until the deadline, then round 0, degraded) or reject (429)")] = "queue",
     settings_ttl: Annotated[float, typer.Option(help="seconds index settings are cached")] = 5.0,
@@ -99,6 +106,7 @@ def serve_command(
                           max_rounds=max_rounds, max_top_k=max_top_k,
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
                           model_workers=model_workers, max_refinements=max_refinements,
+                          workers=default_workers() if workers is None else workers,
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           service_credentials=service_credentials,
                           vector_store=vector_store,
@@ -115,7 +123,9 @@ def serve_command(
 
     def ready() -> None:
         scheme = "https" if config.tls_cert else "http"
-        typer.echo(f"es-tour sidecar on {scheme}://{listen} -> {', '.join(config.upstreams)}")
+        processes = f" ({config.workers} workers)" if config.workers > 1 else ""
+        typer.echo(f"es-tour sidecar on {scheme}://{listen} -> {', '.join(config.upstreams)}"
+                   f"{processes}")
 
     serve_until_stopped(config, listen, log_level, ready)
 

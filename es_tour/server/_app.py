@@ -46,6 +46,7 @@ from es_tour.server._request import (
 )
 from es_tour.server._service import TourService
 from es_tour.server._stats import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from es_tour.server._stats import SYNC_S
 from es_tour.server._template import rendered_search, template_target
 from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 
@@ -68,9 +69,15 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
         if config.preload:
             await asyncio.to_thread(shared.preload, config.labeler)
         await upstream.detect_startup()
+        service.stats.workers.inc()  # serving: what /_tour/health counts across workers
+        syncing = asyncio.ensure_future(_sync_stats(service)) \
+            if service.stats.multiprocess_dir else None
         try:
             yield
         finally:
+            service.stats.workers.dec()
+            if syncing is not None:
+                syncing.cancel()
             await service.close()
             await upstream.close()
 
@@ -95,6 +102,14 @@ def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
     if config.access_log:
         app.add_middleware(AccessLog)
     return app
+
+
+async def _sync_stats(service: TourService) -> None:
+    """Under several workers: this one's labeler and store counts into the shared files
+    now and then, so a scrape another worker answers sees them."""
+    while True:
+        await asyncio.sleep(SYNC_S)
+        service.stats.sync()
 
 
 async def _dispatch(request: Request, upstream: Upstream, service: TourService) -> Response:

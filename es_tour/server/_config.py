@@ -35,7 +35,11 @@ class ServerConfig:
     max_body_bytes: the largest `_search` body the sidecar reads (413 past it).
     model_workers: threads that run labeler batches (query embeddings get one more).
     label_batch: docs per labeler batch; a cancelled refinement stops after the current one.
-    max_refinements: TOUR requests refining at once; the others wait or are refused.
+    max_refinements: TOUR requests refining at once in each worker process; the others
+      wait or are refused.
+    workers: processes serving on one listening socket (`es-tour serve --workers`), each
+      with its own event loop, models, model pool and admission slots; their counters are
+      summed (docs/sidecar.md#workers).
     when_full: "queue" (wait for capacity until the deadline, then answer round 0 with
       `degraded: true`) or "reject" (429 with Retry-After: retry_after_s at once).
     settings_ttl_s: how long an index's `index.tour.*` settings are cached.
@@ -77,6 +81,7 @@ class ServerConfig:
     model_workers: int = 2
     label_batch: int = 16
     max_refinements: int = 4
+    workers: int = 1
     when_full: str = "queue"
     retry_after_s: int = 1
     settings_ttl_s: float = 5.0
@@ -127,7 +132,7 @@ class ServerConfig:
             raise ConfigError(f"when_full must be one of {list(WHEN_FULL)}, got {self.when_full!r}")
         for name in ("deadline_ms", "max_k", "max_size", "window", "max_rounds", "max_top_k",
                      "max_timeout_ms", "max_body_bytes", "model_workers", "label_batch",
-                     "max_refinements", "retry_after_s", "max_connections",
+                     "max_refinements", "workers", "retry_after_s", "max_connections",
                      "settings_cache_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -60,14 +60,18 @@ async def _health(_: Request, upstream: Upstream, service: TourService) -> Answe
     except (UpstreamError, TimeoutError):
         status = None
     serving = status is not None and status < 500
-    models = service.models
+    stats = service.stats
     return (200 if serving else 503), {
         "status": "serving" if serving else "upstream_unavailable",
         "engine": upstream.engine,
         "upstream": {"reachable": status is not None, "status": status},
         "models": {"encoder": {"name": service.config.encoder,
-                               "loaded": models.encoder_loaded},
-                   "labelers": sorted(models.loaded())},
+                               "loaded": service.models.encoder_loaded},
+                   "labelers": sorted(set(service.models.loaded()) |
+                                      set(stats.loaded_labelers()))},
+        # every worker's, read from the files they share; this one counts itself serving
+        "workers": {"serving": max(stats.serving_workers(), 1),
+                    "configured": service.config.workers},
     }
 
 

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from es_tour.errors import ConfigError, EsTourError
 from es_tour.server._app import create_app
@@ -16,6 +17,9 @@ from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._ops import access_log
 from es_tour.server._service import FALLBACK_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -26,14 +30,25 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _uvicorn_config(config: ServerConfig, host: str, port: int, models: Models | None,
-                    log_level: str) -> object:
+def uvicorn_config(config: ServerConfig, host: str, port: int, models: Models | None,
+                   log_level: str) -> uvicorn.Config:
     import uvicorn
 
     return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
                           access_log=False, lifespan="on",
                           timeout_graceful_shutdown=drain_seconds(config),
                           ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key)
+
+
+def setup_access_log(config: ServerConfig) -> None:
+    """The access log's own handler, when switched on: uvicorn's logging setup covers its
+    own loggers only."""
+    if config.access_log and not access_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
 
 
 def drain_seconds(config: ServerConfig) -> int:
@@ -46,7 +61,8 @@ def drain_seconds(config: ServerConfig) -> int:
 def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
           ready: Callable[[], None] | None = None) -> None:
     """Serve until interrupted (Ctrl-C returns, once the sidecar has shut down); `ready` is
-    called once the sidecar listens."""
+    called once the sidecar listens, every worker of `config.workers` (processes on one
+    socket, es_tour.server._workers) when more than one."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -56,14 +72,17 @@ def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str =
                 ready()
 
     host, port = parse_listen(listen)
-    if config.access_log:  # uvicorn's logging setup covers its own loggers only
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        access_log.addHandler(handler)
-        access_log.setLevel(logging.INFO)
-        access_log.propagate = False
+    if config.workers > 1:
+        from es_tour.server._workers import Workers
+
+        try:
+            Workers(config, host, port, log_level, ready).run()
+        except KeyboardInterrupt:  # every worker drained first
+            pass
+        return
+    setup_access_log(config)
     try:
-        Server(_uvicorn_config(config, host, port, None, log_level)).run()  # type: ignore[arg-type]
+        Server(uvicorn_config(config, host, port, None, log_level)).run()
     except KeyboardInterrupt:
         # uvicorn shuts down gracefully on SIGINT, then raises it again: for a sidecar in the
         # foreground, Ctrl-C is how it ends, not a failure (make would report Error 130)
@@ -86,7 +105,7 @@ class BackgroundServer:
         scheme = "https" if config.tls_cert else "http"
         self.url = f"{scheme}://{host}:{self._sock.getsockname()[1]}"
         self._server = uvicorn.Server(
-            _uvicorn_config(config, host, 0, models, "warning"))  # type: ignore[arg-type]
+            uvicorn_config(config, host, 0, models, "warning"))
         self._timeout = startup_timeout_s
         self._drain_s = drain_seconds(config)
         self._thread = threading.Thread(target=self._server.run,

@@ -2,7 +2,8 @@
 while the engine counts the request as sent (the overview), have the engine fetch the page
 (`_fetch`), render it.
 
-Model inference runs on the pipeline's ModelPool, off the event loop. At most
+Refinements run on an event loop of their own (`RefineLoop`), apart from the loop that
+serves pass-through traffic, and model inference on the pipeline's ModelPool. At most
 `max_refinements` searches refine at once; the others wait for a slot until their
 deadline (and then answer with the round-0 ranking) or, with `when_full: reject`, get a
 429 at once.
@@ -29,6 +30,7 @@ from es_tour.pipeline import (
 )
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import fetch_page, overview_body, plan_page
+from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
 from es_tour.server._options import Resolved, build, check_encoder_fits, index_settings, resolve
 from es_tour.server._render import render
@@ -53,6 +55,7 @@ class TourService:
         self.config = config
         self.models = models
         self.pool = ModelPool(config.model_workers)
+        self._loop = RefineLoop()  # everything below lives on it
         self._slots = asyncio.Semaphore(config.max_refinements)
         self._engine: ClientEngine | None = None
         self.store: VectorStore | None = None  # made with the engine adapter
@@ -72,6 +75,9 @@ class TourService:
 
     async def close(self) -> None:
         self.pool.close()
+        await self._loop.close(self._close())
+
+    async def _close(self) -> None:
         if self._writer is not None:  # it writes what is queued as it ends
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
@@ -84,7 +90,12 @@ class TourService:
     async def search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
                      engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
         """The engine-shaped response to `request`, TOUR's trace under ext.tour; every engine
-        call carries the `caller`'s identity headers, and an engine error comes back as is."""
+        call carries the `caller`'s identity headers, and an engine error comes back as is.
+        It runs on the refinement loop: the caller's loop only waits for it."""
+        return await self._loop.run(self._search(request, flat_settings, engine, caller))
+
+    async def _search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
+                      engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
         started = time.perf_counter()
         chosen = resolve(request.tour, index_settings(flat_settings or {}), self.defaults())
         if request.vector_field is not None and "vector_field" not in request.tour:

@@ -8,17 +8,18 @@ fixed prefix and capped in number).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.models import Labeler
-from es_tour.pipeline import StoreCounts, VectorStore
+from es_tour.pipeline import VectorStore
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -27,6 +28,9 @@ OTHER = "other"
 # seconds: a plain search's tens of ms up to a refinement that runs to the 60 s cap
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# where worker processes keep their metrics (prometheus_client's multiprocess mode)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+SYNC_S = 1.0  # how often a worker copies its labelers' and store's counts in
 
 
 def reason_label(reason: str) -> str:
@@ -37,12 +41,22 @@ def reason_label(reason: str) -> str:
 
 
 class Stats:
-    """What the sidecar counts; `labelers()` (name -> each labeler loaded) is read at each
-    scrape for the model work the labelers did, which tells the label cache's hit rate."""
+    """What the sidecar counts; `labelers()` (name -> each labeler loaded) and `store()` are
+    read at each `sync` for the model and store work they did, which tells the label
+    cache's and the store's hit rates.
+
+    Under `es-tour serve --workers N` (PROMETHEUS_MULTIPROC_DIR set before the worker
+    imported prometheus_client) every metric lives in that directory's per-process files,
+    and a scrape reads all of them: counters and histograms summed over the workers (those
+    that exited included), gauges summed over the live ones. A worker copies its labelers'
+    and store's own counters in at each search it answers, each scrape it serves, and once a
+    second (`SYNC_S`).
+    """
 
     def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict,
                  store: Callable[[], VectorStore | None] = lambda: None):
         self.registry = CollectorRegistry()
+        self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         r = self.registry
         self.refined = Counter(f"{PREFIX}refined", "Searches answered by a full refinement",
                                ["method"], registry=r)
@@ -60,9 +74,25 @@ class Stats:
         self.model_seconds = Counter(f"{PREFIX}model_seconds", "Model time of the answered "
                                      "searches", ["method"], registry=r)
         self.queue = Gauge(f"{PREFIX}queue_depth", "Refinements waiting for an admission slot",
-                           registry=r)
-        r.register(_LabelerWork(labelers))
-        r.register(_StoreWork(store))
+                           registry=r, multiprocess_mode="livesum")
+        self.workers = Gauge(f"{PREFIX}workers", "Worker processes serving", registry=r,
+                             multiprocess_mode="livesum")
+        self._scored = Counter(f"{PREFIX}labeler_pairs_scored", "Pairs a labeler scored anew: "
+                               "its score cache's misses", ["labeler"], registry=r)
+        self._embedded = Counter(f"{PREFIX}labeler_docs_embedded", "Docs a dual-encoder "
+                                 "labeler embedded: its doc-vector cache's misses", ["labeler"],
+                                 registry=r)
+        self._queued = Gauge(f"{PREFIX}labeler_docs_queued", "Docs waiting now for a "
+                             "dual-encoder labeler's next shared batch", ["labeler"],
+                             registry=r, multiprocess_mode="livesum")
+        self._loaded = Gauge(f"{PREFIX}labeler_loaded", "1 while a worker has the labeler "
+                             "loaded", ["labeler"], registry=r, multiprocess_mode="livemax")
+        self._store = {name: Counter(f"{PREFIX}store_{name}", help_text, registry=r)
+                       for name, help_text in STORE_METRICS.items()}
+        self._labelers = labelers
+        self._store_of = store
+        # (metric, label, the source object's id) -> the source's count already added
+        self._seen: dict[tuple[str, str], tuple[int, float]] = {}
         self._reasons: set[str] = set()
         self._lock = threading.Lock()
 
@@ -83,17 +113,81 @@ class Stats:
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)
         self.model_seconds.labels(method=method).inc(model_ms / 1000)
+        self.sync()
+
+    def sync(self) -> None:
+        """Add what the loaded labelers and the store did since the last sync to this
+        process's counters; set the gauges they keep."""
+        with self._lock:
+            loaded = dict(self._labelers())
+            for name, labeler in loaded.items():
+                self._add(self._scored.labels(labeler=name), "scored", name, labeler,
+                          labeler.pairs_scored)
+                self._loaded.labels(labeler=name).set(1)
+                if isinstance(labeler, _EmbedsDocs):  # a dual encoder; cross-encoders embed none
+                    self._add(self._embedded.labels(labeler=name), "embedded", name, labeler,
+                              labeler.docs_embedded)
+                    self._queued.labels(labeler=name).set(labeler.queued_docs)
+            for (kind, name) in list(self._seen):
+                if kind == "scored" and name not in loaded:  # unloaded: its count stays
+                    self._loaded.labels(labeler=name).set(0)
+                    self._queued.labels(labeler=name).set(0)
+            store = self._store_of()
+            if store is not None:
+                for name, counter in self._store.items():
+                    self._add(counter, "store", name, store,
+                              getattr(store.counts, name.removeprefix("docs_")))
+
+    def _add(self, counter: Counter, kind: str, name: str, source: object,
+             value: float) -> None:
+        """Increase `counter` by what `source`'s own count gained since it was last read
+        (all of it when the source is new: a labeler loaded again counts from zero)."""
+        seen = self._seen.get((kind, name))
+        before = seen[1] if seen is not None and seen[0] == id(source) else 0.0
+        if value > before:
+            counter.inc(value - before)
+        self._seen[(kind, name)] = (id(source), max(value, before))
+
+    def loaded_labelers(self) -> list[str]:
+        """The labelers some worker has loaded now (this one's alone in a single process)."""
+        self.sync()
+        family = self._families().get(f"{PREFIX}labeler_loaded")
+        return sorted({s.labels["labeler"] for s in (family.samples if family else ())
+                       if s.value > 0})
+
+    def serving_workers(self) -> int:
+        """How many worker processes serve now: their `workers` gauges, summed."""
+        family = self._families().get(f"{PREFIX}workers")
+        return int(sum(s.value for s in family.samples)) if family else 0
+
+    def _families(self) -> dict[str, Metric]:
+        """Every metric by name: this process's, or under workers every worker's, read
+        from their files (where a labelled metric no worker has counted yet is absent, so
+        this process's own, all zero, stands for it)."""
+        families = {family.name: family for family in self.registry.collect()}
+        families.update({family.name: family for family in self._shared().collect()})
+        return families
+
+    def _shared(self) -> CollectorRegistry:
+        """Every worker's metrics, read from their files; this registry in one process."""
+        if self.multiprocess_dir is None:
+            return self.registry
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged, self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return merged
 
     def prometheus(self) -> bytes:
         """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        self.sync()
+        return generate_latest(self._shared())
 
     def to_json(self) -> dict[str, Any]:
         """Every metric, engine-style: `{"timestamp", "es_tour": {name: ...}}`; a labelled
         metric as `{"total", "by_<label>": {value: count}}`, a histogram as `{"count",
         "sum", "buckets"}` per label value; plus the label cache's hit rate."""
+        self.sync()
         out: dict[str, Any] = {}
-        for family in self.registry.collect():
+        for family in self._families().values():
             name = family.name.removeprefix(PREFIX)
             if family.type == "histogram":
                 out[name] = _histogram(family)
@@ -156,47 +250,6 @@ class _EmbedsDocs(Protocol):
 
     @property
     def queued_docs(self) -> int: ...
-
-
-class _LabelerWork(Collector):
-    """The work each loaded labeler did, read from its own counters at scrape: pairs it
-    scored anew (the score cache's misses) and, for a dual encoder, docs it embedded (the
-    doc-vector cache's misses)."""
-
-    def __init__(self, labelers: Callable[[], Mapping[str, Labeler]]):
-        self._labelers = labelers
-
-    def collect(self) -> Iterator[Metric]:
-        scored = CounterMetricFamily(f"{PREFIX}labeler_pairs_scored", "Pairs a labeler scored "
-                                     "anew: its score cache's misses", labels=["labeler"])
-        embedded = CounterMetricFamily(f"{PREFIX}labeler_docs_embedded", "Docs a dual-encoder "
-                                       "labeler embedded: its doc-vector cache's misses",
-                                       labels=["labeler"])
-        queued = GaugeMetricFamily(f"{PREFIX}labeler_docs_queued", "Docs waiting now for a "
-                                   "dual-encoder labeler's next shared batch", labels=["labeler"])
-        for name, labeler in self._labelers().items():
-            scored.add_metric([name], labeler.pairs_scored)
-            if isinstance(labeler, _EmbedsDocs):  # a dual encoder; cross-encoders embed none
-                embedded.add_metric([name], labeler.docs_embedded)
-                queued.add_metric([name], labeler.queued_docs)
-        yield scored
-        yield embedded
-        yield queued
-
-
-class _StoreWork(Collector):
-    """What the labeler vector store did, read from its counters at scrape (all 0 before
-    the first refined search, or with the store off)."""
-
-    def __init__(self, store: Callable[[], VectorStore | None]):
-        self._store = store
-
-    def collect(self) -> Iterator[Metric]:
-        store = self._store()
-        counts = store.counts if store is not None else StoreCounts()
-        for name, help_text in STORE_METRICS.items():
-            yield CounterMetricFamily(f"{PREFIX}store_{name}", help_text,
-                                      value=getattr(counts, name.removeprefix("docs_")))
 
 
 STORE_METRICS = {

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from es_tour.server import ServerConfig, create_app
-from es_tour.server._run import _uvicorn_config, drain_seconds
+from es_tour.server._run import drain_seconds, uvicorn_config
 from es_tour.server._service import FALLBACK_TIMEOUT_MS, TourService
 
 MONITOR = "Basic " + base64.b64encode(b"monitor:pw").decode()
@@ -146,5 +146,5 @@ def test_a_shutdown_waits_out_the_deadline_and_the_fallback():
     config = ServerConfig(upstream="http://127.0.0.1:1", deadline_ms=10_000)
     assert drain_seconds(config) == (10_000 + FALLBACK_TIMEOUT_MS) // 1000
     assert drain_seconds(ServerConfig(upstream="http://127.0.0.1:1", deadline_ms=2_500)) == 4
-    uvicorn_config = _uvicorn_config(config, "127.0.0.1", 0, None, "warning")
-    assert uvicorn_config.timeout_graceful_shutdown == 11  # type: ignore[attr-defined]
+    built = uvicorn_config(config, "127.0.0.1", 0, None, "warning")
+    assert built.timeout_graceful_shutdown == 11

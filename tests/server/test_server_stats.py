@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from es_tour.server._stats import MAX_REASONS, OTHER, Stats, reason_label
+from es_tour.server._stats import MAX_REASONS, MULTIPROC_ENV, OTHER, Stats, reason_label
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("reason", "label"), [
@@ -75,3 +82,53 @@ def test_each_app_counts_apart() -> None:
     first, second = Stats(), Stats()
     first.rejected.inc()
     assert second.to_json()["es_tour"]["rejected"]["total"] == 0.0
+
+
+_WORKER = """
+import sys
+from types import SimpleNamespace
+from es_tour.server._stats import Stats
+labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queued_docs=2)
+stats = Stats(lambda: {"default": labeler})
+stats.workers.inc()
+stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0)
+labeler.pairs_scored, labeler.docs_embedded = 4, 1
+stats.sync()
+stats.sync()  # what a labeler did is added once
+stats.passthrough("unsupported body key [x]")
+"""
+
+
+def test_worker_processes_counts_add_up_in_the_shared_directory(tmp_path: Path) -> None:
+    env = {**os.environ, MULTIPROC_ENV: str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    for _ in range(2):  # two workers, one after the other: the counts outlive a worker
+        subprocess.run([sys.executable, "-c", _WORKER], env=env, check=True)
+    reader = subprocess.run(
+        [sys.executable, "-c", "import json; from es_tour.server._stats import Stats; "
+         "print(json.dumps(Stats().to_json()['es_tour']))"],
+        env=env, check=True, capture_output=True, text=True)
+    body = json.loads(reader.stdout)
+    assert body["refined"]["by_method"] == {"tour-hard": 2.0}
+    assert body["pairs_labelled"]["total"] == 20.0
+    assert body["search_duration_seconds"]["by_method"]["tour-hard"]["count"] == 2.0
+    assert body["passed_through"]["by_reason"] == {"unsupported body key": 2.0}
+    assert body["labeler_pairs_scored"]["by_labeler"] == {"default": 8.0}
+    assert body["labeler_docs_embedded"]["total"] == 2.0
+    assert body["label_cache"]["hit_rate"] == 0.6
+    # gauges sum over the live workers: neither worker was marked dead, so both count
+    assert body["workers"] == 2.0 and body["labeler_docs_queued"]["total"] == 4.0
+
+
+def test_a_labeler_loaded_again_counts_from_zero_and_its_count_stays() -> None:
+    first = SimpleNamespace(name="default", pairs_scored=5)
+    loaded: dict[str, object] = {"default": first}
+    stats = Stats(lambda: loaded)  # type: ignore[arg-type,return-value]
+    stats.sync()
+    loaded.clear()
+    stats.sync()
+    assert stats.to_json()["es_tour"]["labeler_loaded"]["by_labeler"] == {"default": 0.0}
+    loaded["default"] = SimpleNamespace(name="default", pairs_scored=2)
+    body = stats.to_json()["es_tour"]
+    assert body["labeler_pairs_scored"]["by_labeler"] == {"default": 7.0}
+    assert stats.loaded_labelers() == ["default"]
