@@ -35,7 +35,7 @@ from es_tour.bench.retrieval import ndcg_per_round, operator_counts
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import evaluate, progress_bar
-from es_tour.models import is_ensemble
+from es_tour.models import WEIGHT_MARK, is_ensemble
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
@@ -65,9 +65,10 @@ BEFORE = {10: 0.7301, 20: 0.7359, 40: 0.7310}
 
 async def fit_labeler(dataset: BeirDataset, url: str, train_queries: int | None,
                       labeler: str) -> dict[str, Any]:
-    """`labeler` as measured: an ensemble's member weights fitted on train queries (the
-    pools of `MEMBER_FIT_METHOD` at `CHOICE_BUDGET`), a single model as it is."""
-    if not is_ensemble(labeler):
+    """`labeler` as measured: an ensemble that names no weights with its member weights
+    fitted on train queries (the pools of `MEMBER_FIT_METHOD` at `CHOICE_BUDGET`); one
+    that names them, or a single model, as it is."""
+    if not is_ensemble(labeler) or WEIGHT_MARK in labeler:
         return {"candidate": labeler, "name": labeler}
     train = dict(list(dataset.queries("train").items())[:train_queries])
     async with corpus_context(dataset, url, labeler=labeler) as context:

@@ -55,6 +55,7 @@ from es_tour.evaluation import (
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
 from es_tour.models import (
+    WEIGHT_MARK,
     EnsembleLabeler,
     Labeler,
     has_corpus_embeddings,
@@ -631,9 +632,10 @@ async def _fit_labeler(context: SearchContext, data: BeirDataset, own: bool,
                        corpus_vectors: bool | None, pairs: int, labeler: str,
                        fitting: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
                        budget: int) -> tuple[str, dict[str, Any]]:
-    """`labeler` as tune runs it: an ensemble with its member weights fitted on the
-    `fitting` queries (`fit_members` over `MEMBER_FIT_METHOD`'s pools at `budget`)."""
-    if not is_ensemble(labeler):
+    """`labeler` as tune runs it: an ensemble that names no weights with its member weights
+    fitted on the `fitting` queries (`fit_members` over `MEMBER_FIT_METHOD`'s pools at
+    `budget`); one that names them, or one model, as it is."""
+    if not is_ensemble(labeler) or WEIGHT_MARK in labeler:
         return labeler, {}
     labelled = _labelled(context, data, own, corpus_vectors, pairs, labeler)
     with progress_bar(f"member weights of {labeler}", len(fitting), err_console) as advance:

@@ -12,6 +12,7 @@ from es_tour.models._corpus_cache import (
     unit_corpus_embeddings,
 )
 from es_tour.models._ensemble import (
+    WEIGHT_MARK,
     EnsembleLabeler,
     Member,
     ensemble_name,
@@ -33,6 +34,7 @@ from es_tour.models._manifest import Manifest, read_manifest
 from es_tour.models._runtime import CrossEncoder, DualEncoder, Ranked, available_providers
 
 __all__ = [
+    "WEIGHT_MARK",
     "CrossEncoder",
     "CrossEncoderLabeler",
     "DocKey",
