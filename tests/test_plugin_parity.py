@@ -23,7 +23,6 @@ from es_tour.agents import (
 )
 from es_tour.agents._hybrid_tour import LEXICAL_POLICIES, POOLS
 from es_tour.errors import ConfigError
-from es_tour.pipeline._fusion import FusionWeights
 from es_tour.pipeline._methods import (
     FIRST_STAGES,
     LEXICAL_WEIGHT,
@@ -33,6 +32,7 @@ from es_tour.pipeline._methods import (
     VectorRerankOptions,
 )
 from es_tour.pipeline._relevance_feedback import RelevanceFeedbackOptions
+from es_tour.pipeline._types import FusionWeights
 from es_tour.plugin_settings import (
     by_name,
     choices,

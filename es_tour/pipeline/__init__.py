@@ -16,8 +16,6 @@ from es_tour.pipeline._methods import (
     LINEAR_DEPTH,
     METHODS,
     MethodFactory,
-    MethodOptions,
-    SearchMethod,
     build_method,
     interleave,
     rank_linear,
@@ -27,9 +25,11 @@ from es_tour.pipeline._relevance_feedback import (  # registers relevance-feedba
     RelevanceFeedbackOptions,
 )
 from es_tour.pipeline._types import (
+    MethodOptions,
     Provenance,
     RankedHit,
     RoundTrace,
+    SearchMethod,
     SearchResult,
     Timings,
     TourRound,

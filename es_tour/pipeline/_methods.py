@@ -12,13 +12,16 @@ import numpy as np
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.options import check_int, check_number, from_options
+from es_tour.options import check_int, check_number
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._fusion import FusedMethod, FusionWeights
+from es_tour.pipeline._fusion import FusedMethod
 from es_tour.pipeline._types import (
+    FusionWeights,
+    MethodOptions,
     Provenance,
     RankedHit,
     RoundTrace,
+    SearchMethod,
     SearchResult,
     Timings,
     TourRound,
@@ -33,22 +36,6 @@ from es_tour.tour import (
     hybrid_scores,
     rocchio,
 )
-
-
-class SearchMethod(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    async def search(self, query: str, size: int = 10) -> SearchResult: ...
-
-
-@dataclass(frozen=True)
-class MethodOptions:
-    """Base of per-method options: unknown keys are rejected with the supported ones."""
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> Any:
-        return from_options(cls, options)
 
 
 @dataclass(frozen=True)
