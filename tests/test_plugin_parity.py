@@ -29,9 +29,9 @@ from es_tour.pipeline._first_stage import (
     DepthOptions,
     FirstStageOptions,
 )
-from es_tour.pipeline._methods import RocchioOptions
 from es_tour.pipeline._relevance_feedback import RelevanceFeedbackOptions
 from es_tour.pipeline._rerank import VectorRerankOptions
+from es_tour.pipeline._tour_loop import RocchioOptions
 from es_tour.pipeline._types import FusionWeights
 from es_tour.plugin_settings import (
     by_name,
