@@ -11,7 +11,7 @@ from es_tour.pipeline._context import (
     open_context,
 )
 from es_tour.pipeline._first_stage import LEXICAL_WEIGHT, LINEAR_DEPTH, interleave, rank_linear
-from es_tour.pipeline._methods import (
+from es_tour.pipeline._registry import (
     BUDGET_OPTIONS,
     METHODS,
     MethodFactory,

@@ -1,4 +1,5 @@
-"""Named search methods, one small class each, all behind `search(query, size)`."""
+"""The one registry of method names, the option that caps each one's labeler pairs,
+and `build_method`, which checks a method's options once and adds fusion."""
 
 from __future__ import annotations
 
