@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from es_tour.cli import app
+from es_tour.cli._app import app
 from es_tour.cli._checks import (
     CaCerts,
     ClientCert,
