@@ -612,7 +612,7 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         if apply:
             budget = max(budgets)
             recommended = results["budgets"][str(budget)]
-            await _apply_settings(context.engine, index, recommended["settings"],
+            await _apply_settings(console, context.engine, index, recommended["settings"],
                                   f"tune's recommendation at {budget} labeler pairs per query",
                                   ServerConfig(upstream=target.url, engine=target.engine))
             results["applied"] = {"budget": budget, "settings": recommended["settings"]}
@@ -811,8 +811,8 @@ async def _first_comparison(context: SearchContext, config: ServerConfig, qid: s
                             text: str, relevant: Mapping[str, int]) -> Resolved:
     """Apply the recommended settings, then show the query's top 5 by knn and bm25 against
     the method the index's settings now name, relevant hits marked; returns that method."""
-    chosen = await _apply_settings(context.engine, context.index, FRONTIER_20, FRONTIER_WHY,
-                                   config)
+    chosen = await _apply_settings(console, context.engine, context.index, FRONTIER_20,
+                                   FRONTIER_WHY, config)
     console.print(f"\n[bold]query {qid}:[/] {text}")
     configured = _resolved_context(context, chosen)
     for label, method, method_context, options, note in (
@@ -829,17 +829,18 @@ async def _first_comparison(context: SearchContext, config: ServerConfig, qid: s
     return chosen
 
 
-async def _apply_settings(adapter: ClientEngine, index: str, settings: Mapping[str, Any],
-                          why: str, config: ServerConfig) -> Resolved:
+async def _apply_settings(out: Console, adapter: ClientEngine, index: str,
+                          settings: Mapping[str, Any], why: str, config: ServerConfig
+                          ) -> Resolved:
     """Put `settings` on `index` (the plugin validates them: a bad one is the engine's
-    400), say which and why in one line, and resolve what the index now names as the
-    sidecar does (`_options.resolve`, no request layer)."""
+    400), say which and why in one line on `out`, and resolve what the index now names as
+    the sidecar does (`_options.resolve`, no request layer)."""
     with adapter.engine_errors():
         await adapter.put_settings(index, settings)
         flat = await adapter.settings(index)
-    console.print(Text.from_markup(f"applied to [bold]{escape(index)}[/] "
-                                   f"{escape(settings_text(settings))}: {escape(why)}"),
-                  soft_wrap=True)
+    out.print(Text.from_markup(f"applied to [bold]{escape(index)}[/] "
+                               f"{escape(settings_text(settings))}: {escape(why)}"),
+              soft_wrap=True)
     return resolve({}, index_settings(flat), config.defaults())
 
 
