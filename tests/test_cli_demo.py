@@ -18,18 +18,16 @@ import pytest
 from rich.console import Console
 
 from es_tour.cli import search
+from es_tour.cli._shared import LABEL_WIDTH, print_table, short_labels
 from es_tour.cli.search import (
     DEMO_BUDGETS,
     DEMO_FIRST_STAGE,
-    LABEL_WIDTH,
     PlaygroundPick,
     _later_round_find,
     configured_label,
     demo_tables,
     playground_link,
     playground_query,
-    print_table,
-    short_labels,
 )
 from es_tour.evaluation import MethodReport, MethodSpec
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, Timings
