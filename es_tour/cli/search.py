@@ -14,14 +14,6 @@ from urllib.parse import urlencode
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -57,7 +49,6 @@ from es_tour.cli._shared import (
     settings_text,
 )
 from es_tour.datasets import BeirDataset
-from es_tour.engines import ClientEngine
 from es_tour.errors import ConfigError
 from es_tour.evaluation import (
     MethodReport,
@@ -71,17 +62,10 @@ from es_tour.evaluation import (
     with_budgets,
 )
 from es_tour.models import is_ensemble, load_labeler
-from es_tour.pipeline import (
-    BUDGET_OPTIONS,
-    DEFAULT_TEXT_FIELDS,
-    RankedHit,
-    SearchContext,
-    SearchResult,
-    warm,
-)
+from es_tour.pipeline import BUDGET_OPTIONS, RankedHit, SearchContext, SearchResult
 from es_tour.recommended import FRONTIER_20, FRONTIER_WHY
 from es_tour.server import ServerConfig, parse_listen
-from es_tour.server._options import Resolved, build, index_settings, settings_for
+from es_tour.server._options import Resolved, build, settings_for
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
@@ -98,13 +82,6 @@ from es_tour.tuning import (
     weighted_labeler,
 )
 
-Qrels = Annotated[bool, typer.Option(
-    help="also store the dataset's judgements (every qrels split) in the side index "
-         "<index>-qrels, where the playground finds them")]
-Metadata = Annotated[bool, typer.Option(
-    help="also index each doc's synthetic `year` (integer) and `topic` (keyword), to "
-         "filter and facet on (the application workload of `make bench-app`)")]
-
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
 # the demo's frontier: at each labeler budget (pairs per query), reranking kNN's top,
@@ -120,99 +97,6 @@ DEMO_BUDGETS = {10: ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=
                      ":w_dense=0.0")}
 DEMO_FIRST_STAGE = ("bm25", "knn")
 LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
-
-Rate = Annotated[float | None, typer.Option(
-    help="embed at most this many docs per second (the labeler shares the machine)")]
-Warm = Annotated[bool, typer.Option(
-    help="then fill the default labeler's vector store for the index (as es-tour warm)")]
-
-
-@app.command("index")
-@clean_errors
-def index_command(
-    dataset: Dataset,
-    engine: Engine = "opensearch",
-    url: Url = None,
-    index: Index = None,
-    replace: bool = False,
-    qrels: Qrels = False,
-    metadata: Metadata = False,
-    warm: Warm = False,
-    rate: Rate = None,
-    ca_certs: CaCerts = None,
-    client_cert: ClientCert = None,
-    client_key: ClientKey = None,
-    verify_certs: VerifyCerts = True,
-) -> None:
-    """Embed a BEIR corpus with the retriever and bulk-index it (re-runs never duplicate)."""
-    data = BeirDataset(dataset)
-    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
-
-    async def run() -> None:
-        context = _context(target, index or data.name, "default")
-        async with context.engine:
-            await _ingest(context, data, replace, qrels, metadata)
-            if warm:
-                await context.engine.refresh(context.index)
-                await _warm(context.engine, context.index, None, None, rate)
-
-    asyncio.run(run())
-
-
-@app.command("warm")
-@clean_errors
-def warm_command(
-    index: Annotated[str, typer.Option(help="the index whose docs to store vectors of")],
-    engine: Engine = "opensearch",
-    url: Url = None,
-    labeler: Annotated[str | None, typer.Option(
-        help="a dual-encoder labeler, or an ensemble (model^weight+model^weight: every "
-             "member's store is filled) (default: the index's index.tour.labeler, else "
-             "the default labeler)")] = None,
-    text_fields: Annotated[str | None, typer.Option(
-        help="comma-separated fields the labeler reads (default: the index's "
-             "index.tour.text_fields, else title,text)")] = None,
-    rate: Rate = None,
-    ca_certs: CaCerts = None,
-    client_cert: ClientCert = None,
-    client_key: ClientKey = None,
-    verify_certs: VerifyCerts = True,
-) -> None:
-    """Fill the labeler's vector store in the engine for every doc of --index, so that no
-    refined search waits for a doc to be embedded. Resumable: a re-run skips what is
-    stored. Credentials: ES_TOUR_USER / ES_TOUR_PASSWORD, with read on the index and
-    write on es-tour-vectors-*."""
-    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
-    fields = tuple(f.strip() for f in text_fields.split(",") if f.strip()) if text_fields \
-        else None
-
-    async def run() -> None:
-        async with target.connect() as adapter:
-            await _warm(adapter, index, labeler, fields, rate)
-
-    asyncio.run(run())
-
-
-async def _warm(adapter: ClientEngine, index: str, labeler_name: str | None,
-                text_fields: tuple[str, ...] | None, rate: float | None) -> None:
-    """`warm` with the index's own settings where the options say nothing."""
-    with adapter.engine_errors():
-        settings = index_settings(await adapter.settings(index))
-        total = await adapter.count(index)
-    name = labeler_name or settings.get("labeler") or "default"
-    labeler = load_labeler(name)
-    fields = text_fields or settings.get("text_fields") or DEFAULT_TEXT_FIELDS
-    with Progress(TextColumn(f"warming {index}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
-                  console=console) as progress, adapter.engine_errors():
-        task = progress.add_task("docs", total=total)
-        report = await warm(adapter, index, labeler, fields, rate=rate,
-                            on_batch=lambda docs: progress.advance(task, docs))
-    console.print(f"[bold]{index}[/]: {report.written} vectors stored, {report.stored} "
-                  f"already stored, of {report.docs} ({report.seconds:.0f} s)\n"
-                  f"vector store{'s' if len(report.stores) > 1 else ''}: "
-                  f"{', '.join(report.stores)}")
-
 
 Budgets = Annotated[str | None, typer.Option(
     help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
