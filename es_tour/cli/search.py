@@ -7,7 +7,6 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -58,8 +57,6 @@ from es_tour.evaluation import (
     parse_budgets,
     parse_methods,
     progress_bar,
-    report_json,
-    with_budgets,
 )
 from es_tour.models import is_ensemble, load_labeler
 from es_tour.pipeline import BUDGET_OPTIONS, RankedHit, SearchContext, SearchResult
@@ -82,8 +79,6 @@ from es_tour.tuning import (
     weighted_labeler,
 )
 
-# Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
-DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
 # the demo's frontier: at each labeler budget (pairs per query), reranking kNN's top,
 # reranking BM25 ∪ kNN, TOUR, TOUR in the hybrid session, and the method with the best train
 # nDCG@10 at that budget in docs/benchmarks/frontier.md (both with final-score fusion, the
@@ -97,69 +92,6 @@ DEMO_BUDGETS = {10: ("rerank:k=10", "rerank-hybrid:k=10", "tour-hard:k=5:budget=
                      ":w_dense=0.0")}
 DEMO_FIRST_STAGE = ("bm25", "knn")
 LATER_ROUND_SCAN = 60  # more test queries the demo may search for a later round's find
-
-Budgets = Annotated[str | None, typer.Option(
-    help="labeler pairs per query, e.g. 10,20,40: each labelling method runs once per "
-         "budget, the others once")]
-
-
-@app.command("eval")
-@clean_errors
-def eval_command(
-    dataset: Dataset,
-    methods: Annotated[str, typer.Option(help="comma list of name[:key=value...]")] = DEMO_METHODS,
-    split: Annotated[str, typer.Option(help="the qrels split to score on")] = "test",
-    engine: Engine = "opensearch",
-    url: Url = None,
-    index: Index = None,
-    labeler: Labeler_ = "default",
-    max_queries: Annotated[int | None, typer.Option(help="only the first N queries",
-                                                    min=1)] = None,
-    budgets: Budgets = None,
-    cold_labels: Annotated[bool, typer.Option(
-        "--cold-labels/--label-once",
-        help="time each method with an empty label cache, or label each (query, doc) pair "
-             "once for the whole run (faster; latencies then hold only new labels)")] = False,
-    corpus_vectors: CorpusVectors = None,
-    output: Output = None,
-    plot: Annotated[
-        Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
-    ] = None,
-    ca_certs: CaCerts = None,
-    client_cert: ClientCert = None,
-    client_key: ClientKey = None,
-    verify_certs: VerifyCerts = True,
-) -> None:
-    """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
-    data = BeirDataset(dataset)
-    target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
-    specs = parse_methods(methods)
-    if not specs:
-        raise ConfigError("--methods names no method")
-    data.qrels(split)  # an unknown split fails now, not after the ingest
-    writable(output)
-    writable(plot)
-    levels = parse_budgets(budgets) if budgets is not None else []
-    if levels:
-        specs = with_budgets(specs, levels)
-    reports = asyncio.run(_evaluate(target, data, index, specs, split, max_queries,
-                                    labeler, cold_labels, corpus_vectors))
-    title = f"{data.name} {split} on {engine}" + (
-        "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
-    if not levels:
-        print_table(console, title, reports)
-    for budget in levels:  # methods without a budget option show in every table
-        print_table(console, f"{title}, at {budget} labeler pairs per query",
-                    [r for r in reports if r.spec.budget in (None, budget)])
-    summary = report_json(data, engine, split, reports)
-    if output:
-        output.write_text(json.dumps(summary, indent=2))
-        console.print(f"wrote {output}")
-    if plot:
-        from es_tour.bench.results import plot_frontier
-
-        plot_frontier(summary["methods"], plot, title)
-        console.print(f"wrote {plot}")
 
 
 @app.command("tune")
