@@ -1,5 +1,5 @@
-"""`es-tour index`, `eval`, `tune`, `train-agent` and `demo`: ingest a BEIR
-dataset, compare methods, choose an index's settings, clone the oracle agent."""
+"""`es-tour demo`: index a BEIR dataset, put the budget frontier's settings on it, compare
+methods, then serve the playground on the compared query (which one, and its link)."""
 
 from __future__ import annotations
 
