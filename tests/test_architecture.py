@@ -14,14 +14,19 @@ MAX_LINES = 600
 # Modules over MAX_LINES that this change could not split, each with why and the issue
 # that will. Exact: a module that shrinks below the limit must leave the list.
 LONG_MODULES_ALLOWED: dict[str, str] = {
-    # the application bench (make bench-app): es_tour/bench/ was outside issue 41's split
-    # of the CLI and the pipeline; split it by step (workload, runs, report) under issue 41
+    # the application bench (make bench-app, 644 lines): es_tour/bench/ was outside this
+    # change (issue 41's CLI and pipeline parts); to split by step (workload, replay, report)
     "es_tour.bench.app": "issue 41",
 }
 
 # Import cycles this change could not break, each as its sorted modules, with why and the
 # issue that will. Exact: a cycle that is broken must leave the list.
-CYCLES_ALLOWED: dict[tuple[str, ...], str] = {}
+CYCLES_ALLOWED: dict[tuple[str, ...], str] = {
+    # _config.ServerConfig checks its method in a function-level import of
+    # _options.check_method, and _options takes DEFAULT_WINDOW from _config: es_tour/server/
+    # is being reworked by issue 41's part 3 (the server's flow), which should break it
+    ("es_tour.server._config", "es_tour.server._options"): "issue 41, part 3",
+}
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -108,11 +113,19 @@ def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
 
 
 def test_no_import_cycle_between_the_packages_modules():
-    assert dict.fromkeys(cycles(import_graph(PACKAGE))) == dict.fromkeys(CYCLES_ALLOWED)
+    found = cycles(import_graph(PACKAGE))
+    assert [cycle for cycle in found if cycle not in CYCLES_ALLOWED] == [], \
+        "modules that import each other: move what both need into a module of its own"
+    assert [cycle for cycle in CYCLES_ALLOWED if cycle not in found] == [], \
+        "broken cycles: remove them from CYCLES_ALLOWED"
 
 
 def test_no_module_is_longer_than_600_lines():
-    assert set(long_modules(PACKAGE)) == set(LONG_MODULES_ALLOWED), long_modules(PACKAGE)
+    found = long_modules(PACKAGE)
+    assert {name: lines for name, lines in found.items()
+            if name not in LONG_MODULES_ALLOWED} == {}, f"split them: over {MAX_LINES} lines"
+    assert [name for name in LONG_MODULES_ALLOWED if name not in found] == [], \
+        f"at most {MAX_LINES} lines now: remove them from LONG_MODULES_ALLOWED"
 
 
 # --- the checkers themselves, on a tiny package --------------------------------------------
