@@ -17,19 +17,17 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from es_tour.cli import search
-from es_tour.cli.search import (
+from es_tour.cli import demo
+from es_tour.cli._shared import LABEL_WIDTH, print_table, short_labels
+from es_tour.cli.demo import (
     DEMO_BUDGETS,
     DEMO_FIRST_STAGE,
-    LABEL_WIDTH,
     PlaygroundPick,
     _later_round_find,
     configured_label,
     demo_tables,
     playground_link,
     playground_query,
-    print_table,
-    short_labels,
 )
 from es_tour.evaluation import MethodReport, MethodSpec
 from es_tour.pipeline import RankedHit, SearchContext, SearchResult, Timings
@@ -132,12 +130,12 @@ def _first_comparison(monkeypatch: pytest.MonkeyPatch) -> tuple[_SettingsEngine,
         return _Method(name)
 
     out = io.StringIO()
-    monkeypatch.setattr(search, "build", build)
-    monkeypatch.setattr(search, "console", Console(file=out, width=80, color_system=None))
+    monkeypatch.setattr(demo, "build", build)
+    monkeypatch.setattr(demo, "console", Console(file=out, width=80, color_system=None))
     context = SearchContext(engine, "scifact", None, None)  # type: ignore[arg-type]
     config = ServerConfig(upstream="http://127.0.0.1:9750")
-    chosen = asyncio.run(search._first_comparison(context, config, "1", "a query",
-                                                  {"hybrid-tour-1": 1, "knn-0": 1}))
+    chosen = asyncio.run(demo._first_comparison(context, config, "1", "a query",
+                                                {"hybrid-tour-1": 1, "knn-0": 1}))
     return engine, built, out.getvalue(), chosen
 
 
@@ -240,4 +238,4 @@ def test_the_bench_and_the_demo_share_one_frontier_setting() -> None:
     from es_tour.bench import app, cost
 
     assert app.FRONTIER_20 is cost.FRONTIER_20 is FRONTIER_20
-    assert search.FRONTIER_20 is FRONTIER_20
+    assert demo.FRONTIER_20 is FRONTIER_20

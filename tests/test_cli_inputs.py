@@ -124,7 +124,7 @@ def test_cli_credentials_come_from_the_environment_only(dataset, monkeypatch):
 @pytest.mark.parametrize(("flags", "given"), [
     ([], None), (["--corpus-vectors"], True), (["--no-corpus-vectors"], False)])
 def test_eval_decides_on_corpus_vectors_unless_told(dataset, monkeypatch, flags, given):
-    from es_tour.cli import search
+    from es_tour.cli import eval as eval_cli
 
     seen = {}
 
@@ -132,7 +132,7 @@ def test_eval_decides_on_corpus_vectors_unless_told(dataset, monkeypatch, flags,
         seen["corpus_vectors"] = args[-1]
         raise ConfigError("stop here")
 
-    monkeypatch.setattr(search, "_evaluate", evaluate)
+    monkeypatch.setattr(eval_cli, "_evaluate", evaluate)
     result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED, *flags])
     assert "stop here" in result.output
     assert seen == {"corpus_vectors": given}  # None: eval weighs the cost itself

@@ -14,8 +14,8 @@ import pytest
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, Timings, build_method
+from es_tour.pipeline._first_stage import interleave
 from es_tour.pipeline._fusion import pool_scores
-from es_tour.pipeline._methods import interleave
 from es_tour.tour import feedback_query, hybrid_scores
 
 rng = np.random.default_rng(7)

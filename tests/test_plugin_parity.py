@@ -23,16 +23,16 @@ from es_tour.agents import (
 )
 from es_tour.agents._hybrid_tour import LEXICAL_POLICIES, POOLS
 from es_tour.errors import ConfigError
-from es_tour.pipeline._fusion import FusionWeights
-from es_tour.pipeline._methods import (
+from es_tour.pipeline._first_stage import (
     FIRST_STAGES,
     LEXICAL_WEIGHT,
     DepthOptions,
     FirstStageOptions,
-    RocchioOptions,
-    VectorRerankOptions,
 )
 from es_tour.pipeline._relevance_feedback import RelevanceFeedbackOptions
+from es_tour.pipeline._rerank import VectorRerankOptions
+from es_tour.pipeline._tour_loop import RocchioOptions
+from es_tour.pipeline._types import FusionWeights
 from es_tour.plugin_settings import (
     by_name,
     choices,

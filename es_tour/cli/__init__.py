@@ -1,10 +1,14 @@
-"""The `es-tour` command line: thin wrappers that parse options and call the library."""
+"""The `es-tour` command line (`app`): one module per command family, each registering its
+commands on `app` when imported here."""
 
 from __future__ import annotations
 
-import typer
+# isort: off
+# `es-tour --help` lists the commands in the order these modules register them.
+from es_tour.cli import engine, models  # noqa: F401
+from es_tour.cli import index, eval, tune, train_agent, demo  # noqa: F401
+from es_tour.cli import serve  # noqa: F401
+# isort: on
+from es_tour.cli._app import app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-
-# Command modules register themselves on `app`.
-from es_tour.cli import engine, models, search, serve  # noqa: E402,F401
+__all__ = ["app"]

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from es_tour.cli import app
+from es_tour.cli._app import app
 from es_tour.cli._errors import clean_errors
 from es_tour.cluster import USERS, VERSIONS, LocalCluster, LocalNode, distribution
 

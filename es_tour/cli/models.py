@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from es_tour.cli import app
+from es_tour.cli._app import app
 from es_tour.cli._checks import (
     CaCerts,
     ClientCert,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from es_tour.cli import app
+from es_tour.cli._app import app
 from es_tour.cli._checks import (
     CaCerts,
     ClientCert,

@@ -10,26 +10,23 @@ from es_tour.pipeline._context import (
     doc_text,
     open_context,
 )
-from es_tour.pipeline._methods import (
+from es_tour.pipeline._first_stage import LEXICAL_WEIGHT, LINEAR_DEPTH, interleave, rank_linear
+from es_tour.pipeline._registry import (
     BUDGET_OPTIONS,
-    LEXICAL_WEIGHT,
-    LINEAR_DEPTH,
     METHODS,
     MethodFactory,
-    MethodOptions,
-    SearchMethod,
     build_method,
-    interleave,
-    rank_linear,
     register_method,
 )
 from es_tour.pipeline._relevance_feedback import (  # registers relevance-feedback
     RelevanceFeedbackOptions,
 )
 from es_tour.pipeline._types import (
+    MethodOptions,
     Provenance,
     RankedHit,
     RoundTrace,
+    SearchMethod,
     SearchResult,
     Timings,
     TourRound,

@@ -10,36 +10,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 import numpy as np
 
-from es_tour.options import check_number
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._types import SearchResult, Timings
+from es_tour.pipeline._types import FusionWeights, SearchMethod, SearchResult, Timings
 from es_tour.tour import fused_scores
 
-if TYPE_CHECKING:
-    from es_tour.pipeline._methods import SearchMethod
-
 FUSION_DEPTH = 100  # the labelled docs among a method's first this many results are fused
-
-
-@dataclass(frozen=True)
-class FusionWeights:
-    """The weights of z(BM25) and z(q0·c) beside z(φ); both 0 is φ alone."""
-
-    w_bm25: float = 0.0
-    w_dense: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_number("w_bm25", self.w_bm25, 0, 10)
-        check_number("w_dense", self.w_dense, 0, 10)
-
-    @property
-    def active(self) -> bool:
-        return self.w_bm25 > 0 or self.w_dense > 0
 
 
 async def pool_scores(context: SearchContext, query: str, ids: Sequence[str],

@@ -48,13 +48,10 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.options import check_int, check_number
 from es_tour.pipeline._context import SearchContext
-from es_tour.pipeline._methods import (
-    MethodOptions,
-    _result,
-    _without_vector,
-    register_method,
-)
+from es_tour.pipeline._first_stage import _result, _without_vector
+from es_tour.pipeline._registry import register_method
 from es_tour.pipeline._types import (
+    MethodOptions,
     Provenance,
     RankedHit,
     SearchResult,

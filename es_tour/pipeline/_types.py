@@ -1,4 +1,6 @@
-"""Typed results of a search method: hits, a round-by-round trace, costs and timings."""
+"""Typed results of a search method (hits, a round-by-round trace, costs and timings), and
+the types every method family and fusion share: the method protocol, its options' base and
+the fusion weights."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import KW_ONLY, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
+
+from es_tour.options import check_number, from_options
 
 
 @dataclass
@@ -171,3 +175,35 @@ class SearchResult:
             "timings": self.timings.to_dict(),
             "rounds": [r.to_dict() for r in self.rounds],
         }
+
+
+class SearchMethod(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def search(self, query: str, size: int = 10) -> SearchResult: ...
+
+
+@dataclass(frozen=True)
+class MethodOptions:
+    """Base of per-method options: unknown keys are rejected with the supported ones."""
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> Any:
+        return from_options(cls, options)
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    """The weights of z(BM25) and z(q0·c) beside z(φ); both 0 is φ alone."""
+
+    w_bm25: float = 0.0
+    w_dense: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_number("w_bm25", self.w_bm25, 0, 10)
+        check_number("w_dense", self.w_dense, 0, 10)
+
+    @property
+    def active(self) -> bool:
+        return self.w_bm25 > 0 or self.w_dense > 0

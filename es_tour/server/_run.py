@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-import math
 import socket
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from es_tour.errors import ConfigError, EsTourError
-from es_tour.server._app import create_app
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
-from es_tour.server._ops import access_log
-from es_tour.server._service import FALLBACK_TIMEOUT_MS
-
-if TYPE_CHECKING:
-    import uvicorn
+from es_tour.server._process import drain_seconds, setup_access_log, uvicorn_config
+from es_tour.server._workers import Workers
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -28,34 +21,6 @@ def parse_listen(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"listen must be HOST:PORT, got {listen!r}")
     return host.strip("[]"), int(port)
-
-
-def uvicorn_config(config: ServerConfig, host: str, port: int, models: Models | None,
-                   log_level: str) -> uvicorn.Config:
-    import uvicorn
-
-    return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
-                          access_log=False, lifespan="on",
-                          timeout_graceful_shutdown=drain_seconds(config),
-                          ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key)
-
-
-def setup_access_log(config: ServerConfig) -> None:
-    """The access log's own handler, when switched on: uvicorn's logging setup covers its
-    own loggers only."""
-    if config.access_log and not access_log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        access_log.addHandler(handler)
-        access_log.setLevel(logging.INFO)
-        access_log.propagate = False
-
-
-def drain_seconds(config: ServerConfig) -> int:
-    """How long a shutdown waits for requests in flight: a refinement at the configured
-    deadline, then its round-0 fallback. A request that asked for a longer timeout_ms is
-    cut when this runs out."""
-    return math.ceil((config.deadline_ms + FALLBACK_TIMEOUT_MS) / 1000)
 
 
 def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str = "info",
@@ -73,8 +38,6 @@ def serve(config: ServerConfig, listen: str = "127.0.0.1:9201", log_level: str =
 
     host, port = parse_listen(listen)
     if config.workers > 1:
-        from es_tour.server._workers import Workers
-
         try:
             Workers(config, host, port, log_level, ready).run()
         except KeyboardInterrupt:  # every worker drained first

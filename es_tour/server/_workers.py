@@ -34,6 +34,7 @@ from types import FrameType
 
 from es_tour.errors import EsTourError
 from es_tour.server._config import ServerConfig
+from es_tour.server._process import setup_access_log, uvicorn_config
 from es_tour.server._stats import MULTIPROC_ENV
 
 log = logging.getLogger("es_tour.server")
@@ -218,7 +219,6 @@ def run_worker(config: ServerConfig, sock: socket.socket, log_level: str, starte
     """One worker: the sidecar on the inherited socket until SIGTERM (or SIGINT)."""
     import uvicorn
 
-    from es_tour.server._run import setup_access_log, uvicorn_config
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from es_tour.agents import CorpusLabeler, _labeling
-from es_tour.cli import search
+from es_tour.cli import _shared
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import CORPUS_VECTORS_BREAK_EVEN
 from es_tour.models import DualEncoder, DualEncoderLabeler
@@ -65,17 +65,17 @@ def test_eval_chooses_by_the_pairs_it_will_label(collection: BeirDataset, encode
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     labeler = DualEncoderLabeler(encoder, "minilm")
     even = int(np.ceil(CORPUS_VECTORS_BREAK_EVEN * len(DOCS)))
-    assert search._corpus_vectors_pay(labeler, collection, even)
+    assert _shared._corpus_vectors_pay(labeler, collection, even)
     assert "labelling by corpus vectors" in capsys.readouterr().err
-    assert not search._corpus_vectors_pay(labeler, collection, even - 1)
+    assert not _shared._corpus_vectors_pay(labeler, collection, even - 1)
     assert "labelling by encoding each labelled doc" in capsys.readouterr().err
 
 
 def test_cached_corpus_vectors_are_always_taken(collection: BeirDataset, encoder: DualEncoder,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(search, "has_corpus_embeddings", lambda *args: True)
-    assert search._corpus_vectors_pay(DualEncoderLabeler(encoder, "minilm"), collection, 1)
+    monkeypatch.setattr(_shared, "has_corpus_embeddings", lambda *args: True)
+    assert _shared._corpus_vectors_pay(DualEncoderLabeler(encoder, "minilm"), collection, 1)
     assert "cached for this corpus" in capsys.readouterr().err
 
 
@@ -84,7 +84,7 @@ def test_a_labeler_without_vectors_labels_live_and_says_nothing(
     class CrossLike:  # scores (query, doc) pairs jointly: no corpus vectors exist
         name = "cross"
 
-    assert not search._corpus_vectors_pay(CrossLike(), collection, 10_000)  # type: ignore[arg-type]
+    assert not _shared._corpus_vectors_pay(CrossLike(), collection, 10_000)  # type: ignore[arg-type]
     assert capsys.readouterr().err == ""
 
 

@@ -17,7 +17,8 @@ from es_tour.errors import (
     NotFoundError,
     OverloadedError,
 )
-from es_tour.pipeline._methods import FirstStageOptions, RocchioOptions
+from es_tour.pipeline._first_stage import FirstStageOptions
+from es_tour.pipeline._tour_loop import RocchioOptions
 from es_tour.server import ServerConfig, create_app
 from es_tour.server._options import index_settings
 from es_tour.server._request import check_path, parse_body, parse_search

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from es_tour.server import ServerConfig, create_app
-from es_tour.server._run import drain_seconds, uvicorn_config
+from es_tour.server._process import drain_seconds, uvicorn_config
 from es_tour.server._service import FALLBACK_TIMEOUT_MS, TourService
 
 MONITOR = "Basic " + base64.b64encode(b"monitor:pw").decode()

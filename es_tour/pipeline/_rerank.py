@@ -1,0 +1,124 @@
+"""The rerankers: rerank and rerank-hybrid (the labeler over a first stage's top-k, or
+over a BM25 ∪ kNN pool), and vector-rerank (BM25's top-k by the stored vectors, no
+labeler)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from es_tour.engines import Hit
+from es_tour.options import check_number
+from es_tour.pipeline._first_stage import (
+    DepthOptions,
+    FirstStageOptions,
+    _FirstStage,
+    _recorded,
+    interleave,
+    linear_hybrid,
+)
+from es_tour.pipeline._types import (
+    Provenance,
+    Timings,
+)
+from es_tour.tour import (
+    LabelCache,
+    final_scores,
+)
+
+
+class _Rerank(_FirstStage):
+    """The labeler over the top-k of what `_retrieve` returns."""
+
+    labelled = True
+
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
+        window = hits[: self.options.k]
+        phi, pairs = await self.context.label(query, window, timings, LabelCache())
+        return phi.tolist(), pairs
+
+
+class RerankMethod(_Rerank):
+    """The labeler over the first stage's top-k."""
+
+    name = "rerank"
+    options: FirstStageOptions
+
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        if self.options.first_stage == "bm25":
+            return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
+        if self.options.first_stage == "hybrid-linear":
+            return await linear_hybrid(self.context, query, k, self.options, timings,
+                                       provenance)
+        vector = await self.context.embed_query(query, timings)
+        hits = await self.context.knn(vector, k, timings, returns="text")
+        return _recorded(hits, "knn", provenance), 1
+
+    def _parameters(self) -> dict[str, Any]:
+        stage = self.options.first_stage
+        return {"k": self.options.k, "first_stage": stage,
+                **({"lexical_weight": self.options.lexical_weight}
+                   if stage == "hybrid-linear" else {})}
+
+
+class RerankHybridMethod(_Rerank):
+    """The labeler over a pool of k docs that BM25 and kNN fill in turn.
+
+    The pool is the first k docs of the two rankings interleaved (kNN first, each doc
+    once), so each contributes k/2 and a doc both retrieve frees a place for the next.
+    The pool is ranked by φ; the rest of the interleave fills the depth below it.
+    """
+
+    name = "rerank-hybrid"
+
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        vector = await self.context.embed_query(query, timings)
+        dense = _recorded(await self.context.knn(vector, k, timings, returns="text"), "knn",
+                          provenance)
+        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
+        return interleave(dense, lexical), 2
+
+
+@dataclass(frozen=True)
+class VectorRerankOptions(DepthOptions):
+    mu: float = 0.5  # the weight of the vector score (BERTserini's μ)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_number("mu", self.mu, 0, 1)
+
+
+class VectorRerankMethod(_FirstStage):
+    """BM25's top-k reranked by q·c over the stored retriever vectors: no labeler pairs.
+
+    The score is (1−μ)·minmax(BM25) + μ·minmax(q·c) over the k hits, the linear
+    interpolation of BERTserini (Yang et al. 2019) with its μ = 0.5.
+    """
+
+    name = "vector-rerank"
+    options: VectorRerankOptions
+
+    async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
+                        ) -> tuple[list[Hit], int]:
+        hits = await self.context.bm25(query, k, timings, with_vectors=True)
+        return _recorded(hits, "bm25", provenance), 1
+
+    async def _score(
+        self, query: str, hits: list[Hit], timings: Timings
+    ) -> tuple[list[float], int]:
+        window = hits[: self.options.k]
+        if not window:
+            return [], 0
+        q = await self.context.embed_query(query, timings)
+        stored = np.stack([self.context.stored_vector(h) for h in window])
+        bm25 = np.array([h.score for h in window])
+        return final_scores(stored @ q, bm25, self.options.mu).tolist(), 0
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"k": self.options.k, "mu": self.options.mu}
