@@ -73,3 +73,22 @@ def test_the_section_replaces_itself_in_results_md(tmp_path) -> None:
     assert text.count(SECTION_START) == 1 and text.count("### P2") == 1
     assert text.index(SECTION_END) < text.index("## The budget frontier")
     assert (tmp_path / "benchmarks" / "labelers.md").read_text().startswith("# The labelers")
+
+
+def test_a_regenerated_results_page_keeps_the_section(tmp_path) -> None:
+    import json
+
+    from es_tour.bench.results import labelers_section
+
+    assert labelers_section(tmp_path / "labelers.json") == []
+    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
+              "plain": {"queries": 1}, "labelers": {"bge": facts},
+              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                     "moved": [], **changes({"a": 0.0}, {"a": 0.0})}}
+    (tmp_path / "labelers.json").write_text(json.dumps(report))
+    section = labelers_section(tmp_path / "labelers.json")
+    assert section[0] == SECTION_START and section[2] == SECTION_END
+    assert "not measured" in section[1] and "changed 0 of 1" in section[1]

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
-from es_tour.bench import frontier
+from es_tour.bench import frontier, labelers
 
 P1_TOUR, P1_RERANK = "tour-hard:k=10:max_rounds=3", "rerank:k=40"
 BM25_RERANK = "rerank:k=100:first_stage=bm25"
@@ -196,6 +196,7 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
                   *_table(METHOD_HEADER, _method_rows(methods)), ""]
     methods = engines[first]["methods"]
     lines += ["## Against the papers", "", *paper_claims(methods), ""]
+    lines += labelers_section(out / "benchmarks" / "labelers.json")
     lines += frontier_section(out / "benchmarks" / "frontier.json")
     plots = {"frontier": plot_frontier, "latency": plot_latency, "rounds": plot_rounds}
     for kind, draw in plots.items():
@@ -244,6 +245,15 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
     path = out / "RESULTS.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def labelers_section(path: Path) -> list[str]:
+    """The labelers' report (`python -m es_tour.bench.labelers`) between its markers, from
+    the json it wrote, so a regenerated page keeps it."""
+    if not path.is_file():
+        return []
+    return [labelers.SECTION_START, labelers.markdown(json.loads(path.read_text())),
+            labelers.SECTION_END, ""]
 
 
 def frontier_section(path: Path) -> list[str]:
