@@ -170,12 +170,13 @@ def weighted_labeler(labeler: str, weights: Sequence[float]) -> str:
 @dataclass(frozen=True)
 class Fitted:
     """A candidate at a budget, with the fusion weights fitted for it and their nDCG@10
-    on the fitting queries."""
+    on the fitting queries, and the labeler it ran with."""
 
     spec: MethodSpec
     w_bm25: float
     w_dense: float
     fit_ndcg: float
+    labeler: str = "default"
 
     @property
     def fused(self) -> MethodSpec:
@@ -185,12 +186,15 @@ class Fitted:
 async def fit_candidates(context: SearchContext, queries: Mapping[str, str],
                          qrels: Mapping[str, Mapping[str, int]], budget: int,
                          candidates: Sequence[str] = CANDIDATES,
-                         on_query: Callable[[str], None] | None = None) -> list[Fitted]:
-    """Every candidate at `budget`, its weights fitted on `queries`."""
+                         on_query: Callable[[str], None] | None = None,
+                         labeler: str = "default") -> list[Fitted]:
+    """Every candidate at `budget`, its weights fitted on `queries`, labelled by `context`'s
+    labeler, which `labeler` names."""
     fitted = []
     for candidate in candidates:
         spec = plain_spec(candidate, budget)
-        fitted.append(Fitted(spec, *fit(await pools(context, spec, queries, on_query), qrels)))
+        found = await pools(context, spec, queries, on_query)
+        fitted.append(Fitted(spec, *fit(found, qrels), labeler=labeler))
     return fitted
 
 

@@ -35,7 +35,7 @@ from es_tour.bench.frontier import (
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
-from es_tour.models import is_ensemble, model_path, parse_ensemble
+from es_tour.models import is_ensemble, labeler_encoder, model_path, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
 from es_tour.tuning import BASELINE, fused_spec, plain_spec
 
@@ -110,8 +110,6 @@ def changes(mine: Mapping[str, float], theirs: Mapping[str, float]) -> dict[str,
 def doc_ms(labeler: str, dataset: BeirDataset) -> float | None:
     """ms to embed one new doc for `labeler` (each member's, summed), from the rates its
     members' corpus caches measured when they embedded this corpus."""
-    from es_tour.models import labeler_encoder
-
     texts = [doc.contents for doc in dataset.corpus()]
     members = [m.model for m in parse_ensemble(labeler)] if is_ensemble(labeler) else [labeler]
     total = 0.0

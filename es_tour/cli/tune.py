@@ -157,16 +157,13 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
             results["labelers"][name] = {"name": fitted_name, **facts}
         for budget in budgets:
             fitted: list[Fitted] = []
-            labeler_of: dict[int, str] = {}  # id of a Fitted -> the labeler it ran with
             for name, labelled in contexts.items():
                 with progress_bar(f"fit at {budget} pairs ({name})",
                                   len(candidates) * len(fitting), err_console) as advance:
-                    found = await fit_candidates(labelled, fitting, fit_qrels, budget,
-                                                 candidates, advance)
-                fitted += found
-                labeler_of |= {id(each): name for each in found}
+                    fitted += await fit_candidates(labelled, fitting, fit_qrels, budget,
+                                                   candidates, advance, labeler=name)
             chosen = choose(fitted)
-            chosen_labeler = labeler_of[id(chosen)]
+            chosen_labeler = chosen.labeler
             labelled = contexts[chosen_labeler]
             baseline = plain_spec(BASELINE, budget)
             pair = [chosen.fused, baseline]
@@ -187,7 +184,7 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
             if chosen_labeler != "default":
                 settings["index.tour.labeler"] = chosen_labeler
             results["budgets"][str(budget)] = {
-                "candidates": [{"label": each.spec.label, "labeler": labeler_of[id(each)],
+                "candidates": [{"label": each.spec.label, "labeler": each.labeler,
                                 "w_bm25": each.w_bm25, "w_dense": each.w_dense,
                                 "fit_ndcg@10": each.fit_ndcg, "chosen": each is chosen}
                                for each in fitted],
