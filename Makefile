@@ -45,10 +45,15 @@ browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update && apt-get install -y chromium chromium-driver)
 
-# The set-up steps two at a time: the plugin's Maven builds and the Python checks
+# The set-up steps two at a time: the plugin's Maven builds and the Python checks; then
+# every test, and the sidecar, security and reliability suites once more against a sidecar
+# of two worker processes (docs/sidecar.md#workers-using-every-core)
+WORKER_SUITES := integration_tests/test_sidecar.py integration_tests/test_security.py \
+	integration_tests/test_reliability.py
 test: install
 	$(MAKE) -j2 --output-sync=target models plugin browser lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests integration_tests
+	ES_TOUR_TEST_WORKERS=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(WORKER_SUITES)
 
 # tune --apply on all of SciFact reproduces the budget frontier's figure, on both engines:
 # ~10 min on 2 cores, so apart from `make test` (CI runs both). It uses the plugin zips

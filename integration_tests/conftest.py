@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from es_tour.cluster import LocalNode, NodeStatus
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, IndexSpec, connect
 from es_tour.models import DualEncoder
+from es_tour.server import BackgroundServer, Models, ServerConfig
 
 SCIFACT = Path(
     os.environ.get("ES_TOUR_DATASETS", Path(__file__).parents[2] / "shared" / "datasets")
@@ -27,6 +29,17 @@ PLUGIN_ZIPS = {
     "elasticsearch": Path(__file__).parents[1] / "plugin/target/tour-settings-es-0.1.0.zip",
 }
 ENGINES = tuple(TEST_PORTS)
+# ES_TOUR_TEST_WORKERS=N: the sidecar, security and reliability suites serve through a
+# sidecar of N worker processes (`make test` runs them so once more, with 2)
+SIDECAR_WORKERS = int(os.environ.get("ES_TOUR_TEST_WORKERS", "1"))
+
+
+def background_sidecar(config: ServerConfig, models: Models | None = None) -> BackgroundServer:
+    """The suite's sidecar: on a thread with the module's `models`, or, under
+    ES_TOUR_TEST_WORKERS, SIDECAR_WORKERS processes that each load their own."""
+    if SIDECAR_WORKERS > 1:
+        return BackgroundServer(replace(config, workers=SIDECAR_WORKERS))
+    return BackgroundServer(config, models)
 
 
 @pytest.fixture(scope="session")
@@ -96,8 +109,6 @@ def corpus_labeler(scifact):
 def sidecar_models(scifact):
     """A sidecar's models with the default labeler loaded, shared by one module's servers;
     it holds SciFact's doc vectors for the shared index (see `remember_scifact`)."""
-    from es_tour.server import Models
-
     shared = Models("retriever")
     shared.preload("default")
     remember_scifact(shared, scifact, SCIFACT_INDEX)

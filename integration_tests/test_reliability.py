@@ -31,6 +31,7 @@ from integration_tests.conftest import (
     SCIFACT,
     SCIFACT_INDEX,
     TEST_PORTS,
+    background_sidecar,
     remember_scifact,
 )
 
@@ -83,7 +84,7 @@ def sidecar_models(sidecar_models: Models, scifact: BeirDataset) -> Models:
 
 def _sidecar(upstreams: list[str], sidecar_models: Models, **options) -> BackgroundServer:
     config = ServerConfig(upstream=",".join(upstreams), engine="opensearch", **options)
-    return BackgroundServer(config, sidecar_models)
+    return background_sidecar(config, sidecar_models)
 
 
 async def test_load_of_every_kind_through_the_sidecar_has_zero_errors(main_node, sidecar_models):

@@ -42,10 +42,16 @@ from es_tour.models import DualEncoderLabeler
 from es_tour.paths import models_dir
 from es_tour.pipeline import doc_text, store_index
 from es_tour.recommended import FRONTIER_20
-from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
+from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
-from integration_tests.conftest import PLUGIN_ZIPS, SCIFACT, TEST_PORTS, remember_scifact
+from integration_tests.conftest import (
+    PLUGIN_ZIPS,
+    SCIFACT,
+    TEST_PORTS,
+    background_sidecar,
+    remember_scifact,
+)
 from integration_tests.test_sidecar_semantics import INDEX as SEMANTICS_INDEX
 from integration_tests.test_sidecar_semantics import SHAPES as SEMANTICS_SHAPES
 
@@ -133,7 +139,7 @@ async def indices(secured: LocalNode, scifact, sidecar_models: Models) -> None:
 
 @pytest.fixture(scope="module")
 def sidecar(secured: LocalNode, indices: None, sidecar_models: Models) -> Iterator[str]:
-    with BackgroundServer(_config(secured), sidecar_models) as server:
+    with background_sidecar(_config(secured), sidecar_models) as server:
         yield server.url
 
 
@@ -228,7 +234,7 @@ def test_a_fresh_sidecars_first_caller_needs_no_cluster_permission(
     auth = _as(secured, user)
     assert _http().get(secured.url).status_code == 401
     assert _http().get(secured.url, auth=auth).status_code == 403
-    with BackgroundServer(_config(secured), sidecar_models) as server:
+    with background_sidecar(_config(secured), sidecar_models) as server:
         first = _search(server.url, INDEX_A, auth, tour)
         assert first.status_code == 200, first.text
         assert first.json()["ext"]["tour"]["method"] == "tour-hard"
@@ -280,7 +286,7 @@ def test_the_sidecars_service_identity_shapes_no_answer_for_a_caller_who_may_not
     assert _http().put(settings_url, auth=admin, json=enabled).status_code == 200
     config = _config(secured, service_credentials=":".join(_as(secured, "es-tour-service")))
     try:
-        with BackgroundServer(config, sidecar_models) as server:
+        with background_sidecar(config, sidecar_models) as server:
             past_max = _search(server.url, INDEX_B, _as(secured, "reader-ab"))
             assert past_max.status_code == 400 and "k [60]" in past_max.text
             refused = _search(server.url, INDEX_B, _as(secured, "reader-a"))
@@ -302,7 +308,7 @@ def test_every_hop_is_https_and_checks_its_peer(secured: LocalNode, sidecar: str
             httpx.get(url, auth=reader_a)
     # so does a sidecar given no CA: verification is on by default, and the caller gets
     # a 502 in the engine's shape, not the engine's answer
-    with BackgroundServer(ServerConfig(upstream=secured.url), sidecar_models) as unverified:
+    with background_sidecar(ServerConfig(upstream=secured.url), sidecar_models) as unverified:
         refused = httpx.get(f"{unverified.url}/_plugins/_security/authinfo", auth=reader_a)
     assert refused.status_code == 502, refused.text
     assert refused.json()["error"]["type"] == "upstream_exception"
@@ -361,7 +367,7 @@ def test_the_vector_store_is_the_service_identitys_alone(
     store, admin = _empty_store(secured, sidecar_models), _as(secured, "admin")
     service = _as(secured, "es-tour-service")
     config = _config(secured, service_credentials=":".join(service))
-    with BackgroundServer(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models) as server:
         refined = _search(server.url, INDEX_A, _as(secured, "reader-index"),
                           {"method": "rerank", "k": 5})
         assert refined.status_code == 200 and refined.json()["ext"]["tour"]["degraded"] is False
@@ -378,7 +384,7 @@ def test_the_vector_store_is_the_service_identitys_alone(
     for user in ("reader-index", "reader-ab"):  # directly, and through the sidecar
         _forbidden_to(user, _http().post(f"{secured.url}/{store}/_search", json=read,
                                          auth=_as(secured, user)))
-    with BackgroundServer(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models) as server:
         _forbidden_to("reader-ab", _http().post(f"{server.url}/{store}/_search", json=read,
                                                 auth=_as(secured, "reader-ab")))
 
@@ -475,7 +481,7 @@ def test_the_application_user_gets_the_engines_status_first_and_through_every_me
         assert answer.status_code == 403, (call, answer.text)
     direct = _app_search(secured.url, app)
     config = _config(secured, **(_service(secured) if service else {}))
-    with BackgroundServer(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models) as server:
         first = _app_search(server.url, app)
         assert first.status_code == 200, first.text
         if service:
@@ -503,7 +509,7 @@ def test_a_dls_user_sees_no_doc_outside_its_topic_through_any_method(
                if synthetic_metadata(doc_id)["topic"] == DLS_TOPIC}
     dls, app = _as(secured, "reader-dls"), _as(secured, "reader-app")
     others = set()
-    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+    with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
         first = _app_search(server.url, dls, highlight=HIGHLIGHT)  # by the index's settings
         assert first.json()["ext"]["tour"]["method"] == "hybrid-tour"
         assert _docs_named(first) and _docs_named(first) <= biology
@@ -580,7 +586,7 @@ def test_an_fls_user_never_gets_the_hidden_field_and_is_labelled_from_what_it_se
     hidden = _hidden_terms(secured.url, _as(secured, "admin"))
     sentences = _hidden_sentences()
     app_saw_text = app_saw_terms = False
-    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+    with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
         for method in _methods():
             theirs = _app_search(server.url, app, _options(method), highlight=HIGHLIGHT)
             their_hits = theirs.json()["hits"]["hits"]
@@ -622,11 +628,9 @@ def test_the_sidecars_client_certificate_is_shown_on_its_own_calls_only(
     holding = UpstreamTls(ca_certs=secured.ca_certs, client_cert=str(cert), client_key=str(key))
     app, whoami = _as(secured, "reader-app"), "/_plugins/_security/authinfo"
     assert _http().get(f"{secured.url}{whoami}").status_code == 401  # the engine's answer
-    labeler = sidecar_models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
-    labeler.clear_cache()  # so the refined searches below embed, and write to the store
+    _empty_store(secured, sidecar_models)  # so the refined searches below write to it
     try:
-        with BackgroundServer(_config(secured, upstream_tls=holding), sidecar_models) as server:
+        with background_sidecar(_config(secured, upstream_tls=holding), sidecar_models) as server:
             for request in (lambda: _http().get(f"{server.url}{whoami}"),
                             lambda: _search(server.url, INDEX_A, None),  # type: ignore[arg-type]
                             lambda: _app_search(server.url, None, {"method": "knn"})):
@@ -645,7 +649,7 @@ def test_the_sidecars_client_certificate_is_shown_on_its_own_calls_only(
         assert counts["store_docs_written"]["total"] >= 5  # as the sidecar, by its certificate
         assert counts["store_failures"]["total"] == 0
         told = _config(secured, upstream_tls=holding, client_cert_for_callers=True)
-        with BackgroundServer(told, sidecar_models) as server:
+        with background_sidecar(told, sidecar_models) as server:
             for auth in (None, app):  # every caller is the sidecar to the engine
                 taken = _http().get(f"{server.url}{whoami}", auth=auth)
                 assert taken.status_code == 200 and taken.json()["user_name"] == SIDECAR_DN
@@ -662,7 +666,7 @@ def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
     reader = _as(secured, "reader-index")
     tour = {"method": "rerank", "k": 5}
     try:
-        with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+        with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
             through_alias = _search(server.url, ALIAS_A, reader, tour)
             assert through_alias.status_code == 200, through_alias.text
             for _ in range(100):
@@ -681,7 +685,7 @@ def test_the_store_is_hidden_and_an_alias_shares_its_indexs_records(
         assert wildcard.status_code == 200 and wildcard.json()["hits"]["total"]["value"] == 0
         # a new sidecar, say: the index's own search reads the records
         sidecar_models.labeler("default").clear_cache()
-        with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+        with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
             direct = _search(server.url, INDEX_A, reader, tour)
             assert direct.status_code == 200, direct.text
             counts = _stats(server.url, secured)
@@ -697,7 +701,7 @@ def test_the_application_user_gets_the_engines_status_on_every_semantics_shape(
     `reader-app` to APP through a sidecar with a service identity and to the engine: the
     same status each time, and those the suite refines are refined for this user too."""
     app = _as(secured, "reader-app")
-    with BackgroundServer(_config(secured, **_service(secured)), sidecar_models) as server:
+    with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
         for shape in SEMANTICS_SHAPES:
             answers = [_http().request("GET" if shape.body is None else "POST",
                                        f"{url}/{APP}/_search", params=shape.params,

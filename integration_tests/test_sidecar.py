@@ -17,7 +17,8 @@ import pytest
 
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
-from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
+from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
+from integration_tests.conftest import SIDECAR_WORKERS, background_sidecar
 
 ENGINES = ("opensearch", "elasticsearch")
 PLAIN = "it-sidecar-plain"  # no index.tour.* settings
@@ -65,7 +66,7 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     _, plugin = await _copy_docs(engine, url)
     # a generous deadline: these tests check answers, and the labeler shares a busy CPU
     config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
-    with BackgroundServer(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models) as server:
         yield Sidecar(engine, server.url, url, plugin)
 
 
@@ -279,6 +280,23 @@ def test_what_the_sidecar_cannot_serve_passes_through_with_a_reason(toured: Side
     assert response.headers[PASSTHROUGH_HEADER] == "no query text"
 
 
+def _refined_count(url: str) -> float:
+    stats = httpx.get(f"{url}/_tour/stats", timeout=30).json()["es_tour"]
+    return stats["refined"]["total"]
+
+
+def test_the_suite_serves_on_its_workers_and_stats_sum_what_each_refined(
+        sidecar: Sidecar) -> None:
+    health = httpx.get(f"{sidecar.url}/_tour/health", timeout=30).json()
+    assert health["workers"] == {"serving": SIDECAR_WORKERS, "configured": SIDECAR_WORKERS}
+    before = _refined_count(sidecar.url)
+    body = {"query": {"match": {"text": QUERY}}, "size": 3,
+            "ext": {"tour": {"method": "rerank", "k": 5}}}
+    for _ in range(8):  # a connection each: under workers, each may land on either
+        assert _tour(_search(sidecar.url, PLAIN, body))["method"] == "rerank"
+    assert _refined_count(sidecar.url) - before == 8
+
+
 def test_ext_tour_that_cannot_be_served_is_a_400_not_an_engine_error(sidecar: Sidecar) -> None:
     body = {"query": {"match": {"text": "x"}}, "sort": [{"_id": "asc"}], "ext": {"tour": {}}}
     response = _search(sidecar.url, PLAIN, body)
@@ -396,7 +414,7 @@ def _closed_port() -> int:
 
 def test_upstream_down_is_a_quick_502(sidecar_models: Models) -> None:
     config = ServerConfig(upstream=f"http://127.0.0.1:{_closed_port()}", connect_timeout_s=1.0)
-    with BackgroundServer(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models) as server:
         for request in (httpx.Request("GET", f"{server.url}/"),
                         httpx.Request("POST", f"{server.url}/any/_search",
                                       json={"query": {"match": {"t": "x"}}, "ext": {"tour": {}}})):

@@ -25,3 +25,18 @@ def test_the_bar_holds_only_where_every_repeat_is_within_1_5x_of_the_engine() ->
     assert "- 1 worker(s): bar NOT met" in page
     assert "- 2 worker(s): bar met; memory after the load, models loaded: RSS 564 MiB in all " \
            "(280, 284 per process), PSS 476 MiB" in page
+
+
+def test_refined_throughput_is_set_against_the_baseline_revision_in_the_same_run() -> None:
+    memory = [{"rss": 280, "pss": 240}]
+    runs = [
+        WorkerRun(2, [[_phase(16, 2, 2, 12.0)], [_phase(16, 2, 2, 14.0)],
+                      [_phase(16, 2, 2, 30.0)]], memory * 2),
+        WorkerRun(1, [[_phase(16, 2, 2, 10.0)], [_phase(16, 2, 2, 7.0)],
+                      [_phase(16, 2, 2, 7.0)]], memory, revision="036aa75"),
+    ]
+    page = load_markdown(runs, 20)
+    assert "| 1 at 036aa75 | 2 | 16 |" in page
+    assert "Refined throughput under 16 clients, median of the repeats:" in page
+    assert "- 2 worker(s): 14.00/s (2.00× the baseline)" in page
+    assert "- 1 at 036aa75 worker(s): 7.00/s" in page

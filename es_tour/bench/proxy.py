@@ -33,7 +33,7 @@ import numpy as np
 from es_tour.bench._commands import portable_path
 from es_tour.bench._load import Phase, phase, worker_memory
 from es_tour.bench._machine import machine, now
-from es_tour.bench._sidecar import SidecarProcess, server_stack
+from es_tour.bench._sidecar import RevisionSidecar, SidecarProcess, server_stack
 from es_tour.server._config import ServerConfig
 
 QUERIES = ("vitamin D deficiency", "stem cell differentiation", "antibiotic resistance genes",
@@ -133,12 +133,19 @@ class WorkerRun:
     workers: int
     phases: list[list[Phase]]  # per repeat, one per client count
     memory: list[dict[str, Any]]  # per worker process, models loaded, after the load
+    revision: str | None = None  # the baseline's git revision; None: this tree
+
+    @property
+    def label(self) -> str:
+        return f"{self.workers} at {self.revision}" if self.revision else str(self.workers)
 
 
 def measure_load(upstream: str, engine: str, dataset: Path, worker_counts: list[int],
-                 clients: list[int], repeats: int, seconds: float) -> list[WorkerRun]:
+                 clients: list[int], repeats: int, seconds: float,
+                 baseline: str | None = None) -> list[WorkerRun]:
     """Pass-through p50/p99 to the sidecar and to the engine, and refined searches/s,
-    under each client count, `repeats` times, at each worker count."""
+    under each client count, `repeats` times, at each worker count; then, with `baseline`,
+    the same for that git revision's sidecar (one process)."""
     from es_tour.bench.app import INDEX, prepare, warm_store
     from es_tour.datasets import BeirDataset
     from es_tour.server import Models
@@ -149,17 +156,21 @@ def measure_load(upstream: str, engine: str, dataset: Path, worker_counts: list[
     warm_store(engine, upstream, models)
     del models
     texts = sorted(set(data.queries().values()))
+    sidecars: list[tuple[int, str | None, SidecarProcess | RevisionSidecar]] = [
+        (workers, None, SidecarProcess(ServerConfig(upstream=upstream, engine=engine,
+                                                    workers=workers), startup_timeout_s=300))
+        for workers in worker_counts]
+    if baseline is not None:
+        sidecars.append((1, baseline, RevisionSidecar(baseline, upstream, engine)))
     runs = []
-    for workers in worker_counts:
-        config = ServerConfig(upstream=upstream, engine=engine, workers=workers)
-        sidecar = SidecarProcess(config, startup_timeout_s=300)
+    for workers, revision, sidecar in sidecars:
         with sidecar as url:
             for text in texts[:4 * workers]:  # each worker's first searches load what they use
                 httpx.post(f"{url}/{INDEX}/_search", json={"query": {"match": {"text": text}}},
                            timeout=120)
             phases = [[phase(url, upstream, INDEX, texts, n, seconds) for n in clients]
                       for _ in range(repeats)]
-            runs.append(WorkerRun(workers, phases, worker_memory(sidecar.pid)))
+            runs.append(WorkerRun(workers, phases, worker_memory(sidecar.pid), revision))
     return runs
 
 
@@ -181,7 +192,7 @@ def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
             for p in phases:
                 s50, e50 = p.quantile("sidecar", 0.5), p.quantile("engine", 0.5)
                 s99, e99 = p.quantile("sidecar", 0.99), p.quantile("engine", 0.99)
-                lines.append(f"| {run.workers} | {repeat} | {p.clients} | {s50:.1f} / {e50:.1f} "
+                lines.append(f"| {run.label} | {repeat} | {p.clients} | {s50:.1f} / {e50:.1f} "
                              f"| {s50 / e50:.2f} | {s99:.1f} / {e99:.1f} | {s99 / e99:.2f} | "
                              f"{p.refined_per_s if p.clients else ''} | "
                              f"{p.failed if p.clients else ''} |")
@@ -194,7 +205,7 @@ def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
             r50 = [p.quantile("sidecar", 0.5) / p.quantile("engine", 0.5) for p in same]
             r99 = [p.quantile("sidecar", 0.99) / p.quantile("engine", 0.99) for p in same]
             rate = [p.refined_per_s for p in same]
-            lines.append(f"| {run.workers} | {first.clients} | {min(r50):.2f} – {max(r50):.2f} "
+            lines.append(f"| {run.label} | {first.clients} | {min(r50):.2f} – {max(r50):.2f} "
                          f"| {min(r99):.2f} – {max(r99):.2f} | "
                          + (f"{min(rate):.2f} – {max(rate):.2f} |" if first.clients else " |"))
     lines += ["", f"Bar: under {BAR_CLIENTS} refined clients, p50 and p99 each at most "
@@ -207,11 +218,29 @@ def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
         memory = run.memory
         rss = sum(m["rss"] or 0 for m in memory)
         pss = sum(m["pss"] or 0 for m in memory)
-        lines.append(f"- {run.workers} worker(s): bar {'met' if met else 'NOT met'}; memory "
+        lines.append(f"- {run.label} worker(s): bar {'met' if met else 'NOT met'}; memory "
                      f"after the load, models loaded: RSS {rss} MiB in all "
                      f"({', '.join(str(m['rss']) for m in memory)} per process), "
                      f"PSS {pss} MiB")
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, *throughput_lines(runs), ""])
+
+
+def throughput_lines(runs: list[WorkerRun]) -> list[str]:
+    """Refined searches/s at the most clients, median over the repeats, against the
+    baseline revision's where one ran (the same load, in the same run)."""
+    most = max(p.clients for run in runs for p in run.phases[0])
+    if not most:
+        return []
+    rates = {run.label: statistics.median(p.refined_per_s for phases in run.phases
+                                          for p in phases if p.clients == most)
+             for run in runs}
+    baseline = next((run.label for run in runs if run.revision), None)
+    lines = ["", f"Refined throughput under {most} clients, median of the repeats:", ""]
+    for label, rate in rates.items():
+        versus = f" ({rate / rates[baseline]:.2f}× the baseline)" \
+            if baseline and label != baseline else ""
+        lines.append(f"- {label} worker(s): {rate:.2f}/s{versus}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,6 +260,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="refined clients per row, comma-separated (0: idle)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0, help="probe time per row")
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="also load the sidecar of this git revision (one process), "
+                             "side by side: what a change did to refined throughput")
     args = parser.parse_args(argv)
     command = (f"python -m es_tour.bench.proxy --upstream {args.upstream} --index {args.index} "
                f"--requests {args.requests} --tour-searches {args.tour_searches}")
@@ -238,7 +270,8 @@ def main(argv: list[str] | None = None) -> None:
         command += (f" --dataset {portable_path(args.dataset)} --engine {args.engine}"
                     f" --workers {args.workers}"
                     f" --clients {args.clients} --repeats {args.repeats}"
-                    f" --seconds {args.seconds:g}")
+                    f" --seconds {args.seconds:g}"
+                    + (f" --baseline {args.baseline}" if args.baseline else ""))
     # --requests 0: the load part alone
     text = markdown(measure(args.upstream, args.index, args.requests, args.tour_searches),
                     command) if args.requests else f"# Sidecar overhead\n\n- command: `{command}`\n"
@@ -246,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = measure_load(args.upstream, args.engine, args.dataset,
                             [int(n) for n in args.workers.split(",")],
                             [int(n) for n in args.clients.split(",")], args.repeats,
-                            args.seconds)
+                            args.seconds, args.baseline)
         text += "\n" + load_markdown(runs, args.seconds)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)

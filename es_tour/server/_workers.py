@@ -103,15 +103,16 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 class Workers:
-    """The supervisor: `run()` serves until SIGINT or SIGTERM, with `config.workers`
-    processes; `ready` is called once every one of them listens."""
+    """The supervisor: `run()` serves on `sock` (a `listening_socket`) until SIGINT or
+    SIGTERM, with `config.workers` processes; `ready` is called once every one of them
+    listens. It closes the socket as it ends."""
 
-    def __init__(self, config: ServerConfig, host: str, port: int, log_level: str,
+    def __init__(self, config: ServerConfig, sock: socket.socket, log_level: str,
                  ready: Callable[[], None] | None = None):
         self._config = config
         self._log_level = log_level
         self._ready = ready
-        self._sock = listening_socket(host, port)
+        self._sock = sock
         self._context = multiprocessing.get_context("spawn")
         self._stop = threading.Event()
         self._signal: int | None = None
@@ -212,6 +213,13 @@ def _forget(process: SpawnProcess) -> None:
 
     if process.pid is not None and os.environ.get(MULTIPROC_ENV):
         multiprocess.mark_process_dead(process.pid)  # type: ignore[no-untyped-call]
+
+
+def run_supervisor(config: ServerConfig, sock: socket.socket, log_level: str,
+                   ready: Event) -> None:
+    """`Workers` as the main thread of a process of its own (its signal handlers need
+    one), for a multi-worker `BackgroundServer`; SIGTERM ends it once they drained."""
+    Workers(config, sock, log_level, ready.set).run()
 
 
 def run_worker(config: ServerConfig, sock: socket.socket, log_level: str, started: Event,

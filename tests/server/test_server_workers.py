@@ -55,3 +55,12 @@ def test_a_metrics_directory_whose_supervisor_is_gone_is_removed(tmp_path: Path)
         directory.mkdir()
     assert remove_stale_metrics(tmp_path) == [stale]
     assert live.is_dir() and other.is_dir() and not stale.exists()
+
+
+def test_a_background_sidecar_of_several_workers_takes_no_shared_models() -> None:
+    from es_tour.errors import ConfigError
+    from es_tour.server import BackgroundServer, Models, ServerConfig
+
+    config = ServerConfig(upstream="http://127.0.0.1:9", workers=2)
+    with pytest.raises(ConfigError, match="loads models in each"):
+        BackgroundServer(config, Models())
