@@ -29,8 +29,8 @@ from es_tour.server._ops import (
     passthrough_outcome,
 )
 from es_tour.server._options import index_settings, layered_text_fields
+from es_tour.server._passthrough import Passthrough, Reason
 from es_tour.server._playground import playground_routes
-from es_tour.server._query import Passthrough
 from es_tour.server._request import (
     MalformedJson,
     SearchRequest,
@@ -53,7 +53,6 @@ from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 log = logging.getLogger("es_tour.server")
 # one line per search the sidecar does not refine, with its reason: how much traffic is refined
 passthrough_log = logging.getLogger("es_tour.server.passthrough")
-NOT_ENABLED = "index.tour.enabled is not true"
 MAX_RESULT_WINDOW = 10_000  # the engines' default index.max_result_window
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
@@ -135,7 +134,7 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
     try:
         if template is not None:
             if not enabled:
-                raise Passthrough(NOT_ENABLED)
+                raise Passthrough(Reason.NOT_ENABLED)
             body = await rendered_search(upstream, body, request.headers)
         search = _servable(target, dict(request.query_params), body, settings, service)
     except Passthrough as verdict:
@@ -167,7 +166,7 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
     ConfigError where the request asked for ext.tour and cannot have it."""
     explicit = wants_tour(body)
     if not explicit and not _enabled(settings):
-        raise Passthrough(NOT_ENABLED)
+        raise Passthrough(Reason.NOT_ENABLED)
     tour = body.get("ext", {}).get("tour", {}) if explicit else {}
     text_fields = layered_text_fields(tour if isinstance(tour, Mapping) else {},
                                       index_settings(settings or {}),
@@ -176,8 +175,7 @@ def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
         search = parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
         limit = int((settings or {}).get("index.max_result_window", MAX_RESULT_WINDOW))
         if search.from_ + search.size > limit:
-            raise Passthrough(f"from + size is past index.max_result_window [{limit}]: the "
-                              "engine's own answer")
+            raise Passthrough(Reason.PAST_RESULT_WINDOW, limit=limit)
         return search
     except Passthrough as verdict:
         if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
