@@ -54,7 +54,6 @@ class Reason(Enum):
     # vectors
     KNN_CLAUSES = "multiple knn clauses"
     KNN_WITHOUT_VECTOR = "knn without query_vector"
-    KNN_QUERY_FIELDS = "knn query on more than one field"
     KNN_QUERY_WITHOUT_VECTOR = "knn query without vector"
     # search templates (`_template`)
     TEMPLATE_OPTION = "template option [{option}]"

@@ -378,7 +378,7 @@ def _query(body: Mapping[str, Any], text_fields: Sequence[str] | None
     ((kind, clause),) = query.items()
     if kind == "knn" and vector is None:
         if not isinstance(clause, Mapping) or len(clause) != 1:
-            raise Passthrough(Reason.KNN_QUERY_FIELDS)
+            raise Passthrough(Reason.FIELDS, kind="knn query")
         ((vector_field, spec),) = clause.items()
         if not isinstance(spec, Mapping) or "vector" not in spec:
             raise Passthrough(Reason.KNN_QUERY_WITHOUT_VECTOR)
