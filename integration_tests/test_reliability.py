@@ -25,7 +25,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.ingest import ingest
 from es_tour.server import BackgroundServer, Models, ServerConfig
-from es_tour.server._service import FALLBACK_TIMEOUT_MS
+from es_tour.server._rounds import FALLBACK_TIMEOUT_MS
 from integration_tests.conftest import (
     PLUGIN_ZIPS,
     SCIFACT,

@@ -21,12 +21,7 @@ LONG_MODULES_ALLOWED: dict[str, str] = {
 
 # Import cycles this change could not break, each as its sorted modules, with why and the
 # issue that will. Exact: a cycle that is broken must leave the list.
-CYCLES_ALLOWED: dict[tuple[str, ...], str] = {
-    # _config.ServerConfig checks its method in a function-level import of
-    # _options.check_method, and _options takes DEFAULT_WINDOW from _config: es_tour/server/
-    # is being reworked by issue 41's part 3 (the server's flow), which should break it
-    ("es_tour.server._config", "es_tour.server._options"): "issue 41, part 3",
-}
+CYCLES_ALLOWED: dict[tuple[str, ...], str] = {}
 
 
 def module_names(root: Path) -> dict[str, Path]:

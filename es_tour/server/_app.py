@@ -28,9 +28,9 @@ from es_tour.server._ops import (
     ops_answer,
     passthrough_outcome,
 )
-from es_tour.server._options import index_settings, layered_text_fields
+from es_tour.server._passthrough import Passthrough, Reason
+from es_tour.server._plan import enabled, servable
 from es_tour.server._playground import playground_routes
-from es_tour.server._query import Passthrough
 from es_tour.server._request import (
     MalformedJson,
     SearchRequest,
@@ -39,10 +39,8 @@ from es_tour.server._request import (
     msearch_target,
     parse_body,
     parse_msearch,
-    parse_search,
     read_body,
     search_target,
-    wants_tour,
 )
 from es_tour.server._service import TourService
 from es_tour.server._stats import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -53,8 +51,6 @@ from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
 log = logging.getLogger("es_tour.server")
 # one line per search the sidecar does not refine, with its reason: how much traffic is refined
 passthrough_log = logging.getLogger("es_tour.server.passthrough")
-NOT_ENABLED = "index.tour.enabled is not true"
-MAX_RESULT_WINDOW = 10_000  # the engines' default index.max_result_window
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -124,20 +120,21 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         return await upstream.forward(request)
     raw = await read_body(request, service.config.max_body_bytes)
     settings = await _settings(upstream, target, request.headers)
-    enabled = _enabled(settings)
+    index_enabled = enabled(settings)
     try:
         body = parse_body(inflated(raw, request.headers.get("content-encoding"),
                                    service.config.max_body_bytes))
     except (MalformedJson, BodyTooLargeError):
-        if not enabled:  # the engine answers its own malformed requests
+        if not index_enabled:  # the engine answers its own malformed requests
             return await upstream.forward(request, raw)
         raise
     try:
         if template is not None:
-            if not enabled:
-                raise Passthrough(NOT_ENABLED)
+            if not index_enabled:
+                raise Passthrough(Reason.NOT_ENABLED)
             body = await rendered_search(upstream, body, request.headers)
-        search = _servable(target, dict(request.query_params), body, settings, service)
+        search = servable(target, dict(request.query_params), body, settings,
+                          service.config.text_fields)
     except Passthrough as verdict:
         _log_passthrough(service, request.method, target, verdict)
         request.scope[OUTCOME] = passthrough_outcome(verdict.reason)
@@ -155,34 +152,6 @@ async def _settings(upstream: Upstream, index: str, headers: Mapping[str, str]
     if index and "," not in index and "*" not in index:
         return await upstream.tour_settings(index, headers)
     return None
-
-
-def _enabled(settings: Mapping[str, Any] | None) -> bool:
-    return str((settings or {}).get("index.tour.enabled", "false")).lower() == "true"
-
-
-def _servable(index: str, params: Mapping[str, str], body: Mapping[str, Any],
-              settings: Mapping[str, Any] | None, service: TourService) -> SearchRequest:
-    """The search as the sidecar runs it; Passthrough with the reason it does not; a
-    ConfigError where the request asked for ext.tour and cannot have it."""
-    explicit = wants_tour(body)
-    if not explicit and not _enabled(settings):
-        raise Passthrough(NOT_ENABLED)
-    tour = body.get("ext", {}).get("tour", {}) if explicit else {}
-    text_fields = layered_text_fields(tour if isinstance(tour, Mapping) else {},
-                                      index_settings(settings or {}),
-                                      service.config.text_fields)
-    try:
-        search = parse_search(index, params, body, explicit=explicit, text_fields=text_fields)
-        limit = int((settings or {}).get("index.max_result_window", MAX_RESULT_WINDOW))
-        if search.from_ + search.size > limit:
-            raise Passthrough(f"from + size is past index.max_result_window [{limit}]: the "
-                              "engine's own answer")
-        return search
-    except Passthrough as verdict:
-        if explicit:  # the engine would reject ext.tour; say why the sidecar did not serve it
-            raise _unservable(verdict.reason) from None
-        raise
 
 
 def _log_passthrough(service: TourService, method: str, index: str,
@@ -209,8 +178,8 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     for item in items:
         try:
             settings = await _settings(upstream, item.index, request.headers)
-            plans.append((_servable(item.index, item.params, item.body, settings, service),
-                          settings))
+            plans.append((servable(item.index, item.params, item.body, settings,
+                                   service.config.text_fields), settings))
         except Passthrough as verdict:
             _log_passthrough(service, "POST", item.index, verdict)
             plans.append(verdict)
@@ -221,8 +190,8 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     request.scope[OUTCOME] = f"msearch: {len(plans)} items, {len(passed)} passed through"
     if len(passed) == len(plans):
         return await upstream.forward(request, raw, reason=reasons)
-    servable = [plan[0] for plan in plans if isinstance(plan, tuple)]
-    engine = await upstream.detect_engine(request.headers, servable[0].index) if servable \
+    to_refine = [plan[0] for plan in plans if isinstance(plan, tuple)]
+    engine = await upstream.detect_engine(request.headers, to_refine[0].index) if to_refine \
         else upstream.engine  # nothing refined: the kind only names the answer's product
     caller = identity(request.headers)
 
@@ -253,11 +222,6 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
 
 async def _nothing() -> list[dict[str, Any]]:
     return []
-
-
-def _unservable(reason: str) -> EsTourError:
-    return ConfigError(f"ext.tour cannot be served for this request ({reason}); "
-                       "drop ext.tour to run it as a plain search")
 
 
 def _error(exc: EsTourError, engine: str | None) -> Response:

@@ -10,11 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from es_tour.errors import ConfigError
+from es_tour.server._options import DEFAULT_WINDOW, check_method
 from es_tour.tls import UpstreamTls
 
 ENGINE_KINDS = ("opensearch", "elasticsearch")
-# the first hits es-tour orders when neither a request nor its index says: ten pages of ten
-DEFAULT_WINDOW = 100
 WHEN_FULL = ("queue", "reject")
 
 
@@ -146,8 +145,6 @@ class ServerConfig:
         # the certificate's scope is the sidecar's to say, whatever upstream_tls was given
         object.__setattr__(self, "upstream_tls", replace(
             self.upstream_tls, client_cert_for_callers=self.client_cert_for_callers))
-        from es_tour.server._options import check_method
-
         check_method(self.method)
 
     def defaults(self) -> dict[str, Any]:

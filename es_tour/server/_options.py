@@ -15,9 +15,10 @@ from es_tour.engines import VectorField
 from es_tour.errors import ConfigError
 from es_tour.models import is_ensemble, parse_ensemble
 from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
-from es_tour.server._config import DEFAULT_WINDOW
 
 SETTINGS_PREFIX = "index.tour."
+# the first hits es-tour orders when neither a request nor its index says: ten pages of ten
+DEFAULT_WINDOW = 100
 
 # setting name -> option name, per method; a setting a method does not take is ignored
 # when it comes from the index, and rejected when the request names it.

@@ -11,7 +11,7 @@ from es_tour.server._app import create_app
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._ops import access_log
-from es_tour.server._service import FALLBACK_TIMEOUT_MS
+from es_tour.server._rounds import FALLBACK_TIMEOUT_MS
 
 if TYPE_CHECKING:
     import uvicorn

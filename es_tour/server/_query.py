@@ -13,7 +13,6 @@ a query-string group that cannot be told apart) raises Passthrough.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from reprlib import repr as shown
 from typing import Any
 
 from es_tour.errors import ConfigError
+from es_tour.server._passthrough import Passthrough, Reason
 
 TEXT_CLAUSES = ("match", "match_phrase", "multi_match", "combined_fields", "query_string",
                 "simple_query_string")
@@ -53,23 +53,6 @@ _TOKEN = re.compile(r'\s*([+-]?)(?:([\w.*]+):)?'
                     r'("(?:[^"\\]|\\.)*"|[\[{][^\]}]*[\]}]|\([^()]*\)|[^\s()"]+|[()])')
 _OPERATORS = frozenset({"AND", "OR", "NOT", "&&", "||", "!"})
 _SYNTAX_CHARS = re.compile(r"[~^]\S*|[*?\\/]")
-
-
-MAX_HEADER = 200  # characters of a pass-through reason sent back
-
-
-class Passthrough(Exception):
-    """The request is not one the sidecar serves; `reason` goes in X-Es-Tour-Passthrough."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-    def header(self) -> str:
-        """The reason as a header value: printable ASCII (a body key may hold CR, LF or any
-        character), and short."""
-        text = json.dumps(self.reason, ensure_ascii=True)[1:-1]
-        return text if len(text) <= MAX_HEADER else text[: MAX_HEADER - 3] + "..."
 
 
 @dataclass
@@ -109,7 +92,7 @@ def _clause(clause: Any, occur: str, parts: QueryParts, fields: Sequence[str] | 
     elif kind in SELECTING_CLAUSES:
         _required(dict(clause), occur, parts, f"[{kind}]")
     else:
-        raise Passthrough(f"unsupported query [{kind}]")
+        raise Passthrough(Reason.QUERY, kind=kind)
 
 
 def _bool(body: Any, occur: str, parts: QueryParts, fields: Sequence[str] | None) -> None:
@@ -159,7 +142,7 @@ def _required_all(clauses: list[dict[str, Any]], occur: str, parts: QueryParts,
     """Clauses that select docs: filters when required; an optional one only scores, which
     no filter can honour."""
     if occur != "must":
-        raise Passthrough(f"optional clause {what} on a non-text field")
+        raise Passthrough(Reason.OPTIONAL_CLAUSE, what=what)
     parts.filters.extend(clauses)
 
 
@@ -168,7 +151,7 @@ def _text_clause(kind: str, body: Any, occur: str, parts: QueryParts,
     named, spec = _clause_fields(kind, body)
     unknown = set(spec) - _TEXT_OPTIONS
     if unknown:
-        raise Passthrough(f"unsupported {kind} option {sorted(unknown)}")
+        raise Passthrough(Reason.OPTION, clause=kind, options=sorted(unknown))
     text = spec.get("query")
     if not isinstance(text, str):
         raise ConfigError(f"{kind} needs a string `query`, got {shown(text)}")
@@ -188,7 +171,7 @@ def _clause_fields(kind: str, body: Any) -> tuple[list[str] | None, Mapping[str,
     if kind in ("match", "match_phrase"):
         names = [key for key in body if key not in ("boost", "_name")]
         if len(names) != 1:
-            raise Passthrough(f"{kind} on more than one field")
+            raise Passthrough(Reason.FIELDS, kind=kind)
         value = body[names[0]]
         spec = dict(value) if isinstance(value, Mapping) else {"query": value}
         if not isinstance(spec.get("query"), str):
@@ -232,7 +215,7 @@ def _free_text(kind: str, spec: Mapping[str, Any], occur: str, parts: QueryParts
     for match in _TOKEN.finditer(query):
         sign, name, value = match.groups()
         if name is not None and value in ("(", ")"):
-            raise Passthrough(f"query string group on [{name}] nested past one level")
+            raise Passthrough(Reason.NESTED_GROUP, name=name)
         if value in _OPERATORS or value in ("(", ")"):
             previous = value
             continue
@@ -247,8 +230,7 @@ def _free_text(kind: str, spec: Mapping[str, Any], occur: str, parts: QueryParts
             elif sign == "+" or previous in ("AND", "&&") or required:
                 _required(term, occur, parts, f"[{name}:{value}]")
             else:
-                raise Passthrough(f"optional query string term [{name}:{value}] on a non-text "
-                                  f"field (+{name}:... filters)")
+                raise Passthrough(Reason.OPTIONAL_TERM, name=name, value=value)
         elif sign != "-" and previous not in ("NOT", "!"):
             words.extend(word for word in _SYNTAX_CHARS.sub(" ", value.strip('"()')).split()
                          if word not in _OPERATORS)

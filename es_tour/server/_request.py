@@ -26,7 +26,8 @@ import numpy as np
 from starlette.requests import Request
 
 from es_tour.errors import BodyTooLargeError, ConfigError
-from es_tour.server._query import Passthrough, QueryParts, query_parts
+from es_tour.server._passthrough import Passthrough, Reason
+from es_tour.server._query import QueryParts, query_parts
 
 # Body keys the sidecar honours: what chooses the docs (the query, its filters), and what
 # the engine's own fetch of the page and its size-0 overview honour as written (`_fetch`).
@@ -35,16 +36,11 @@ BODY_KEYS = frozenset({"query", "knn", "size", "from", "ext", "timeout", "sort",
                        "track_total_hits", "aggs", "aggregations", "post_filter",
                        "_source", "fields", "docvalue_fields", "stored_fields", "script_fields",
                        "highlight", "explain", "version", "seq_no_primary_term", "track_scores"})
-# Why a body key whose meaning depends on the engine's own order passes the request through.
-_UNSERVED = {"collapse": "collapse groups hits by the engine's order",
-             "rescore": "rescore reorders the engine's top hits",
-             "search_after": "search_after pages by the engine's sort values",
-             "pit": "a point in time pages by the engine's sort values",
-             "suggest": "suggest answers from the engine alone",
-             "profile": "profile describes the engine's own execution",
-             "min_score": "min_score cuts on the engine's score",
-             "terminate_after": "terminate_after stops the engine's collection early",
-             "indices_boost": "indices_boost weighs several indices"}
+# Body keys whose meaning depends on the engine's own order: each passes the request through.
+_UNSERVED = {"collapse": Reason.COLLAPSE, "rescore": Reason.RESCORE,
+             "search_after": Reason.SEARCH_AFTER, "pit": Reason.PIT, "suggest": Reason.SUGGEST,
+             "profile": Reason.PROFILE, "min_score": Reason.MIN_SCORE,
+             "terminate_after": Reason.TERMINATE_AFTER, "indices_boost": Reason.INDICES_BOOST}
 # URL parameters the sidecar honours: each goes on to the engine's own calls (`_fetch`), or
 # says how the answer is printed.
 PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excludes",
@@ -266,17 +262,17 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     and ConfigError for what is malformed. `text_fields` tells the text clauses from the
     filters (None: every field is text)."""
     if not target or any(c in target for c in ",*") or target == "_all":
-        raise Passthrough("multi-index")
+        raise Passthrough(Reason.MULTI_INDEX)
     if "scroll" in params:
-        raise Passthrough("scroll")
+        raise Passthrough(Reason.SCROLL)
     for key in params:
         if key not in PARAMS:
-            raise Passthrough(f"unsupported parameter [{key}]")
+            raise Passthrough(Reason.PARAMETER, key=key)
     for key in body:
         if key in _UNSERVED:
             raise Passthrough(_UNSERVED[key])
         if key not in BODY_KEYS:
-            raise Passthrough(f"unsupported body key [{key}]")
+            raise Passthrough(Reason.BODY_KEY, key=key)
     _check_sort(params.get("sort"), body.get("sort"))
     tour = _ext_tour(body)
     parts, vector, vector_field = _query(body, text_fields)
@@ -288,9 +284,9 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
                               f"got {shown(query_text)}")
         text = query_text
     if text is None:
-        raise Passthrough("no query text")
+        raise Passthrough(Reason.NO_TEXT)
     if not text.strip():  # the engine matches nothing; an embedding of "" finds anything
-        raise Passthrough("empty query text")
+        raise Passthrough(Reason.EMPTY_TEXT)
     text = _LONE_SURROGATE.sub("\ufffd", text)  # as the engine's own JSON parser reads it
     timeout_ms = tour.pop("timeout_ms", None)
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
@@ -298,7 +294,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {shown(timeout_ms)}")
     size = _count("size", params.get("size", body.get("size", 10)))
     if size == 0:  # counts and facets only: the engine's answer is the whole answer
-        raise Passthrough("size 0")
+        raise Passthrough(Reason.SIZE_0)
     return SearchRequest(
         index=target, text=text, vector=vector, vector_field=vector_field, size=size,
         from_=_count("from", params.get("from", body.get("from", 0))),
@@ -334,7 +330,7 @@ def _check_sort(param: str | None, sort: Any) -> None:
             isinstance(spec, Mapping) and list(spec) == ["_score"]
             and spec["_score"] in ("desc", {"order": "desc"}))
         if not by_score:
-            raise Passthrough("sort by a field")
+            raise Passthrough(Reason.SORT)
 
 
 def _mapping(body: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
@@ -351,7 +347,7 @@ def _ext_tour(body: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError("ext must be an object")
     others = [key for key in ext if key != "tour"]
     if others:
-        raise Passthrough(f"unsupported ext {others}")
+        raise Passthrough(Reason.EXT, keys=others)
     tour = ext.get("tour", {})
     if not isinstance(tour, Mapping):
         raise ConfigError(f"ext.tour must be an object, got {shown(tour)}")
@@ -365,12 +361,12 @@ def _query(body: Mapping[str, Any], text_fields: Sequence[str] | None
     knn = body.get("knn")
     if knn is not None:
         if not isinstance(knn, Mapping):
-            raise Passthrough("multiple knn clauses")
+            raise Passthrough(Reason.KNN_CLAUSES)
         unknown = set(knn) - {"field", "query_vector", "k", "num_candidates", "boost"}
         if unknown:
-            raise Passthrough(f"unsupported knn option {sorted(unknown)}")
+            raise Passthrough(Reason.OPTION, clause="knn", options=sorted(unknown))
         if "query_vector" not in knn:
-            raise Passthrough("knn without query_vector")
+            raise Passthrough(Reason.KNN_WITHOUT_VECTOR)
         vector, vector_field = _vector(knn["query_vector"]), knn.get("field")
         if vector_field is not None and not isinstance(vector_field, str):
             raise ConfigError(f"knn.field must be a string, got {shown(vector_field)}")
@@ -382,13 +378,13 @@ def _query(body: Mapping[str, Any], text_fields: Sequence[str] | None
     ((kind, clause),) = query.items()
     if kind == "knn" and vector is None:
         if not isinstance(clause, Mapping) or len(clause) != 1:
-            raise Passthrough("knn query on more than one field")
+            raise Passthrough(Reason.FIELDS, kind="knn query")
         ((vector_field, spec),) = clause.items()
         if not isinstance(spec, Mapping) or "vector" not in spec:
-            raise Passthrough("knn query without vector")
+            raise Passthrough(Reason.KNN_QUERY_WITHOUT_VECTOR)
         unknown = set(spec) - {"vector", "k", "boost"}
         if unknown:
-            raise Passthrough(f"unsupported knn option {sorted(unknown)}")
+            raise Passthrough(Reason.OPTION, clause="knn", options=sorted(unknown))
         return QueryParts(), _vector(spec["vector"]), vector_field
     return query_parts(query, text_fields), vector, vector_field
 

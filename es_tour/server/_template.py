@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from es_tour.errors import ConfigError, EngineError
-from es_tour.server._query import Passthrough
+from es_tour.server._passthrough import Passthrough, Reason
 from es_tour.server._request import search_target
 from es_tour.server._upstream import Upstream, identity
 
@@ -41,17 +41,17 @@ async def rendered_search(upstream: Upstream, body: Mapping[str, Any],
     EngineError with the engine's status and body when the engine refuses the template."""
     for option in UNHONOURED:
         if body.get(option) not in (None, False):
-            raise Passthrough(f"template option [{option}]")
+            raise Passthrough(Reason.TEMPLATE_OPTION, option=option)
     return rendered_body(*await upstream.read_json(RENDER_PATH, body, identity(headers)))
 
 
 def rendered_body(status: int, answer: Any) -> dict[str, Any]:
     """The search body in the engine's `_render/template` answer `(status, answer)`."""
     if status == 403:  # rendering is a permission of its own; the template search may pass
-        raise Passthrough("the caller may not render templates")
+        raise Passthrough(Reason.MAY_NOT_RENDER)
     if status != 200:
         if _NO_HANDLER in json.dumps(answer):
-            raise Passthrough("the engine serves no search templates")
+            raise Passthrough(Reason.NO_TEMPLATES)
         raise EngineError(status, answer)
     output = answer.get("template_output") if isinstance(answer, dict) else None
     if not isinstance(output, dict):

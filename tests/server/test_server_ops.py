@@ -8,6 +8,7 @@ import base64
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -17,7 +18,8 @@ from aiohttp.test_utils import TestServer
 
 from es_tour.server import ServerConfig, create_app
 from es_tour.server._process import drain_seconds, uvicorn_config
-from es_tour.server._service import FALLBACK_TIMEOUT_MS, TourService
+from es_tour.server._rounds import FALLBACK_TIMEOUT_MS, Rounds
+from es_tour.server._stats import Stats
 
 MONITOR = "Basic " + base64.b64encode(b"monitor:pw").decode()
 SIDECAR = "Basic " + base64.b64encode(b"sidecar:pw").decode()
@@ -124,22 +126,24 @@ class _Held:
         return text
 
 
+def _held_plan(held: _Held, text: str) -> Any:
+    """What `Rounds` reads of a plan: the method, the text, the window."""
+    return SimpleNamespace(method=held, text=text, chosen=SimpleNamespace(window=1))
+
+
 async def test_queue_depth_counts_the_refinements_waiting_for_a_slot():
-    service = TourService(ServerConfig(upstream="http://127.0.0.1:1", max_refinements=1),
-                          models=type("NoModels", (), {"loaded": dict})())  # type: ignore[arg-type]
+    stats = Stats()
+    rounds = Rounds(ServerConfig(upstream="http://127.0.0.1:1", max_refinements=1), stats)
     held = _Held()
-    try:
-        first = asyncio.ensure_future(service._refine(held, "a", 1, False))  # type: ignore[arg-type]
-        second = asyncio.ensure_future(service._refine(held, "b", 1, False))  # type: ignore[arg-type]
-        await asyncio.sleep(0.05)
-        assert service.stats.queue._value.get() == 1  # the second waits for the one slot
-        second.cancel()  # cancelled at its deadline while waiting: out of the queue
-        await asyncio.sleep(0.05)
-        assert service.stats.queue._value.get() == 0
-        held.release.set()
-        assert await first == "a"
-    finally:
-        await service.close()
+    first = asyncio.ensure_future(rounds._refine(_held_plan(held, "a"), False))
+    second = asyncio.ensure_future(rounds._refine(_held_plan(held, "b"), False))
+    await asyncio.sleep(0.05)
+    assert stats.queue._value.get() == 1  # the second waits for the one slot
+    second.cancel()  # cancelled at its deadline while waiting: out of the queue
+    await asyncio.sleep(0.05)
+    assert stats.queue._value.get() == 0
+    held.release.set()
+    assert await first == "a"
 
 
 def test_a_shutdown_waits_out_the_deadline_and_the_fallback():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from es_tour.errors import ConfigError
+from es_tour.server._passthrough import Passthrough
 from es_tour.server._request import (
-    Passthrough,
     msearch_target,
     parse_msearch,
     parse_search,

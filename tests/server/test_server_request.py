@@ -8,9 +8,9 @@ import zlib
 import pytest
 
 from es_tour.errors import BodyTooLargeError, ConfigError
+from es_tour.server._passthrough import Passthrough, Reason
 from es_tour.server._request import (
     MalformedJson,
-    Passthrough,
     inflated,
     parse_body,
     parse_search,
@@ -92,10 +92,11 @@ def test_fetch_options_from_the_body_and_the_url_go_to_the_engine_as_sent() -> N
 
 
 def test_a_passthrough_reason_is_a_safe_short_header_value() -> None:
-    assert Passthrough("unsupported query [match_all]").header() == \
+    assert Passthrough(Reason.QUERY, kind="match_all").header() == \
         "unsupported query [match_all]"
-    assert Passthrough("key [a\r\nX: é]").header() == "key [a\\r\\nX: \\u00e9]"
-    long = Passthrough("k" * 1000).header()
+    assert Passthrough(Reason.BODY_KEY, key="a\r\nX: é").header() == \
+        "unsupported body key [a\\r\\nX: \\u00e9]"
+    long = Passthrough(Reason.BODY_KEY, key="k" * 1000).header()
     assert len(long) == 200 and long.endswith("...")
 
 

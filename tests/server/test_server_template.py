@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from es_tour.errors import ConfigError, EngineError
 from es_tour.server import ServerConfig
-from es_tour.server._request import Passthrough
+from es_tour.server._passthrough import Passthrough
 from es_tour.server._template import RENDER_PATH, rendered_body, rendered_search, template_target
 from es_tour.server._upstream import Upstream
 
