@@ -147,14 +147,16 @@ bench-models: install models
 		--json docs/benchmarks/models.json
 
 # Pass-through overhead, then pass-through under 0, 4 and 16 refined clients at 1, 2 and 4
-# workers, 3 repeats (about 20 min; warming scifact-app's vector store the first time takes
-# longer, see docs/benchmarks/cost.md)
+# workers and on one process of PROXY_BASELINE's sidecar (main just before workers landed),
+# 3 repeats (about 30 min; warming scifact-app's vector store the first time takes longer,
+# see docs/benchmarks/cost.md)
+PROXY_BASELINE ?= 036aa75
 bench-proxy: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
 		--dataset $(DATASETS)/scifact --workers 1,2,4 --clients 0,4,16 --repeats 3 \
-		--output docs/benchmarks/proxy.md
+		--baseline $(PROXY_BASELINE) --output docs/benchmarks/proxy.md
 
 # docs/benchmarks/app.md: application-shaped searches (bool filters, aggs, highlight, pages,
 # _msearch, query_string) from the SciFact test queries through the sidecar on both engines,

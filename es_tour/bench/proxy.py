@@ -12,8 +12,10 @@ outside the engine and the models.
 Under load (with `--dataset`): `make bench-app`'s `scifact-app` index with the budget
 frontier's 20-pair settings and its labeler vector store warmed (both done here when
 missing; warming SciFact from nothing takes long, see docs/benchmarks/cost.md). For each
-worker count, a sidecar with that many workers; in each repeat, for each client count, a
-process of its own sends refined searches (SciFact's query texts) from that many clients,
+worker count, a sidecar with that many workers, and with `--baseline REV` one process of
+that git revision's sidecar, all up at once; in each repeat, for each sidecar in turn and
+each client count, a process of its own sends refined searches (SciFact's query texts)
+from that many clients,
 while `GET /_cluster/health` goes to the sidecar and straight to the engine in turn
 (es_tour/bench/_load.py). Writes docs/benchmarks/proxy.md.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,16 +165,18 @@ def measure_load(upstream: str, engine: str, dataset: Path, worker_counts: list[
         for workers in worker_counts]
     if baseline is not None:
         sidecars.append((1, baseline, RevisionSidecar(baseline, upstream, engine)))
-    runs = []
-    for workers, revision, sidecar in sidecars:
-        with sidecar as url:
+    with ExitStack() as running:  # all up at once, so each repeat loads each in turn
+        urls = [running.enter_context(sidecar) for _, _, sidecar in sidecars]
+        for (workers, _, _), url in zip(sidecars, urls, strict=True):
             for text in texts[:4 * workers]:  # each worker's first searches load what they use
                 httpx.post(f"{url}/{INDEX}/_search", json={"query": {"match": {"text": text}}},
                            timeout=120)
-            phases = [[phase(url, upstream, INDEX, texts, n, seconds) for n in clients]
-                      for _ in range(repeats)]
-            runs.append(WorkerRun(workers, phases, worker_memory(sidecar.pid), revision))
-    return runs
+        phases: list[list[list[Phase]]] = [[] for _ in sidecars]
+        for _ in range(repeats):
+            for mine, url in zip(phases, urls, strict=True):
+                mine.append([phase(url, upstream, INDEX, texts, n, seconds) for n in clients])
+        return [WorkerRun(workers, mine, worker_memory(sidecar.pid), revision)
+                for (workers, revision, sidecar), mine in zip(sidecars, phases, strict=True)]
 
 
 def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
@@ -181,7 +186,8 @@ def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
         f"`GET /_cluster/health` to the sidecar and straight to the engine in turn, each on a "
         f"new connection, for {seconds:.0f} s per row, while a process of its own sends "
         "refined searches from N clients (the index's recommended settings, warm store). "
-        "Repeats in order; ratio = sidecar / engine.",
+        "Every sidecar is up throughout and each repeat loads them in turn, so a drift in "
+        "the machine's own load reaches them alike; ratio = sidecar / engine.",
         "",
         "| workers | repeat | refined clients | p50 ms sidecar / engine | ratio | "
         "p99 ms sidecar / engine | ratio | refined/s | failed |",
