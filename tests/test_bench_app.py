@@ -9,20 +9,19 @@ from collections import Counter
 import httpx
 import pytest
 
-from es_tour.bench.app import (
+from es_tour.bench._app_workload import (
     MSEARCH_ITEMS,
     SHAPES,
     SIZE,
     Range,
     Term,
     filtered_qrels,
-    ndcg_at_10,
     query_string_text,
     satisfies,
-    send,
     violations,
     workload,
 )
+from es_tour.bench.app import ndcg_at_10, send
 from es_tour.datasets import synthetic_metadata
 from es_tour.server import PASSTHROUGH_HEADER
 
