@@ -92,3 +92,42 @@ def test_a_regenerated_results_page_keeps_the_section(tmp_path) -> None:
     section = labelers_section(tmp_path / "labelers.json")
     assert section[0] == SECTION_START and section[2] == SECTION_END
     assert "not measured" in section[1] and "changed 0 of 1" in section[1]
+
+
+def test_p2s_policy_is_named_for_its_labeler_and_checked_against_it(tmp_path, monkeypatch
+                                                                      ) -> None:
+    import json
+
+    import pytest
+
+    from es_tour.bench import labelers
+
+    name = labelers.policy_name("bge-small-en-v1.5^1+e5-small-v2^0.25")
+    assert name == "labelers-bge-small-en-v1-5-1-e5-small-v2-0-25"
+    monkeypatch.setattr(labelers, "policy_dir", lambda policy: tmp_path / policy)
+    (tmp_path / name).mkdir()
+    manifest = {"threshold": 0.08, "created": "t", "training": {
+        "labeler": "bge-small-en-v1.5", "split": "train", "queries": 809, "examples": 10,
+        "positives": 2, "seconds": 150.0}}
+    (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    assert labelers.policy_facts(name, "bge-small-en-v1.5")["queries"] == 809
+    with pytest.raises(SystemExit, match=r"trained with labeler 'bge-small-en-v1\.5'"):
+        labelers.policy_facts(name, "bge-small-en-v1.5^1+e5-small-v2^0.25")
+
+
+def test_a_re_measured_p2_says_so_and_names_its_policy() -> None:
+    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
+              "plain": {"queries": 1}, "labelers": {"bge": facts},
+              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                     "moved": [], **changes({"a": 0.0}, {"a": 0.0}),
+                     "command": "c --p2-only", "date": "d2", "machine": "m2",
+                     "policy": {"name": "labelers-bge", "labeler": "bge", "queries": 809,
+                                "examples": 30555, "positives": 1042, "threshold": 0.082,
+                                "seconds": 147.0}}}
+    page = markdown(report)
+    assert "Re-measured alone by `c --p2-only`" in page
+    assert "`labelers-bge` was trained with the labeler it runs with (`bge`" in page
+    assert "809 SciFact train queries" in page and "30,555 oracle trials" in page

@@ -8,6 +8,12 @@ docs/benchmarks/labelers.md, its JSON, and docs/RESULTS.md's section between its
 
     python -m es_tour.bench.labelers --dataset ../shared/datasets/scifact \\
         --opensearch http://127.0.0.1:9200 --out docs
+
+The learned agent of P2 runs a policy trained with the labeler it is measured with: by
+default one trained here on train (`--policy-queries`, all of them unless given) and
+stored as `labelers-<labeler>`; `--policy NAME` takes one `es-tour train-agent --labeler`
+made instead, after checking its manifest names that labeler and the train split.
+`--p2-only` re-measures P2 alone and keeps the rest of the JSON the last run wrote.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from es_tour.agents import policy_dir
 from es_tour.bench._commands import parsed_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.frontier import (
@@ -37,13 +45,14 @@ from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
 from es_tour.models import is_ensemble, labeler_encoder, model_path, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
+from es_tour.training import train_policy
 from es_tour.tuning import BASELINE, fused_spec, plain_spec
 
 SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
 CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
 HURT = 0.2  # a loss this large is counted apart
-POLICY = "bench"  # the learned agent's policy, trained on train by `make bench`
+POLICY_PREFIX = "labelers-"  # + the labeler's name as a registry name: P2's policy
 SECTION_START = "<!-- labelers section: python -m es_tour.bench.labelers -->"
 SECTION_END = "<!-- end of labelers section -->"
 
@@ -124,7 +133,50 @@ def doc_ms(labeler: str, dataset: BeirDataset) -> float | None:
     return round(total, 1)
 
 
-async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]]
+def policy_name(labeler: str) -> str:
+    """The registry name of the policy this bench trains with `labeler`."""
+    return POLICY_PREFIX + re.sub(r"[^a-z0-9]+", "-", labeler.lower()).strip("-")
+
+
+def policy_facts(policy: str, labeler: str) -> dict[str, Any]:
+    """What the manifest of `policy` says of its training; refuses a policy trained on
+    another labeler or split than P2 measures with (its φ features would not be the
+    ones it was fitted on)."""
+    manifest = json.loads((policy_dir(policy) / "manifest.json").read_text())
+    training = manifest["training"]
+    if training.get("labeler") != labeler or training.get("split") != "train":
+        raise SystemExit(f"policy {policy!r} was trained with labeler "
+                         f"{training.get('labeler')!r} on {training.get('split')!r}; P2 "
+                         f"measures labeler {labeler!r}: train one with `es-tour train-agent "
+                         f"--labeler '{labeler}'` or leave --policy out")
+    return {"name": policy, "labeler": training["labeler"], "queries": training["queries"],
+            "examples": training["examples"], "positives": training["positives"],
+            "improved_queries": training.get("improved_queries"),
+            "threshold": round(float(manifest["threshold"]), 4),
+            "seconds": round(float(training["seconds"]), 1), "created": manifest["created"]}
+
+
+async def measure_p2(dataset: BeirDataset, url: str, labeler: str, policy: str | None,
+                     policy_queries: int | None) -> dict[str, Any]:
+    """P2 with `labeler`: the learned agent's policy trained with it on train (here, unless
+    `policy` names one already trained with it), then HRE and the learned agent on test."""
+    qrels = dataset.qrels("test")
+    async with corpus_context(dataset, url, labeler=labeler) as context:
+        if policy is None:
+            policy = policy_name(labeler)
+            await train_policy(context.engine, context.index, dataset, "train",
+                               policy_queries, policy_dir(policy), encoder=context.encoder,
+                               labeler=context.labeler)
+        facts = policy_facts(policy, context.labeler.name)
+        agents = [MethodSpec.parse(f"hre:budget={CHOICE_BUDGET}"),
+                  MethodSpec.parse(f"learned-agent:budget={CHOICE_BUDGET}:policy={policy}")]
+        hre, learned = await evaluate(context, dataset, agents, split="test",
+                                      cold_labels=False)
+    return {**p2(hre, learned, qrels), "policy": facts}
+
+
+async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]],
+                  policy: str | None = None, policy_queries: int | None = None
                   ) -> dict[str, Any]:
     """The test searches the frontier lacks, on the first engine."""
     qrels = dataset.qrels("test")
@@ -134,11 +186,7 @@ async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str
         plain, = await evaluate(context, dataset, [PLAIN], split="test", cold_labels=True)
         out["plain"] = plain.summary()
         out["plain_per_query"] = plain.ndcg_by_query(qrels)
-        agents = [MethodSpec.parse(f"hre:budget={CHOICE_BUDGET}"),
-                  MethodSpec.parse(f"learned-agent:budget={CHOICE_BUDGET}:policy={POLICY}")]
-        hre, learned = await evaluate(context, dataset, agents, split="test",
-                                      cold_labels=False)
-        out["p2"] = p2(hre, learned, qrels)
+    out["p2"] = await measure_p2(dataset, url, choice["name"], policy, policy_queries)
     for candidate, run in runs.items():
         method = best(run, CHOICE_BUDGET, METHODS)
         assert method is not None
@@ -207,8 +255,18 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"{robust['robustness_index']:+.2f}; {robust['hurt']} queries "
                   f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT} or more.", ""]
     agent = report["p2"]
-    lines += ["### P2: the learned agent against HRE", "",
-              f"`{agent['learned_label']}` {agent['learned']:.4f} against `{agent['hre_label']}` "
+    lines += ["### P2: the learned agent against HRE", ""]
+    if "command" in agent:
+        lines += [f"Re-measured alone by `{agent['command']}` on {agent['date']} "
+                  f"({agent['machine']}); the sections above are the run's above.", ""]
+    trained = agent.get("policy")
+    if trained:
+        lines += [f"The policy `{trained['name']}` was trained with the labeler it runs with "
+                  f"(`{trained['labeler']}`, over its cached corpus vectors) on "
+                  f"{trained['queries']} SciFact train queries in {trained['seconds']:.0f} s: "
+                  f"{trained['examples']:,} oracle trials, {trained['positives']:,} of which "
+                  f"raised nDCG@10; act threshold {trained['threshold']:.3f}.", ""]
+    lines += [f"`{agent['learned_label']}` {agent['learned']:.4f} against `{agent['hre_label']}` "
               f"{agent['hre']:.4f} ({agent['learned'] - agent['hre']:+.4f}), labeler "
               f"`{report['labelers'][report['chosen']]['name']}`. It changed "
               f"{len(agent['moved'])} of {agent['queries']} queries' nDCG@10: {agent['wins']} "
@@ -240,13 +298,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
     parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument("--policy", default=None,
+                        help="P2's learned agent runs this policy, which must have been "
+                             "trained on train with the chosen labeler (default: train "
+                             "one here, stored as labelers-<labeler>)")
+    parser.add_argument("--policy-queries", type=int, default=None,
+                        help="train the policy on a fixed-seed sample of N train queries "
+                             "(default: all of them)")
+    parser.add_argument("--p2-only", action="store_true",
+                        help="re-measure P2 alone; the rest is kept from the labelers.json "
+                             "under --out")
     args = parser.parse_args(argv)
     runs = labeler_runs(json.loads((args.out / "benchmarks" / "frontier.json").read_text()))
     dataset = BeirDataset(args.dataset)
-    report = asyncio.run(measure(dataset, args.opensearch, runs))
-    report |= {"command": parsed_command("python -m es_tour.bench.labelers", args, parser),
-               "date": now(), "machine": machine(), "chosen": chosen(runs)}
-    report["plain"]["queries"] = len(report.pop("plain_per_query"))
+    command = parsed_command("python -m es_tour.bench.labelers", args, parser)
+    if args.p2_only:
+        report = json.loads((args.out / "benchmarks" / "labelers.json").read_text())
+        if report["chosen"] != chosen(runs):
+            raise SystemExit(f"labelers.json chose {report['chosen']!r} but frontier.json "
+                             f"chooses {chosen(runs)!r}: run the whole bench")
+        report["p2"] = asyncio.run(measure_p2(dataset, args.opensearch,
+                                              runs[report["chosen"]]["name"], args.policy,
+                                              args.policy_queries))
+        report["p2"] |= {"command": command, "date": now(), "machine": machine()}
+    else:
+        report = asyncio.run(measure(dataset, args.opensearch, runs, args.policy,
+                                     args.policy_queries))
+        report |= {"command": command, "date": now(), "machine": machine(),
+                   "chosen": chosen(runs)}
+        report["plain"]["queries"] = len(report.pop("plain_per_query"))
     write(report, args.out)
     print(f"wrote {args.out / 'benchmarks' / 'labelers.md'}", file=sys.stderr)
 
