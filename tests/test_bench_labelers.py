@@ -123,11 +123,33 @@ def test_a_re_measured_p2_says_so_and_names_its_policy() -> None:
               "plain": {"queries": 1}, "labelers": {"bge": facts},
               "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
                      "moved": [], **changes({"a": 0.0}, {"a": 0.0}),
-                     "command": "c --p2-only", "date": "d2", "machine": "m2",
                      "policy": {"name": "labelers-bge", "labeler": "bge", "queries": 809,
                                 "examples": 30555, "positives": 1042, "threshold": 0.082,
-                                "seconds": 147.0}}}
+                                "seconds": 147.0}},
+              "remeasured": {"p2": {"command": "c --only p2", "date": "d2", "machine": "m2"}}}
     page = markdown(report)
-    assert "Re-measured alone by `c --p2-only`" in page
+    assert page.count("Re-measured alone by `c --only p2`") == 1
     assert "`labelers-bge` was trained with the labeler it runs with (`bge`" in page
     assert "809 SciFact train queries" in page and "30,555 oracle trials" in page
+
+
+def test_the_chosen_labelers_gain_is_paired_with_an_interval() -> None:
+    from es_tour.bench.labelers import bootstrap_ci
+
+    low, high = bootstrap_ci([0.01] * 50 + [-0.01] * 50)
+    assert low < 0 < high
+    assert bootstrap_ci([0.02] * 10) == (0.02, 0.02)
+    facts = {"name": "ens", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    gain = {"budget": 20, "base": "bge", "base_method": "m20", "base_ndcg@10": 0.7359,
+            "method": "m20", "ndcg@10": 0.7369, **changes({"a": 0.8}, {"a": 0.7}),
+            "ci95": (-0.004, 0.006)}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "ens",
+              "plain": {"queries": 1}, "labelers": {"ens": facts}, "gain": [gain],
+              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                     "moved": [], **changes({"a": 0.0}, {"a": 0.0})}}
+    page = markdown(report)
+    assert "### `ens` against `bge`, query by query" in page
+    assert "| 20 | `m20` 0.7369 | `m20` 0.7359 | +0.0010 | -0.0040 to +0.0060 | 1 / 0 / 0 |" \
+        in page

@@ -13,7 +13,10 @@ The learned agent of P2 runs a policy trained with the labeler it is measured wi
 default one trained here on train (`--policy-queries`, all of them unless given) and
 stored as `labelers-<labeler>`; `--policy NAME` takes one `es-tour train-agent --labeler`
 made instead, after checking its manifest names that labeler and the train split.
-`--p2-only` re-measures P2 alone and keeps the rest of the JSON the last run wrote.
+It also compares, query by query, each budget's best method with the chosen labeler
+against the same with the default labeler (the first candidate): the chosen one's gain,
+with a bootstrap 95% interval of its mean. `--only p2,gain` re-measures those parts
+alone and keeps the rest of the JSON the last run wrote (its cost figures among them).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one l
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
 CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
 HURT = 0.2  # a loss this large is counted apart
+PARTS = ("p2", "gain")  # what --only can re-measure alone
 POLICY_PREFIX = "labelers-"  # + the labeler's name as a registry name: P2's policy
 SECTION_START = "<!-- labelers section: python -m es_tour.bench.labelers -->"
 SECTION_END = "<!-- end of labelers section -->"
@@ -175,6 +179,48 @@ async def measure_p2(dataset: BeirDataset, url: str, labeler: str, policy: str |
     return {**p2(hre, learned, qrels), "policy": facts}
 
 
+def bootstrap_ci(deltas: Sequence[float], draws: int = 10_000, seed: int = 0
+                 ) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the mean of the per-query `deltas`."""
+    values = np.asarray(deltas, dtype=float)
+    rows = np.random.default_rng(seed).integers(0, len(values), (draws, len(values)))
+    means = values[rows].mean(axis=1)
+    return round(float(np.quantile(means, 0.025)), 4), round(float(np.quantile(means, 0.975)), 4)
+
+
+async def measure_gain(dataset: BeirDataset, url: str,
+                       runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per budget: the chosen labeler's best method against the default labeler's best
+    (the first candidate's), both chosen on train, query by query on test."""
+    qrels = dataset.qrels("test")
+    base_candidate, choice = next(iter(runs)), chosen(runs)
+    if base_candidate == choice:
+        return []
+    per_query: dict[str, dict[int, tuple[str, dict[str, float], float]]] = {}
+    for candidate in (base_candidate, choice):
+        run, per_query[candidate] = runs[candidate], {}
+        specs = {budget: found[1] for budget in BUDGETS
+                 if (found := best(run, budget, METHODS)) is not None}
+        async with corpus_context(dataset, url, labeler=run["name"]) as context:
+            reports = await evaluate(context, dataset,
+                                     [MethodSpec.parse(label) for label in specs.values()],
+                                     split="test", cold_labels=False)
+        for budget, report in zip(specs, reports, strict=True):
+            per_query[candidate][budget] = (report.spec.label, report.ndcg_by_query(qrels),
+                                            report.summary()["ndcg@10"])
+    rows = []
+    for budget in BUDGETS:
+        if budget not in per_query[base_candidate] or budget not in per_query[choice]:
+            continue
+        base_label, theirs, base_ndcg = per_query[base_candidate][budget]
+        label, mine, ndcg = per_query[choice][budget]
+        rows.append({"budget": budget, "base": runs[base_candidate]["name"],
+                     "base_method": base_label, "base_ndcg@10": base_ndcg,
+                     "method": label, "ndcg@10": ndcg, **changes(mine, theirs),
+                     "ci95": bootstrap_ci([mine[q] - theirs[q] for q in theirs])})
+    return rows
+
+
 async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]],
                   policy: str | None = None, policy_queries: int | None = None
                   ) -> dict[str, Any]:
@@ -201,6 +247,7 @@ async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str
             "ndcg@10": timed.summary()["ndcg@10"],
             "robustness": changes(timed.ndcg_by_query(qrels), out["plain_per_query"]),
             "p1a": p1a(run), "p1b": p1b(run)}
+    out["gain"] = await measure_gain(dataset, url, runs)
     return out
 
 
@@ -254,11 +301,25 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"{robust['unchanged']} unchanged (moves over {CHANGED}); robustness index "
                   f"{robust['robustness_index']:+.2f}; {robust['hurt']} queries "
                   f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT} or more.", ""]
+    if report.get("gain"):
+        gain = report["gain"]
+        chosen_name = report["labelers"][report["chosen"]]["name"]
+        lines += [f"### `{chosen_name}` against `{gain[0]['base']}`, query by query", ""]
+        lines += _remeasured(report, "gain")
+        lines += [f"Each budget's best method (chosen on train) with either labeler, on the "
+                  f"same {gain[0]['queries']} test queries; wins and losses are moves over "
+                  f"{CHANGED}; the interval is a bootstrap 95% interval of the mean gain.", "",
+                  "| budget | with the chosen labeler | with the default | gain | 95% interval "
+                  "| wins / losses / unchanged |", "|---|---|---|---|---|---|"]
+        lines += [f"| {row['budget']} | `{row['method']}` {row['ndcg@10']:.4f} | "
+                  f"`{row['base_method']}` {row['base_ndcg@10']:.4f} | "
+                  f"{row['ndcg@10'] - row['base_ndcg@10']:+.4f} | "
+                  f"{row['ci95'][0]:+.4f} to {row['ci95'][1]:+.4f} | "
+                  f"{row['wins']} / {row['losses']} / {row['unchanged']} |" for row in gain]
+        lines.append("")
     agent = report["p2"]
     lines += ["### P2: the learned agent against HRE", ""]
-    if "command" in agent:
-        lines += [f"Re-measured alone by `{agent['command']}` on {agent['date']} "
-                  f"({agent['machine']}); the sections above are the run's above.", ""]
+    lines += _remeasured(report, "p2")
     trained = agent.get("policy")
     if trained:
         lines += [f"The policy `{trained['name']}` was trained with the labeler it runs with "
@@ -275,6 +336,15 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"{m['query']} {m['delta']:+.3f}" for m in agent["moved"][:3] +
                   agent["moved"][-3:]) if agent["moved"] else "") + ".", ""]
     return "\n".join(lines)
+
+
+def _remeasured(report: Mapping[str, Any], part: str) -> list[str]:
+    """The line saying a part was re-measured alone (`--only`), and by what."""
+    again = report.get("remeasured", {}).get(part)
+    if not again:
+        return []
+    return [f"Re-measured alone by `{again['command']}` on {again['date']} "
+            f"({again['machine']}); the rest of the page is the run's named at the top.", ""]
 
 
 def write(report: dict[str, Any], out: Path) -> None:
@@ -305,22 +375,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--policy-queries", type=int, default=None,
                         help="train the policy on a fixed-seed sample of N train queries "
                              "(default: all of them)")
-    parser.add_argument("--p2-only", action="store_true",
-                        help="re-measure P2 alone; the rest is kept from the labelers.json "
-                             "under --out")
+    parser.add_argument("--only", default=None,
+                        help=f"comma list of {', '.join(PARTS)}: re-measure those parts "
+                             "alone; the rest is kept from the labelers.json under --out")
     args = parser.parse_args(argv)
+    only = [part.strip() for part in (args.only or "").split(",") if part.strip()]
+    if args.only is not None and (not only or set(only) - set(PARTS)):
+        parser.error(f"--only takes some of {', '.join(PARTS)}")
     runs = labeler_runs(json.loads((args.out / "benchmarks" / "frontier.json").read_text()))
     dataset = BeirDataset(args.dataset)
     command = parsed_command("python -m es_tour.bench.labelers", args, parser)
-    if args.p2_only:
+    if only:
         report = json.loads((args.out / "benchmarks" / "labelers.json").read_text())
         if report["chosen"] != chosen(runs):
             raise SystemExit(f"labelers.json chose {report['chosen']!r} but frontier.json "
                              f"chooses {chosen(runs)!r}: run the whole bench")
-        report["p2"] = asyncio.run(measure_p2(dataset, args.opensearch,
-                                              runs[report["chosen"]]["name"], args.policy,
-                                              args.policy_queries))
-        report["p2"] |= {"command": command, "date": now(), "machine": machine()}
+        if "p2" in only:
+            report["p2"] = asyncio.run(measure_p2(dataset, args.opensearch,
+                                                  runs[report["chosen"]]["name"], args.policy,
+                                                  args.policy_queries))
+        if "gain" in only:
+            report["gain"] = asyncio.run(measure_gain(dataset, args.opensearch, runs))
+        report.setdefault("remeasured", {}).update(
+            {part: {"command": command, "date": now(), "machine": machine()}
+             for part in only})
     else:
         report = asyncio.run(measure(dataset, args.opensearch, runs, args.policy,
                                      args.policy_queries))
