@@ -55,7 +55,7 @@ from es_tour.bench.app import INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import progress_bar
-from es_tour.models import DualEncoderLabeler, vector_labelers
+from es_tour.models import DualEncoderLabeler, EnsembleLabeler, vector_labelers
 from es_tour.pipeline import store_index
 from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import BackgroundServer, Models, ServerConfig
@@ -152,6 +152,8 @@ def replay(engine: str, url: str, way: str, queries: Sequence[tuple[str, str]],
     models.preload(labeler_name)
     labeler = models.labeler(labeler_name)
     members(models, labeler_name)
+    assert isinstance(labeler, DualEncoderLabeler | EnsembleLabeler)
+    # no reuse: the labeler's caches (an ensemble's and its members') emptied each search
     forget = labeler.clear_cache if way == "no-reuse" else (lambda: None)
     config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
                           max_timeout_ms=DEADLINE_MS, vector_store=way != "no-reuse",
