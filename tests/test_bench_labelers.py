@@ -153,3 +153,12 @@ def test_the_chosen_labelers_gain_is_paired_with_an_interval() -> None:
     assert "### `ens` against `bge`, query by query" in page
     assert "| 20 | `m20` 0.7369 | `m20` 0.7359 | +0.0010 | -0.0040 to +0.0060 | 1 / 0 / 0 |" \
         in page
+
+
+def test_the_largest_moves_name_each_query_once() -> None:
+    from es_tour.bench.labelers import largest
+
+    moved = [{"query": q, "delta": d} for q, d in (("a", 0.4), ("b", 0.1))]
+    assert largest(moved) == moved
+    many = [{"query": str(i), "delta": 1.0 - i / 10} for i in range(8)]
+    assert [m["query"] for m in largest(many)] == ["0", "1", "2", "5", "6", "7"]

@@ -333,9 +333,17 @@ def markdown(report: Mapping[str, Any]) -> str:
               f"{len(agent['moved'])} of {agent['queries']} queries' nDCG@10: {agent['wins']} "
               f"up and {agent['losses']} down by more than {CHANGED}"
               + ("; the largest moves: " + ", ".join(
-                  f"{m['query']} {m['delta']:+.3f}" for m in agent["moved"][:3] +
-                  agent["moved"][-3:]) if agent["moved"] else "") + ".", ""]
+                  f"{m['query']} {m['delta']:+.3f}" for m in largest(agent["moved"]))
+                 if agent["moved"] else "") + ".", ""]
     return "\n".join(lines)
+
+
+def largest(moved: Sequence[Mapping[str, Any]], each_way: int = 3
+            ) -> list[Mapping[str, Any]]:
+    """The `each_way` largest moves up and down (sorted from up to down), each once."""
+    if len(moved) <= 2 * each_way:
+        return list(moved)
+    return [*moved[:each_way], *moved[-each_way:]]
 
 
 def _remeasured(report: Mapping[str, Any], part: str) -> list[str]:
