@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import sys
@@ -277,7 +278,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "hand.",
         "",
         f"- command: `{report['command']}`",
-        f"- date: {report['date']}; machine: {report['machine']}",
+        f"- date: {report['date']}; machine: {report['machine']}"
+        + (f"; 1-minute load average {report['load_average'][0]:.1f} at the start, "
+           f"{report['load_average'][1]:.1f} at the end" if "load_average" in report else ""),
         f"- index `{INDEX}` (`make bench-app`'s), settings the budget frontier's 20-pair "
         f"choice: `{FRONTIER_LABEL}`; labeler: {labeler_words(report)}",
         f"- stream: {report['stream']} distinct SciFact query texts (train and test), "
@@ -458,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sample = queries[:args.throughput_queries]
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     summaries = []
+    load_start = os.getloadavg()[0]  # another job on the machine slows a refined search most
     for engine in args.engines.split(","):
         url = urls[engine]
         prepare(engine, url, dataset, Models("retriever"))
@@ -492,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                               len(queries)),
               "throughput_queries": len(sample), "settings": FRONTIER_20,
               "labeler": args.labeler, "ways": [way for way in WAYS if way in ways],
+              "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
               "engines": summaries}
     report = json.loads(json.dumps(report))  # int keys as the JSON file holds them
     write_page(args.output, report)
