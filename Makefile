@@ -110,7 +110,9 @@ bench: install models plugin
 # query, plain and fused (weights fitted on train), with each candidate labeler (an
 # ensemble's member weights fitted on train first), on both engines; about 40 minutes a
 # labeler on an idle 2-core machine. Then docs/benchmarks/labelers.md and RESULTS.md's
-# labelers section (P1a, P1b, P2, cost, robustness) from its runs.
+# labelers section (P1a, P1b, P2, cost, robustness) from its runs; P2's learned agent runs a
+# policy trained there with the chosen labeler (2.5-7 minutes on 809 train queries), and
+# `--only p2,gain` re-measures P2 and the chosen labeler's paired gain alone.
 bench-frontier: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
@@ -169,10 +171,19 @@ bench-app: install models plugin
 
 # A refined search's cost with no reuse of doc vectors, an empty and a warm vector store,
 # against hybrid-linear, over a stream of every SciFact query (docs/benchmarks/cost.md).
+# Then the frontier's chosen labeler (an ensemble) and bge-small alone, warm, each against
+# hybrid-linear in its own run on OpenSearch: sections of the same page. Their stores are
+# seeded from the model cache's corpus vectors where it holds them (else warm embeds).
+COST_LABELERS = bge-small-en-v1.5^1+e5-small-v2^0.25 bge-small-en-v1.5
 bench-cost: install models plugin
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.cost --dataset $(DATASETS)/scifact --output docs/benchmarks/cost.md
+	for labeler in $(COST_LABELERS); do \
+		$(BIN)/python -m es_tour.bench.cost --dataset $(DATASETS)/scifact --queries 300 \
+			--labeler "$$labeler" --ways warm-store --engines opensearch \
+			--seed-from-corpus-cache --output docs/benchmarks/cost.md || exit 1; \
+	done
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it

@@ -182,3 +182,40 @@ def test_msearch_items_each_count_and_errors_are_items_not_refined():
 
 def test_query_string_text_leaves_words_only():
     assert query_string_text('a (b) AND c: "d"/e? NOT f') == "a b and c d e not f"
+
+
+def test_a_warm_store_is_seeded_from_the_corpus_cache_under_the_indexs_doc_keys(
+        tmp_path, monkeypatch):
+    import numpy as np
+
+    from es_tour.bench import app
+    from es_tour.datasets import BeirDataset
+    from es_tour.models import doc_key
+
+    (tmp_path / "corpus.jsonl").write_text(
+        json.dumps({"_id": "d1", "title": "T", "text": "one"}) + "\n"
+        + json.dumps({"_id": "d2", "title": "", "text": "two"}) + "\n")
+    cached = np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32)
+
+    class Encoder:
+        def __init__(self, fresh):
+            self.fresh = fresh
+
+        def encode_docs(self, texts):
+            return self.fresh[:len(texts)]
+
+    class Member:
+        def __init__(self, name, fresh):
+            self.name, self.encoder, self.held = name, Encoder(fresh), {}
+
+        def remember(self, vectors):
+            self.held.update(vectors)
+
+    monkeypatch.setattr(app, "cached_corpus_embeddings", lambda encoder, path, texts:
+                        (cached, 9.0) if texts == ["T one", "two"] else None)
+    good = Member("good", cached * 2)  # the same direction: the same unit vectors
+    assert app.seed_from_corpus_cache([good], BeirDataset(tmp_path)) == {"good": 2}
+    assert np.allclose(good.held[doc_key(app.INDEX, "d1", "T one")], [0.6, 0.8])
+    bad = Member("bad", cached[::-1])
+    with pytest.raises(RuntimeError, match="not what it embeds"):
+        app.seed_from_corpus_cache([bad], BeirDataset(tmp_path))

@@ -67,3 +67,37 @@ def test_the_page_gives_each_target_its_verdict() -> None:
     assert "| no reuse's model ms / doc embedded ≤ 50 | 45.00 ms | met |" in page
     assert "| empty-store | 10 | 900 | 1800 | 2700 | – | – |" in page
     assert "its first 2 searches (the store at its emptiest): p50 1600 ms, 0.80× no" in page
+
+
+def test_another_labelers_run_is_a_section_the_default_run_keeps(tmp_path) -> None:
+    from es_tour.bench.cost import write_page
+
+    engine = {"engine": "opensearch", "version": "2.19.1",
+              "hybrid_linear": {"n": 5, "p50_ms": 60.0, "p95_ms": 80.0, "p99_ms": 90.0},
+              "warm": {"written": 0, "stored": 10, "seconds": 1.0},
+              "ways": {"warm-store": _way(140.0, 9.0)}}
+    ensemble = {"command": "c --labeler e", "date": "d", "machine": "m", "stream": 10,
+                "no_reuse_queries": 10, "throughput_queries": 4, "labeler": "a^1+b^0.25",
+                "ways": ["warm-store"], "engines": [engine]}
+    page = tmp_path / "cost.md"
+    page.write_text("# What a refined search costs\n\nold default figures\n")
+    write_page(page, ensemble)
+    text = page.read_text()
+    assert "old default figures" in text and "## With the labeler `a^1+b^0.25`" in text
+    assert "### opensearch 2.19.1" in text and "| no-reuse |" not in text
+    assert "| warm p50 ≤ 2.5× hybrid-linear's | 2.33× | met |" in text
+    assert (tmp_path / "cost-a-1-b-0-25.json").is_file()
+    write_page(page, ensemble)  # replaced, not added twice
+    assert page.read_text().count("## With the labeler") == 1
+    default = {**ensemble, "labeler": "default", "command": "c",
+               "ways": ["no-reuse", "empty-store", "warm-store"],
+               "engines": [{**engine, "emptiest": quantiles([1.0]),
+                            "ways": {"no-reuse": _way(900.0, 1.0),
+                                     "empty-store": _way(500.0, None),
+                                     "warm-store": _way(120.0, 9.0)},
+                            "same_rankings_as_no_reuse": {}, "same_rankings_of": 0}]}
+    write_page(page, default)
+    text = page.read_text()
+    assert "old default figures" not in text and text.startswith("# What a refined search")
+    assert text.count("## With the labeler `a^1+b^0.25`") == 1
+    assert (tmp_path / "cost.json").is_file()

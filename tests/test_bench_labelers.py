@@ -92,3 +92,73 @@ def test_a_regenerated_results_page_keeps_the_section(tmp_path) -> None:
     section = labelers_section(tmp_path / "labelers.json")
     assert section[0] == SECTION_START and section[2] == SECTION_END
     assert "not measured" in section[1] and "changed 0 of 1" in section[1]
+
+
+def test_p2s_policy_is_named_for_its_labeler_and_checked_against_it(tmp_path, monkeypatch
+                                                                      ) -> None:
+    import json
+
+    import pytest
+
+    from es_tour.bench import labelers
+
+    name = labelers.policy_name("bge-small-en-v1.5^1+e5-small-v2^0.25")
+    assert name == "labelers-bge-small-en-v1-5-1-e5-small-v2-0-25"
+    monkeypatch.setattr(labelers, "policy_dir", lambda policy: tmp_path / policy)
+    (tmp_path / name).mkdir()
+    manifest = {"threshold": 0.08, "created": "t", "training": {
+        "labeler": "bge-small-en-v1.5", "split": "train", "queries": 809, "examples": 10,
+        "positives": 2, "seconds": 150.0}}
+    (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    assert labelers.policy_facts(name, "bge-small-en-v1.5")["queries"] == 809
+    with pytest.raises(SystemExit, match=r"trained with labeler 'bge-small-en-v1\.5'"):
+        labelers.policy_facts(name, "bge-small-en-v1.5^1+e5-small-v2^0.25")
+
+
+def test_a_re_measured_p2_says_so_and_names_its_policy() -> None:
+    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
+              "plain": {"queries": 1}, "labelers": {"bge": facts},
+              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                     "moved": [], **changes({"a": 0.0}, {"a": 0.0}),
+                     "policy": {"name": "labelers-bge", "labeler": "bge", "queries": 809,
+                                "examples": 30555, "positives": 1042, "threshold": 0.082,
+                                "seconds": 147.0}},
+              "remeasured": {"p2": {"command": "c --only p2", "date": "d2", "machine": "m2"}}}
+    page = markdown(report)
+    assert page.count("Re-measured alone by `c --only p2`") == 1
+    assert "`labelers-bge` was trained with the labeler it runs with (`bge`" in page
+    assert "809 SciFact train queries" in page and "30,555 oracle trials" in page
+
+
+def test_the_chosen_labelers_gain_is_paired_with_an_interval() -> None:
+    from es_tour.bench.labelers import bootstrap_ci
+
+    low, high = bootstrap_ci([0.01] * 50 + [-0.01] * 50)
+    assert low < 0 < high
+    assert bootstrap_ci([0.02] * 10) == (0.02, 0.02)
+    facts = {"name": "ens", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    gain = {"budget": 20, "base": "bge", "base_method": "m20", "base_ndcg@10": 0.7359,
+            "method": "m20", "ndcg@10": 0.7369, **changes({"a": 0.8}, {"a": 0.7}),
+            "ci95": (-0.004, 0.006)}
+    report = {"command": "c", "date": "d", "machine": "m", "chosen": "ens",
+              "plain": {"queries": 1}, "labelers": {"ens": facts}, "gain": [gain],
+              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                     "moved": [], **changes({"a": 0.0}, {"a": 0.0})}}
+    page = markdown(report)
+    assert "### `ens` against `bge`, query by query" in page
+    assert "| 20 | `m20` 0.7369 | `m20` 0.7359 | +0.0010 | -0.0040 to +0.0060 | 1 / 0 / 0 |" \
+        in page
+
+
+def test_the_largest_moves_name_each_query_once() -> None:
+    from es_tour.bench.labelers import largest
+
+    moved = [{"query": q, "delta": d} for q, d in (("a", 0.4), ("b", 0.1))]
+    assert largest(moved) == moved
+    many = [{"query": str(i), "delta": 1.0 - i / 10} for i in range(8)]
+    assert [m["query"] for m in largest(many)] == ["0", "1", "2", "5", "6", "7"]

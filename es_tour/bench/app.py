@@ -47,6 +47,9 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import progress_bar
 from es_tour.ingest import ingest
+from es_tour.models import DualEncoderLabeler, doc_key, vector_labelers
+from es_tour.models._corpus_cache import cached_corpus_embeddings
+from es_tour.models._runtime import l2_normalize
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, WarmReport, warm
 from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
@@ -162,14 +165,46 @@ def prepare(engine: str, url: str, dataset: BeirDataset, models: Models) -> None
     response.raise_for_status()
 
 
-def warm_store(engine: str, url: str, models: Models) -> WarmReport:
-    """Fill the default labeler's vector store for the index, as `es-tour warm` does
-    (what is stored already is skipped)."""
+def warm_store(engine: str, url: str, models: Models, labeler: str = "default",
+               seed: BeirDataset | None = None) -> WarmReport:
+    """Fill the vector store of `labeler` (each member's, for an ensemble) for the index, as
+    `es-tour warm` does (what is stored already is skipped). With `seed`, each member
+    first holds the model cache's corpus vectors of that dataset (`seed_from_corpus_cache`),
+    so warm writes those without embedding them."""
+    loaded = models.labeler(labeler)
+    if seed is not None:
+        seed_from_corpus_cache(vector_labelers(loaded), seed)
+
     async def run() -> WarmReport:
         async with connect(engine, url) as adapter:
-            return await warm(adapter, INDEX, models.labeler("default"), DEFAULT_TEXT_FIELDS)
+            return await warm(adapter, INDEX, loaded, DEFAULT_TEXT_FIELDS)
 
     return asyncio.run(run())
+
+
+def seed_from_corpus_cache(members: Sequence[DualEncoderLabeler], dataset: BeirDataset,
+                           check: int = 8) -> dict[str, int]:
+    """Hand each member the unit doc vectors its model cache holds for `dataset`'s corpus
+    (`es_tour.models.cached_corpus_embeddings`: the same encoder, precision, length and
+    prefix), kept under this index's doc keys. A key carries its text's digest, so a doc
+    whose indexed text is not the corpus text is not matched: warm embeds it. The first
+    `check` docs are embedded afresh and must match. Returns member -> vectors handed."""
+    docs = list(dataset.corpus())
+    texts = [doc.contents for doc in docs]
+    handed: dict[str, int] = {}
+    for member in members:
+        cached = cached_corpus_embeddings(member.encoder, dataset.root / "corpus.jsonl", texts)
+        if cached is None:
+            handed[member.name] = 0
+            continue
+        unit = l2_normalize(cached[0])
+        fresh = l2_normalize(member.encoder.encode_docs(texts[:check]))
+        if not np.allclose(fresh, unit[:check], atol=1e-3):
+            raise RuntimeError(f"{member.name}'s cached corpus vectors are not what it embeds")
+        member.remember({doc_key(INDEX, doc.id, doc.contents): vector
+                         for doc, vector in zip(docs, unit, strict=True)})
+        handed[member.name] = len(docs)
+    return handed
 
 
 def _baseline_body(search: Search) -> dict[str, Any]:

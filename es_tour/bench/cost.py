@@ -20,6 +20,15 @@ order. Each way gets a sidecar with models loaded afresh (nothing in memory):
 
 Throughput is refined searches per second with 4 and 16 clients sending a slice of the
 stream at once. Writes the page and a JSON beside it.
+
+`--labeler` measures another labeler (an ensemble: every member's store is deleted,
+warmed and read) and `--ways` some of the ways (hybrid-linear is always measured, in the
+same run). Such a run writes its own section of the page, between markers, and its JSON
+as cost-<labeler>.json; the default labeler's run rewrites the rest of the page and keeps
+those sections:
+
+    python -m es_tour.bench.cost --dataset ../shared/datasets/scifact --queries 300 \
+        --labeler 'bge-small-en-v1.5^1+e5-small-v2^0.25' --ways warm-store --engines opensearch
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,12 +56,16 @@ from es_tour.bench.app import INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import progress_bar
-from es_tour.models import DualEncoderLabeler
+from es_tour.models import DualEncoderLabeler, EnsembleLabeler, vector_labelers
 from es_tour.pipeline import store_index
 from es_tour.recommended import FRONTIER_20, FRONTIER_LABEL
 from es_tour.server import BackgroundServer, Models, ServerConfig
 
 WAYS = ("no-reuse", "empty-store", "warm-store")
+RUN_ORDER = ("empty-store", "warm-store", "no-reuse")  # empty first: see main
+DEFAULT_LABELER = "default"
+SECTION = "<!-- cost with labeler {}: python -m es_tour.bench.cost --labeler -->"
+SECTION_END = "<!-- end of cost with labeler {} -->"
 NO_REUSE_QUERIES = 150  # a prefix: each search costs the same, wherever it comes
 EMPTIEST_QUERIES = 100  # the empty store's first searches: the stream's dearest
 BASELINE_QUERIES = 300
@@ -120,17 +135,30 @@ class WayRun:
     throughput: dict[int, float]  # clients -> refined searches per second
 
 
+def members(models: Models, labeler: str) -> list[DualEncoderLabeler]:
+    """The dual encoders whose doc vectors `labeler` stores: itself, or an ensemble's."""
+    found = vector_labelers(models.labeler(labeler))
+    if not found:
+        raise SystemExit(f"labeler {labeler!r} has no doc vectors to store")
+    return found
+
+
 def replay(engine: str, url: str, way: str, queries: Sequence[tuple[str, str]],
-           throughput_queries: Sequence[tuple[str, str]], label: str) -> WayRun:
+           throughput_queries: Sequence[tuple[str, str]], label: str,
+           labeler_name: str = DEFAULT_LABELER) -> WayRun:
     """One way over `queries` one at a time, then over `throughput_queries` (if any) at
-    each of CLIENTS; a sidecar with its own freshly loaded models."""
+    each of CLIENTS; a sidecar with its own freshly loaded models, labelling with
+    `labeler_name` (the index sets no labeler of its own)."""
     models = Models("retriever")
-    models.preload("default")
-    labeler = models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
+    models.preload(labeler_name)
+    labeler = models.labeler(labeler_name)
+    members(models, labeler_name)
+    assert isinstance(labeler, DualEncoderLabeler | EnsembleLabeler)
+    # no reuse: the labeler's caches (an ensemble's and its members') emptied each search
     forget = labeler.clear_cache if way == "no-reuse" else (lambda: None)
     config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
-                          max_timeout_ms=DEADLINE_MS, vector_store=way != "no-reuse")
+                          max_timeout_ms=DEADLINE_MS, vector_store=way != "no-reuse",
+                          labeler=labeler_name)
     latencies: list[float] = []
     runs: dict[str, list[str]] = {}
     degraded = 0
@@ -182,18 +210,17 @@ def baseline(engine: str, url: str, queries: Sequence[tuple[str, str]]) -> dict[
     return quantiles(latencies)
 
 
-def delete_store(engine: str, url: str) -> str:
-    models = Models("retriever")
-    labeler = models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
-    name = store_index(labeler)
+def delete_store(engine: str, url: str, labeler: str = DEFAULT_LABELER) -> list[str]:
+    """Delete the store of `labeler` (each member's, for an ensemble)."""
+    names = [store_index(member) for member in members(Models("retriever"), labeler)]
 
     async def run() -> None:
         async with connect(engine, url) as adapter:
-            await adapter.delete_index(name)
+            for name in names:
+                await adapter.delete_index(name)
 
     asyncio.run(run())
-    return name
+    return names
 
 
 def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Mapping[str, Any],
@@ -201,8 +228,9 @@ def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Map
     """One engine's figures, with nDCG@10 on the test queries each way ran; `emptiest`: how
     many of the empty store's first searches make its emptiest p50."""
     out: dict[str, Any] = {"engine": engine, "version": version, "hybrid_linear": linear,
-                           "warm": warm, "ways": {},
-                           "emptiest": quantiles(ways["empty-store"].latencies[:emptiest])}
+                           "warm": warm, "ways": {}}
+    if "empty-store" in ways:
+        out["emptiest"] = quantiles(ways["empty-store"].latencies[:emptiest])
     for way, run in ways.items():
         judged = {qid: rels for qid, rels in data.test.items() if qid in run.runs}
         out["ways"][way] = {
@@ -213,6 +241,8 @@ def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Map
             else round(run.model_ms_per_doc, 1),
             "throughput": run.throughput,
             "ndcg@10": round(ndcg_at_10(run.runs, judged), 4), "test_queries": len(judged)}
+    if "no-reuse" not in ways:
+        return out
     # the same test queries, ranked by each way: φ identical means rankings identical
     none = ways["no-reuse"].runs
     shared = [qid for qid in data.test if qid in none]
@@ -223,23 +253,40 @@ def summarise(engine: str, version: str, ways: Mapping[str, WayRun], linear: Map
     return out
 
 
+def labeler_words(report: Mapping[str, Any]) -> str:
+    labeler = report.get("labeler", DEFAULT_LABELER)
+    return ("the default (bge-small-en-v1.5, 512 tokens)" if labeler == DEFAULT_LABELER
+            else f"`{labeler}` (each member's doc vectors in its own store)")
+
+
 def markdown(report: Mapping[str, Any]) -> str:
+    """The page; a run with another labeler than the default is a section of it."""
     engines = report["engines"]
+    ran = [way for way in WAYS if way in report.get("ways", WAYS)]
     t = TARGETS
+    section = report.get("labeler", DEFAULT_LABELER) != DEFAULT_LABELER
+    h = "##" if section else "#"
+    stream_words = {
+        "no-reuse": f"no reuse: its first {report['no_reuse_queries']}",
+        "empty-store": "empty store (run first): all of it, the store deleted first",
+        "warm-store": "warm store: all of it, after `es-tour warm`"}
     lines = [
-        "# What a refined search costs",
+        f"{h} With the labeler `{report['labeler']}`" if section
+        else "# What a refined search costs",
         "",
         "Written by `python -m es_tour.bench.cost` (and `make bench-cost`); never edited by "
         "hand.",
         "",
         f"- command: `{report['command']}`",
-        f"- date: {report['date']}; machine: {report['machine']}",
+        f"- date: {report['date']}; machine: {report['machine']}"
+        + (f"; 1-minute load average {report['load_average'][0]:.1f} at the start, "
+           f"{report['load_average'][1]:.1f} at the end" if "load_average" in report else ""),
         f"- index `{INDEX}` (`make bench-app`'s), settings the budget frontier's 20-pair "
-        f"choice: `{FRONTIER_LABEL}`; labeler: the default (bge-small-en-v1.5, 512 tokens)",
+        f"choice: `{FRONTIER_LABEL}`; labeler: {labeler_words(report)}",
         f"- stream: {report['stream']} distinct SciFact query texts (train and test), "
-        "shuffled with a fixed seed, one search at a time; no reuse: its first "
-        f"{report['no_reuse_queries']}; empty store (run first): all of it, the store "
-        "deleted first; warm store: all of it, after `es-tour warm`; throughput: "
+        "shuffled with a fixed seed, one search at a time; "
+        + "; ".join(stream_words[way] for way in ran)
+        + f"; hybrid-linear (no labeler): its first {BASELINE_QUERIES}; throughput: "
         f"{report['throughput_queries']} searches of the stream sent by 4 and by 16 "
         "clients at once (not for the empty store: it fills as the stream runs, so it "
         "has no steady state)",
@@ -255,7 +302,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         linear = e["hybrid_linear"]["p50_ms"]
 
         lines += [
-            f"## {e['engine']} {e['version']}",
+            f"{h}# {e['engine']} {e['version']}",
             "",
             "| way | n | p50 ms | p95 ms | p99 ms | searches/s, 4 clients | 16 clients "
             "| model s / search | store hit rate | docs embedded | model ms / doc embedded "
@@ -266,38 +313,92 @@ def markdown(report: Mapping[str, Any]) -> str:
               f"{w[way]['model_s_per_search']:.3f} | "
               + ("–" if w[way]["store_hit_rate"] is None else f"{w[way]['store_hit_rate']:.1%}")
               + f" | {w[way]['docs_embedded']} | {_per_doc(w[way])} | {w[way]['ndcg@10']:.4f} "
-              f"({w[way]['test_queries']}) |" for way in WAYS],
+              f"({w[way]['test_queries']}) |" for way in WAYS if way in w],
             f"| hybrid-linear (no labeler) | {e['hybrid_linear']['n']} | {linear:.0f} | "
             f"{e['hybrid_linear']['p95_ms']:.0f} | {e['hybrid_linear']['p99_ms']:.0f} | | | | | "
             "| | |",
             "",
-            f"Empty store, its first {e['emptiest']['n']} searches (the store at its "
-            f"emptiest): p50 {e['emptiest']['p50_ms']:.0f} ms, "
-            f"{e['emptiest']['p50_ms'] / w['no-reuse']['p50_ms']:.2f}× no reuse's. "
-            f"Warm store filled by `es-tour warm` after it: {e['warm']['written']} vectors "
-            f"written, {e['warm']['stored']} already stored, {e['warm']['seconds']:.0f} s. "
-            "Rankings "
-            f"identical to no reuse on the {e['same_rankings_of']} test queries all ways ran: "
-            + ", ".join(f"{way} {n}" for way, n in e["same_rankings_as_no_reuse"].items()) + ".",
-            "",
-            "| target | measured | verdict |",
-            "|---|---|---|",
-            _target(f"warm p50 ≤ {t['warm_vs_linear']}× hybrid-linear's",
-                    w["warm-store"]["p50_ms"] / linear, t["warm_vs_linear"], "×"),
-            _target(f"warm p50 ≤ {t['warm_p50_ms']:.0f} ms", w["warm-store"]["p50_ms"],
-                    t["warm_p50_ms"], " ms"),
-            _target(f"empty-store p50 over the stream ≤ {t['empty_vs_none']}× no reuse's",
-                    w["empty-store"]["p50_ms"] / w["no-reuse"]["p50_ms"], t["empty_vs_none"],
-                    "×"),
-            _target(f"warm searches/s at 16 clients ≥ {t['throughput_gain']}× no reuse's",
-                    w["warm-store"]["throughput"]["16"]
-                    / max(w["no-reuse"]["throughput"]["16"], 1e-9), t["throughput_gain"],
-                    "×", at_least=True),
-            _target(f"no reuse's model ms / doc embedded ≤ {t['ms_per_new_doc']:.0f}",
-                    _or_inf(w["no-reuse"]["model_ms_per_doc"]), t["ms_per_new_doc"], " ms"),
-            "",
         ]
+        facts = []
+        if "emptiest" in e:
+            facts.append(
+                f"Empty store, its first {e['emptiest']['n']} searches (the store at its "
+                f"emptiest): p50 {e['emptiest']['p50_ms']:.0f} ms"
+                + (f", {e['emptiest']['p50_ms'] / w['no-reuse']['p50_ms']:.2f}× no reuse's."
+                   if "no-reuse" in w else "."))
+        if "warm-store" in w:
+            facts.append(
+                f"Warm store filled by `es-tour warm`{' after it' if 'empty-store' in w else ''}"
+                f": {e['warm']['written']} vectors written, {e['warm']['stored']} already "
+                f"stored, {e['warm']['seconds']:.0f} s"
+                + (" (the labeler held the model cache's corpus vectors, so warm wrote "
+                   "them without embedding: not the time to embed the corpus)."
+                   if e["warm"].get("seeded_from_corpus_cache") else "."))
+        if "same_rankings_of" in e:
+            facts.append(
+                f"Rankings identical to no reuse on the {e['same_rankings_of']} test queries "
+                "all ways ran: " + ", ".join(
+                    f"{way} {n}" for way, n in e["same_rankings_as_no_reuse"].items()) + ".")
+        if facts:
+            lines += [" ".join(facts), ""]
+        lines += ["| target | measured | verdict |", "|---|---|---|"]
+        if "warm-store" in w:
+            lines += [
+                _target(f"warm p50 ≤ {t['warm_vs_linear']}× hybrid-linear's",
+                        w["warm-store"]["p50_ms"] / linear, t["warm_vs_linear"], "×"),
+                _target(f"warm p50 ≤ {t['warm_p50_ms']:.0f} ms", w["warm-store"]["p50_ms"],
+                        t["warm_p50_ms"], " ms")]
+        if "empty-store" in w and "no-reuse" in w:
+            lines.append(_target(
+                f"empty-store p50 over the stream ≤ {t['empty_vs_none']}× no reuse's",
+                w["empty-store"]["p50_ms"] / w["no-reuse"]["p50_ms"], t["empty_vs_none"],
+                "×"))
+        if "warm-store" in w and "no-reuse" in w:
+            lines.append(_target(
+                f"warm searches/s at 16 clients ≥ {t['throughput_gain']}× no reuse's",
+                w["warm-store"]["throughput"]["16"]
+                / max(w["no-reuse"]["throughput"]["16"], 1e-9), t["throughput_gain"],
+                "×", at_least=True))
+        if "no-reuse" in w:
+            lines.append(_target(
+                f"no reuse's model ms / doc embedded ≤ {t['ms_per_new_doc']:.0f}",
+                _or_inf(w["no-reuse"]["model_ms_per_doc"]), t["ms_per_new_doc"], " ms"))
+        lines.append("")
     return "\n".join(lines)
+
+
+def slug(labeler: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", labeler.lower()).strip("-")
+
+
+def sections(page: str) -> list[str]:
+    """The other labelers' sections of a page, markers included, in page order."""
+    found = re.finditer(r"<!-- cost with labeler (\S+): .*? -->\n.*?<!-- end of cost with "
+                        r"labeler \1 -->", page, flags=re.S)
+    return [match.group(0) for match in found]
+
+
+def write_page(page: Path, report: Mapping[str, Any]) -> None:
+    """The default labeler's run: the page, keeping the other labelers' sections, and
+    cost.json. Another labeler's: its section of the page (replaced, or added at the end),
+    and cost-<labeler>.json."""
+    old = page.read_text() if page.is_file() else ""
+    labeler = report.get("labeler", DEFAULT_LABELER)
+    if labeler == DEFAULT_LABELER:
+        kept = sections(old)
+        write_report(page, markdown(report) + "".join(f"\n{s}\n" for s in kept), report)
+        return
+    start, end = SECTION.format(slug(labeler)), SECTION_END.format(slug(labeler))
+    block = f"{start}\n{markdown(report)}\n{end}"
+    if start in old and end in old:
+        text = old[:old.index(start)] + block + old[old.index(end) + len(end):]
+    else:
+        text = old.rstrip("\n") + "\n\n" + block + "\n"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text)
+    data = page.with_name(f"{page.stem}-{slug(labeler)}.json")
+    data.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {page} (section {slug(labeler)}) and {data}")
 
 
 def _ms(way: Mapping[str, Any], key: str) -> str:
@@ -337,29 +438,55 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--emptiest-queries", type=int, default=EMPTIEST_QUERIES,
                         help="the empty store's first N searches, whose p50 the page gives "
                              "besides the stream's (the store is emptiest there)")
+    parser.add_argument("--labeler", default=DEFAULT_LABELER,
+                        help="the labeler the refined searches use: a dual encoder or an "
+                             "ensemble of them (default: the default labeler); another than "
+                             "the default writes its own section of the page")
+    parser.add_argument("--ways", default=",".join(RUN_ORDER),
+                        help=f"which of {', '.join(RUN_ORDER)} to run (hybrid-linear always "
+                             "runs); without empty-store the store is not deleted first and "
+                             "`es-tour warm` adds only what it lacks")
+    parser.add_argument("--seed-from-corpus-cache", action="store_true",
+                        help="before `es-tour warm`, hand the labeler the model cache's "
+                             "corpus vectors of --dataset (checked against fresh embeddings "
+                             "of a few docs): warm then writes them without embedding; the "
+                             "warm time is then not the cost of embedding the corpus")
     args = parser.parse_args(argv)
+    chosen_ways = [way.strip() for way in args.ways.split(",") if way.strip()]
+    if not chosen_ways or set(chosen_ways) - set(WAYS):
+        parser.error(f"--ways takes some of {', '.join(RUN_ORDER)}")
     dataset = BeirDataset(args.dataset)
     data = stream(dataset)
     queries = data.queries[:args.queries]
     sample = queries[:args.throughput_queries]
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     summaries = []
+    load_start = os.getloadavg()[0]  # another job on the machine slows a refined search most
     for engine in args.engines.split(","):
         url = urls[engine]
         prepare(engine, url, dataset, Models("retriever"))
         version = httpx.get(f"{url}/_nodes/_local?filter_path=nodes.*.version").json()
         version = str(next(iter(version["nodes"].values()))["version"])
         linear = baseline(engine, url, queries[:BASELINE_QUERIES])
-        delete_store(engine, url)
-        # empty first: the stream fills most of the store, so `es-tour warm` after it
-        # embeds only what no search labelled. No throughput: it has no steady state.
-        ways = {"empty-store": replay(engine, url, "empty-store", queries, [], "empty")}
-        warmed = warm_store(engine, url, Models("retriever"))
-        ways["warm-store"] = replay(engine, url, "warm-store", queries, sample, "warm")
-        ways["no-reuse"] = replay(engine, url, "no-reuse", queries[:args.no_reuse_queries],
-                                  sample, "no reuse")
-        warm = {"written": warmed.written, "stored": warmed.stored,
-                "seconds": round(warmed.seconds, 1)}
+        ways, warm = {}, {}
+        if "empty-store" in chosen_ways:
+            delete_store(engine, url, args.labeler)
+            # empty first: the stream fills most of the store, so `es-tour warm` after it
+            # embeds only what no search labelled. No throughput: it has no steady state.
+            ways["empty-store"] = replay(engine, url, "empty-store", queries, [], "empty",
+                                         args.labeler)
+        if "warm-store" in chosen_ways:
+            warmed = warm_store(engine, url, Models("retriever"), args.labeler,
+                                seed=dataset if args.seed_from_corpus_cache else None)
+            warm = {"written": warmed.written, "stored": warmed.stored,
+                    "seconds": round(warmed.seconds, 1),
+                    "seeded_from_corpus_cache": args.seed_from_corpus_cache}
+            ways["warm-store"] = replay(engine, url, "warm-store", queries, sample, "warm",
+                                        args.labeler)
+        if "no-reuse" in chosen_ways:
+            ways["no-reuse"] = replay(engine, url, "no-reuse",
+                                      queries[:args.no_reuse_queries], sample, "no reuse",
+                                      args.labeler)
         summaries.append(summarise(engine, version, ways, linear, data, warm,
                                    args.emptiest_queries))
         print(json.dumps(summaries[-1]), file=sys.stderr)
@@ -367,9 +494,12 @@ def main(argv: Sequence[str] | None = None) -> None:
               "date": now(), "machine": machine(),
               "stream": len(queries), "no_reuse_queries": min(args.no_reuse_queries,
                                                               len(queries)),
-              "throughput_queries": len(sample), "settings": FRONTIER_20, "engines": summaries}
+              "throughput_queries": len(sample), "settings": FRONTIER_20,
+              "labeler": args.labeler, "ways": [way for way in WAYS if way in ways],
+              "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+              "engines": summaries}
     report = json.loads(json.dumps(report))  # int keys as the JSON file holds them
-    write_report(args.output, markdown(report), report)
+    write_page(args.output, report)
 
 
 if __name__ == "__main__":

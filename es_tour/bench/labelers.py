@@ -8,6 +8,15 @@ docs/benchmarks/labelers.md, its JSON, and docs/RESULTS.md's section between its
 
     python -m es_tour.bench.labelers --dataset ../shared/datasets/scifact \\
         --opensearch http://127.0.0.1:9200 --out docs
+
+The learned agent of P2 runs a policy trained with the labeler it is measured with: by
+default one trained here on train (`--policy-queries`, all of them unless given) and
+stored as `labelers-<labeler>`; `--policy NAME` takes one `es-tour train-agent --labeler`
+made instead, after checking its manifest names that labeler and the train split.
+It also compares, query by query, each budget's best method with the chosen labeler
+against the same with the default labeler (the first candidate): the chosen one's gain,
+with a bootstrap 95% interval of its mean. `--only p2,gain` re-measures those parts
+alone and keeps the rest of the JSON the last run wrote (its cost figures among them).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from es_tour.agents import policy_dir
 from es_tour.bench._commands import parsed_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.frontier import (
@@ -37,13 +48,15 @@ from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
 from es_tour.models import is_ensemble, labeler_encoder, model_path, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
+from es_tour.training import train_policy
 from es_tour.tuning import BASELINE, fused_spec, plain_spec
 
 SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
 CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
 HURT = 0.2  # a loss this large is counted apart
-POLICY = "bench"  # the learned agent's policy, trained on train by `make bench`
+PARTS = ("p2", "gain")  # what --only can re-measure alone
+POLICY_PREFIX = "labelers-"  # + the labeler's name as a registry name: P2's policy
 SECTION_START = "<!-- labelers section: python -m es_tour.bench.labelers -->"
 SECTION_END = "<!-- end of labelers section -->"
 
@@ -124,7 +137,92 @@ def doc_ms(labeler: str, dataset: BeirDataset) -> float | None:
     return round(total, 1)
 
 
-async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]]
+def policy_name(labeler: str) -> str:
+    """The registry name of the policy this bench trains with `labeler`."""
+    return POLICY_PREFIX + re.sub(r"[^a-z0-9]+", "-", labeler.lower()).strip("-")
+
+
+def policy_facts(policy: str, labeler: str) -> dict[str, Any]:
+    """What the manifest of `policy` says of its training; refuses a policy trained on
+    another labeler or split than P2 measures with (its φ features would not be the
+    ones it was fitted on)."""
+    manifest = json.loads((policy_dir(policy) / "manifest.json").read_text())
+    training = manifest["training"]
+    if training.get("labeler") != labeler or training.get("split") != "train":
+        raise SystemExit(f"policy {policy!r} was trained with labeler "
+                         f"{training.get('labeler')!r} on {training.get('split')!r}; P2 "
+                         f"measures labeler {labeler!r}: train one with `es-tour train-agent "
+                         f"--labeler '{labeler}'` or leave --policy out")
+    return {"name": policy, "labeler": training["labeler"], "queries": training["queries"],
+            "examples": training["examples"], "positives": training["positives"],
+            "improved_queries": training.get("improved_queries"),
+            "threshold": round(float(manifest["threshold"]), 4),
+            "seconds": round(float(training["seconds"]), 1), "created": manifest["created"]}
+
+
+async def measure_p2(dataset: BeirDataset, url: str, labeler: str, policy: str | None,
+                     policy_queries: int | None) -> dict[str, Any]:
+    """P2 with `labeler`: the learned agent's policy trained with it on train (here, unless
+    `policy` names one already trained with it), then HRE and the learned agent on test."""
+    qrels = dataset.qrels("test")
+    async with corpus_context(dataset, url, labeler=labeler) as context:
+        if policy is None:
+            policy = policy_name(labeler)
+            await train_policy(context.engine, context.index, dataset, "train",
+                               policy_queries, policy_dir(policy), encoder=context.encoder,
+                               labeler=context.labeler)
+        facts = policy_facts(policy, context.labeler.name)
+        agents = [MethodSpec.parse(f"hre:budget={CHOICE_BUDGET}"),
+                  MethodSpec.parse(f"learned-agent:budget={CHOICE_BUDGET}:policy={policy}")]
+        hre, learned = await evaluate(context, dataset, agents, split="test",
+                                      cold_labels=False)
+    return {**p2(hre, learned, qrels), "policy": facts}
+
+
+def bootstrap_ci(deltas: Sequence[float], draws: int = 10_000, seed: int = 0
+                 ) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the mean of the per-query `deltas`."""
+    values = np.asarray(deltas, dtype=float)
+    rows = np.random.default_rng(seed).integers(0, len(values), (draws, len(values)))
+    means = values[rows].mean(axis=1)
+    return round(float(np.quantile(means, 0.025)), 4), round(float(np.quantile(means, 0.975)), 4)
+
+
+async def measure_gain(dataset: BeirDataset, url: str,
+                       runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per budget: the chosen labeler's best method against the default labeler's best
+    (the first candidate's), both chosen on train, query by query on test."""
+    qrels = dataset.qrels("test")
+    base_candidate, choice = next(iter(runs)), chosen(runs)
+    if base_candidate == choice:
+        return []
+    per_query: dict[str, dict[int, tuple[str, dict[str, float], float]]] = {}
+    for candidate in (base_candidate, choice):
+        run, per_query[candidate] = runs[candidate], {}
+        specs = {budget: found[1] for budget in BUDGETS
+                 if (found := best(run, budget, METHODS)) is not None}
+        async with corpus_context(dataset, url, labeler=run["name"]) as context:
+            reports = await evaluate(context, dataset,
+                                     [MethodSpec.parse(label) for label in specs.values()],
+                                     split="test", cold_labels=False)
+        for budget, report in zip(specs, reports, strict=True):
+            per_query[candidate][budget] = (report.spec.label, report.ndcg_by_query(qrels),
+                                            report.summary()["ndcg@10"])
+    rows = []
+    for budget in BUDGETS:
+        if budget not in per_query[base_candidate] or budget not in per_query[choice]:
+            continue
+        base_label, theirs, base_ndcg = per_query[base_candidate][budget]
+        label, mine, ndcg = per_query[choice][budget]
+        rows.append({"budget": budget, "base": runs[base_candidate]["name"],
+                     "base_method": base_label, "base_ndcg@10": base_ndcg,
+                     "method": label, "ndcg@10": ndcg, **changes(mine, theirs),
+                     "ci95": bootstrap_ci([mine[q] - theirs[q] for q in theirs])})
+    return rows
+
+
+async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]],
+                  policy: str | None = None, policy_queries: int | None = None
                   ) -> dict[str, Any]:
     """The test searches the frontier lacks, on the first engine."""
     qrels = dataset.qrels("test")
@@ -134,11 +232,7 @@ async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str
         plain, = await evaluate(context, dataset, [PLAIN], split="test", cold_labels=True)
         out["plain"] = plain.summary()
         out["plain_per_query"] = plain.ndcg_by_query(qrels)
-        agents = [MethodSpec.parse(f"hre:budget={CHOICE_BUDGET}"),
-                  MethodSpec.parse(f"learned-agent:budget={CHOICE_BUDGET}:policy={POLICY}")]
-        hre, learned = await evaluate(context, dataset, agents, split="test",
-                                      cold_labels=False)
-        out["p2"] = p2(hre, learned, qrels)
+    out["p2"] = await measure_p2(dataset, url, choice["name"], policy, policy_queries)
     for candidate, run in runs.items():
         method = best(run, CHOICE_BUDGET, METHODS)
         assert method is not None
@@ -153,6 +247,7 @@ async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str
             "ndcg@10": timed.summary()["ndcg@10"],
             "robustness": changes(timed.ndcg_by_query(qrels), out["plain_per_query"]),
             "p1a": p1a(run), "p1b": p1b(run)}
+    out["gain"] = await measure_gain(dataset, url, runs)
     return out
 
 
@@ -206,17 +301,58 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"{robust['unchanged']} unchanged (moves over {CHANGED}); robustness index "
                   f"{robust['robustness_index']:+.2f}; {robust['hurt']} queries "
                   f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT} or more.", ""]
+    if report.get("gain"):
+        gain = report["gain"]
+        chosen_name = report["labelers"][report["chosen"]]["name"]
+        lines += [f"### `{chosen_name}` against `{gain[0]['base']}`, query by query", ""]
+        lines += _remeasured(report, "gain")
+        lines += [f"Each budget's best method (chosen on train) with either labeler, on the "
+                  f"same {gain[0]['queries']} test queries; wins and losses are moves over "
+                  f"{CHANGED}; the interval is a bootstrap 95% interval of the mean gain.", "",
+                  "| budget | with the chosen labeler | with the default | gain | 95% interval "
+                  "| wins / losses / unchanged |", "|---|---|---|---|---|---|"]
+        lines += [f"| {row['budget']} | `{row['method']}` {row['ndcg@10']:.4f} | "
+                  f"`{row['base_method']}` {row['base_ndcg@10']:.4f} | "
+                  f"{row['ndcg@10'] - row['base_ndcg@10']:+.4f} | "
+                  f"{row['ci95'][0]:+.4f} to {row['ci95'][1]:+.4f} | "
+                  f"{row['wins']} / {row['losses']} / {row['unchanged']} |" for row in gain]
+        lines.append("")
     agent = report["p2"]
-    lines += ["### P2: the learned agent against HRE", "",
-              f"`{agent['learned_label']}` {agent['learned']:.4f} against `{agent['hre_label']}` "
+    lines += ["### P2: the learned agent against HRE", ""]
+    lines += _remeasured(report, "p2")
+    trained = agent.get("policy")
+    if trained:
+        lines += [f"The policy `{trained['name']}` was trained with the labeler it runs with "
+                  f"(`{trained['labeler']}`, over its cached corpus vectors) on "
+                  f"{trained['queries']} SciFact train queries in {trained['seconds']:.0f} s: "
+                  f"{trained['examples']:,} oracle trials, {trained['positives']:,} of which "
+                  f"raised nDCG@10; act threshold {trained['threshold']:.3f}.", ""]
+    lines += [f"`{agent['learned_label']}` {agent['learned']:.4f} against `{agent['hre_label']}` "
               f"{agent['hre']:.4f} ({agent['learned'] - agent['hre']:+.4f}), labeler "
               f"`{report['labelers'][report['chosen']]['name']}`. It changed "
               f"{len(agent['moved'])} of {agent['queries']} queries' nDCG@10: {agent['wins']} "
               f"up and {agent['losses']} down by more than {CHANGED}"
               + ("; the largest moves: " + ", ".join(
-                  f"{m['query']} {m['delta']:+.3f}" for m in agent["moved"][:3] +
-                  agent["moved"][-3:]) if agent["moved"] else "") + ".", ""]
+                  f"{m['query']} {m['delta']:+.3f}" for m in largest(agent["moved"]))
+                 if agent["moved"] else "") + ".", ""]
     return "\n".join(lines)
+
+
+def largest(moved: Sequence[Mapping[str, Any]], each_way: int = 3
+            ) -> list[Mapping[str, Any]]:
+    """The `each_way` largest moves up and down (sorted from up to down), each once."""
+    if len(moved) <= 2 * each_way:
+        return list(moved)
+    return [*moved[:each_way], *moved[-each_way:]]
+
+
+def _remeasured(report: Mapping[str, Any], part: str) -> list[str]:
+    """The line saying a part was re-measured alone (`--only`), and by what."""
+    again = report.get("remeasured", {}).get(part)
+    if not again:
+        return []
+    return [f"Re-measured alone by `{again['command']}` on {again['date']} "
+            f"({again['machine']}); the rest of the page is the run's named at the top.", ""]
 
 
 def write(report: dict[str, Any], out: Path) -> None:
@@ -240,13 +376,43 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
     parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument("--policy", default=None,
+                        help="P2's learned agent runs this policy, which must have been "
+                             "trained on train with the chosen labeler (default: train "
+                             "one here, stored as labelers-<labeler>)")
+    parser.add_argument("--policy-queries", type=int, default=None,
+                        help="train the policy on a fixed-seed sample of N train queries "
+                             "(default: all of them)")
+    parser.add_argument("--only", default=None,
+                        help=f"comma list of {', '.join(PARTS)}: re-measure those parts "
+                             "alone; the rest is kept from the labelers.json under --out")
     args = parser.parse_args(argv)
+    only = [part.strip() for part in (args.only or "").split(",") if part.strip()]
+    if args.only is not None and (not only or set(only) - set(PARTS)):
+        parser.error(f"--only takes some of {', '.join(PARTS)}")
     runs = labeler_runs(json.loads((args.out / "benchmarks" / "frontier.json").read_text()))
     dataset = BeirDataset(args.dataset)
-    report = asyncio.run(measure(dataset, args.opensearch, runs))
-    report |= {"command": parsed_command("python -m es_tour.bench.labelers", args, parser),
-               "date": now(), "machine": machine(), "chosen": chosen(runs)}
-    report["plain"]["queries"] = len(report.pop("plain_per_query"))
+    command = parsed_command("python -m es_tour.bench.labelers", args, parser)
+    if only:
+        report = json.loads((args.out / "benchmarks" / "labelers.json").read_text())
+        if report["chosen"] != chosen(runs):
+            raise SystemExit(f"labelers.json chose {report['chosen']!r} but frontier.json "
+                             f"chooses {chosen(runs)!r}: run the whole bench")
+        if "p2" in only:
+            report["p2"] = asyncio.run(measure_p2(dataset, args.opensearch,
+                                                  runs[report["chosen"]]["name"], args.policy,
+                                                  args.policy_queries))
+        if "gain" in only:
+            report["gain"] = asyncio.run(measure_gain(dataset, args.opensearch, runs))
+        report.setdefault("remeasured", {}).update(
+            {part: {"command": command, "date": now(), "machine": machine()}
+             for part in only})
+    else:
+        report = asyncio.run(measure(dataset, args.opensearch, runs, args.policy,
+                                     args.policy_queries))
+        report |= {"command": command, "date": now(), "machine": machine(),
+                   "chosen": chosen(runs)}
+        report["plain"]["queries"] = len(report.pop("plain_per_query"))
     write(report, args.out)
     print(f"wrote {args.out / 'benchmarks' / 'labelers.md'}", file=sys.stderr)
 
