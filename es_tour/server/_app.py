@@ -46,7 +46,7 @@ from es_tour.server._service import TourService
 from es_tour.server._stats import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from es_tour.server._stats import SYNC_S
 from es_tour.server._template import rendered_search, template_target
-from es_tour.server._upstream import PASSTHROUGH_HEADER, Upstream, identity
+from es_tour.server._upstream import PASSTHROUGH_HEADER, SettingsEpoch, Upstream, identity
 
 log = logging.getLogger("es_tour.server")
 # one line per search the sidecar does not refine, with its reason: how much traffic is refined
@@ -54,10 +54,12 @@ passthrough_log = logging.getLogger("es_tour.server.passthrough")
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
-def create_app(config: ServerConfig, models: Models | None = None) -> Starlette:
-    """The ASGI app. `models` may be shared between apps (tests, benchmarks)."""
+def create_app(config: ServerConfig, models: Models | None = None,
+               settings_epoch: SettingsEpoch | None = None) -> Starlette:
+    """The ASGI app. `models` may be shared between apps (tests, benchmarks);
+    `settings_epoch` between the workers of one sidecar."""
     shared = models or Models(config.encoder)
-    upstream = Upstream(config)
+    upstream = Upstream(config, settings_epoch)
     service = TourService(config, shared)
 
     @asynccontextmanager

@@ -12,16 +12,19 @@ from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._ops import access_log
 from es_tour.server._rounds import FALLBACK_TIMEOUT_MS
+from es_tour.server._upstream import SettingsEpoch
 
 if TYPE_CHECKING:
     import uvicorn
 
 
 def uvicorn_config(config: ServerConfig, host: str, port: int, models: Models | None,
-                   log_level: str) -> uvicorn.Config:
+                   log_level: str, settings_epoch: SettingsEpoch | None = None
+                   ) -> uvicorn.Config:
     import uvicorn
 
-    return uvicorn.Config(create_app(config, models), host=host, port=port, log_level=log_level,
+    return uvicorn.Config(create_app(config, models, settings_epoch), host=host, port=port,
+                          log_level=log_level,
                           access_log=False, lifespan="on",
                           timeout_graceful_shutdown=drain_seconds(config),
                           ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key)

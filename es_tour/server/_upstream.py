@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
@@ -35,6 +35,9 @@ from es_tour.errors import EngineError, EsTourError, UpstreamError
 from es_tour.server._config import ServerConfig
 from es_tour.server._request import MsearchItem
 from es_tour.tls import uses_https
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
 
 log = logging.getLogger("es_tour.server")
 
@@ -100,20 +103,40 @@ class Hosts:
         self._down_until[url] = time.monotonic() + self._retry_after_s
 
 
+class SettingsEpoch:
+    """How many writes to index settings have passed through the sidecar: a count of this
+    process's own, or one in shared memory that every worker of `serve --workers` moves
+    and reads, so a change made through any worker shows on the next search through any."""
+
+    def __init__(self, shared: Synchronized[int] | None = None):
+        self._shared = shared
+        self._own = 0
+
+    def now(self) -> int:
+        return self._own if self._shared is None else int(self._shared.value)
+
+    def advance(self) -> None:
+        if self._shared is None:
+            self._own += 1
+            return
+        with self._shared.get_lock():
+            self._shared.value += 1
+
+
 class Upstream:
     """The engine's nodes, behind one connection pool."""
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, settings_epoch: SettingsEpoch | None = None):
         self.config = config
         self.engine = config.engine  # when None: detected at startup or from an answer
         self.hosts = Hosts(config.upstreams)
         # made inside the event loop: callers' calls, and the sidecar's own when they differ
         self._session: aiohttp.ClientSession | None = None
         self._own_session: aiohttp.ClientSession | None = None
-        # (caller, index) -> (expiry, settings), least recently used first
-        self._settings: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = (
-            OrderedDict())
-        self._settings_generation = 0  # moves on each time a write empties the cache
+        # (caller, index) -> (expiry, epoch read in, settings), least recently used first
+        self._settings: OrderedDict[
+            tuple[str, str], tuple[float, int, dict[str, Any] | None]] = OrderedDict()
+        self._settings_epoch = settings_epoch or SettingsEpoch()
         # the sidecar's own identity, for the settings lookup, when configured
         self._service_identity = config.service_identity or None
         # made now, so a bad CA or client certificate fails at startup, not on a request
@@ -169,7 +192,7 @@ class Upstream:
         if request.method not in SAFE_METHODS and response.status < 300 and \
                 changes_settings(request.url.path):
             self._settings.clear()  # a change made through us shows on the next search
-            self._settings_generation += 1
+            self._settings_epoch.advance()  # through any other worker's too
         out_headers = [(k, v) for k, v in response.raw_headers
                        if k.decode("latin-1").lower() not in HOP_BY_HOP]
         if reason is not None:
@@ -212,19 +235,18 @@ class Upstream:
         (401, 429, 5xx) is the engine's error, and is not cached."""
         caller = identity(headers)
         key = (_fingerprint(caller), index)
-        now = time.monotonic()
+        now, epoch = time.monotonic(), self._settings_epoch.now()
         cached = self._settings.get(key)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > now and cached[1] == epoch:
             self._settings.move_to_end(key)
-            return cached[1]
-        generation = self._settings_generation
+            return cached[2]
         service = self._service_identity
         settings = await self._read_settings(index, service or caller, own=service is not None)
         if settings is not None and self._service_identity is not None \
                 and not await self._may_search(index, caller):
             settings = None
-        if generation == self._settings_generation:  # no write emptied the cache meanwhile
-            self._settings[key] = (now + self.config.settings_ttl_s, settings)
+        if epoch == self._settings_epoch.now():  # no write passed through meanwhile
+            self._settings[key] = (now + self.config.settings_ttl_s, epoch, settings)
             self._settings.move_to_end(key)
             while len(self._settings) > self.config.settings_cache_size:
                 self._settings.popitem(last=False)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.context import SpawnProcess
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from types import FrameType
@@ -36,6 +37,7 @@ from es_tour.errors import EsTourError
 from es_tour.server._config import ServerConfig
 from es_tour.server._process import setup_access_log, uvicorn_config
 from es_tour.server._stats import MULTIPROC_ENV
+from es_tour.server._upstream import SettingsEpoch
 
 log = logging.getLogger("es_tour.server")
 STARTUP_FAILURE = 3  # a worker's exit status when it never served (as uvicorn's)
@@ -117,6 +119,8 @@ class Workers:
         self._stop = threading.Event()
         self._signal: int | None = None
         self._processes: list[tuple[SpawnProcess, Event]] = []
+        # the workers' one count of settings writes (`_upstream.SettingsEpoch`)
+        self._settings_epoch = self._context.Value("Q", 0)
 
     @property
     def port(self) -> int:
@@ -159,7 +163,8 @@ class Workers:
         started = self._context.Event()
         process = self._context.Process(
             target=run_worker, name="es-tour-worker",
-            args=(self._config, self._sock, self._log_level, started, os.getpid()))
+            args=(self._config, self._sock, self._log_level, started, os.getpid(),
+                  self._settings_epoch))
         process.start()
         return process, started
 
@@ -223,7 +228,7 @@ def run_supervisor(config: ServerConfig, sock: socket.socket, log_level: str,
 
 
 def run_worker(config: ServerConfig, sock: socket.socket, log_level: str, started: Event,
-               supervisor: int) -> None:
+               supervisor: int, settings_epoch: Synchronized[int]) -> None:
     """One worker: the sidecar on the inherited socket until SIGTERM (or SIGINT)."""
     import uvicorn
 
@@ -238,7 +243,8 @@ def run_worker(config: ServerConfig, sock: socket.socket, log_level: str, starte
     setup_access_log(config)
     host, port = sock.getsockname()[:2]
     try:
-        Server(uvicorn_config(config, host, port, None, log_level)).run(sockets=[sock])
+        Server(uvicorn_config(config, host, port, None, log_level,
+                              SettingsEpoch(settings_epoch))).run(sockets=[sock])
     except KeyboardInterrupt:  # a terminal's Ctrl-C reaches the workers too: drained
         pass
     if not started.is_set():

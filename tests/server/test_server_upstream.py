@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import multiprocessing
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from es_tour.errors import ConfigError, EngineError
 from es_tour.server import ServerConfig, create_app
-from es_tour.server._upstream import Upstream, changes_settings, identity
+from es_tour.server._upstream import SettingsEpoch, Upstream, changes_settings, identity
 
 ENABLED = {"index.tour.enabled": "true"}
 
@@ -63,7 +64,8 @@ def _refused(status: int) -> web.Response:
 
 
 @asynccontextmanager
-async def _upstream(fake: _Engine, **options) -> AsyncIterator[Upstream]:
+async def _upstream(fake: _Engine, epoch: SettingsEpoch | None = None,
+                    **options) -> AsyncIterator[Upstream]:
     app = web.Application()
     app.router.add_get("/", fake.root)
     app.router.add_get("/{index}/_settings/{pattern}", fake.settings)
@@ -71,7 +73,7 @@ async def _upstream(fake: _Engine, **options) -> AsyncIterator[Upstream]:
     async with TestServer(app, host="127.0.0.1") as server:
         config = ServerConfig(upstream=f"http://127.0.0.1:{server.port}",
                               **{"engine": "opensearch", **options})
-        upstream = Upstream(config)
+        upstream = Upstream(config, epoch)
         try:
             yield upstream
         finally:
@@ -144,11 +146,27 @@ async def test_a_write_during_a_lookup_keeps_the_answer_it_made_stale_out_of_the
     async with _upstream(engine) as upstream:
         lookup = asyncio.ensure_future(upstream.tour_settings("docs", {}))
         await asyncio.sleep(0)  # the lookup now waits on the engine
-        upstream._settings_generation += 1  # as a settings write passed through meanwhile
+        upstream._settings_epoch.advance()  # as a settings write passed through meanwhile
         assert await lookup == ENABLED
         assert not upstream._settings
         await upstream.tour_settings("docs", {})
         assert len(engine.requests) == 2 and len(upstream._settings) == 1
+
+
+async def test_a_settings_write_through_one_worker_is_seen_by_every_worker() -> None:
+    shared = multiprocessing.get_context("spawn").Value("Q", 0)
+    engine = _Engine()
+    async with _upstream(engine, SettingsEpoch(shared)) as one, \
+            _upstream(engine, SettingsEpoch(shared)) as other:
+        assert await other.tour_settings("docs", {}) == ENABLED
+        assert await other.tour_settings("docs", {}) == ENABLED
+        assert len(engine.requests) == 1  # cached
+        SettingsEpoch(shared).advance()  # `one` passed a settings write through
+        assert await other.tour_settings("docs", {}) == ENABLED
+        assert len(engine.requests) == 2  # read afresh, well within settings_ttl_s
+        assert await one.tour_settings("docs", {}) == ENABLED
+        assert await other.tour_settings("docs", {}) == ENABLED
+        assert len(engine.requests) == 3 and shared.value == 1
 
 
 @pytest.mark.parametrize(("product", "kind"), [(None, "opensearch"),
