@@ -161,6 +161,14 @@ def tuned_upstream(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     assert reset.status_code == 200, reset.text
 
 
+# 24 short docs on four topics, and a refinement small enough for a shared CPU: the
+# sidecar's ops and workers suites index and search them
+TOPIC_TEXTS = [f"{topic} study number {n}" for n in range(6) for topic in (
+    "vitamin D deficiency and bone health", "sleep and memory consolidation",
+    "statins and heart disease", "gut bacteria and immunity")]
+SMALL_REFINE = {"method": "rerank", "k": 5}
+
+
 async def index_texts(engine: str, url: str, index: str, texts: Sequence[str],
                       encoder: DualEncoder) -> None:
     """A fresh small es-tour index of `texts` (ids 0, 1, ...; empty titles), searchable."""

@@ -23,15 +23,11 @@ from es_tour.server import (
     Models,
     ServerConfig,
 )
-from integration_tests.conftest import index_texts
+from integration_tests.conftest import SMALL_REFINE, TOPIC_TEXTS, index_texts
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-sidecar-ops"
 QUERY = "vitamin D deficiency"
-TEXTS = [f"{topic} study number {n}" for n in range(6) for topic in (
-    "vitamin D deficiency and bone health", "sleep and memory consolidation",
-    "statins and heart disease", "gut bacteria and immunity")]
-REFINE = {"method": "rerank", "k": 5}  # small: the labeler runs on a shared CPU
 
 
 @dataclass
@@ -45,7 +41,7 @@ class Ops:
 async def ops(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
               sidecar_models: Models) -> Any:
     engine, url = request.param, nodes[request.param].url
-    await index_texts(engine, url, INDEX, TEXTS, sidecar_models.encoder)
+    await index_texts(engine, url, INDEX, TOPIC_TEXTS, sidecar_models.encoder)
     # a generous deadline: the refined search must not degrade on a busy CPU
     config = ServerConfig(upstream=url, deadline_ms=120_000, access_log=True)
     with BackgroundServer(config, sidecar_models) as server:
@@ -71,10 +67,10 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
         ops: Ops, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="es_tour.server.access")
     refined = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3,
-                                "ext": {"tour": REFINE}})
+                                "ext": {"tour": SMALL_REFINE}})
     passed = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3})
     degraded = _search(ops.url, {"query": {"match": {"text": QUERY}}, "size": 3,
-                                 "ext": {"tour": {**REFINE, "timeout_ms": 1}}})
+                                 "ext": {"tour": {**SMALL_REFINE, "timeout_ms": 1}}})
 
     assert DEGRADED_HEADER not in refined.headers and DEGRADED_HEADER not in passed.headers
     assert passed.headers[PASSTHROUGH_HEADER] == "index.tour.enabled is not true"
@@ -110,7 +106,7 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
 def test_an_msearch_names_its_degraded_items_in_the_header(ops: Ops) -> None:
     lines = [{"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3},
              {"index": INDEX}, {"query": {"match": {"text": QUERY}}, "size": 3,
-                                "ext": {"tour": {**REFINE, "timeout_ms": 1}}}]
+                                "ext": {"tour": {**SMALL_REFINE, "timeout_ms": 1}}}]
     response = httpx.post(f"{ops.url}/_msearch", content="".join(
         json.dumps(line) + "\n" for line in lines), timeout=120,
         headers={"content-type": "application/x-ndjson"})

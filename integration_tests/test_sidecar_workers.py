@@ -26,15 +26,11 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.cluster import NodeStatus
 from es_tour.server._stats import MULTIPROC_ENV
-from integration_tests.conftest import index_texts
+from integration_tests.conftest import SMALL_REFINE, TOPIC_TEXTS, index_texts
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = "opensearch"
 INDEX = "it-sidecar-workers"
-TEXTS = [f"{topic} study number {n}" for n in range(6) for topic in (
-    "vitamin D deficiency and bone health", "sleep and memory consolidation",
-    "statins and heart disease", "gut bacteria and immunity")]
-REFINE = {"method": "rerank", "k": 5}  # small: the labeler runs on a shared CPU
 STARTUP_S = 240  # two workers' imports and models, on two busy cores
 WORKERS = 2
 
@@ -66,7 +62,7 @@ def _metrics_dir(pid: int) -> str | None:
 @pytest.fixture(scope="module")
 async def sidecar(nodes: dict[str, NodeStatus], retriever: Any) -> AsyncIterator[Sidecar]:
     url = nodes[ENGINE].url
-    await index_texts(ENGINE, url, INDEX, TEXTS, retriever)
+    await index_texts(ENGINE, url, INDEX, TOPIC_TEXTS, retriever)
     with socket_port() as port:
         pass  # a free port, released for the sidecar to bind
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -110,7 +106,7 @@ def _refine(url: str, query: str) -> dict[str, Any]:
     # a connection of its own: each search may land on either worker
     with httpx.Client(timeout=120) as client:
         response = client.post(f"{url}/{INDEX}/_search", json={
-            "query": {"match": {"text": query}}, "size": 3, "ext": {"tour": REFINE}})
+            "query": {"match": {"text": query}}, "size": 3, "ext": {"tour": SMALL_REFINE}})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -136,8 +132,8 @@ def test_two_workers_answer_refined_searches_and_the_stats_sum_both(sidecar: Sid
     sent = 0
     with ThreadPoolExecutor(4) as pool:
         while sent < 48:  # until each worker answered some (the kernel picks who accepts)
-            answers = list(pool.map(lambda i: _refine(sidecar.url, TEXTS[i % len(TEXTS)]),
-                                    range(sent, sent + 8)))
+            texts = [TOPIC_TEXTS[i % len(TOPIC_TEXTS)] for i in range(sent, sent + 8)]
+            answers = list(pool.map(lambda text: _refine(sidecar.url, text), texts))
             sent += len(answers)
             assert all(a["ext"]["tour"]["method"] == "rerank" for a in answers)
             if all(_refined_by(pid, directory) > 0 for pid in workers):

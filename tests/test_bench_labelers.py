@@ -75,20 +75,24 @@ def test_the_section_replaces_itself_in_results_md(tmp_path) -> None:
     assert (tmp_path / "benchmarks" / "labelers.md").read_text().startswith("# The labelers")
 
 
+def _one_query_report() -> dict:
+    """A labelers report of one labeler over one query, as bench.labelers writes it."""
+    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
+             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
+             "robustness": changes({"a": 1.0}, {"a": 0.0})}
+    return {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
+            "plain": {"queries": 1}, "labelers": {"bge": facts},
+            "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
+                   "moved": [], **changes({"a": 0.0}, {"a": 0.0})}}
+
+
 def test_a_regenerated_results_page_keeps_the_section(tmp_path) -> None:
     import json
 
     from es_tour.bench.results import labelers_section
 
     assert labelers_section(tmp_path / "labelers.json") == []
-    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
-             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
-             "robustness": changes({"a": 1.0}, {"a": 0.0})}
-    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
-              "plain": {"queries": 1}, "labelers": {"bge": facts},
-              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
-                     "moved": [], **changes({"a": 0.0}, {"a": 0.0})}}
-    (tmp_path / "labelers.json").write_text(json.dumps(report))
+    (tmp_path / "labelers.json").write_text(json.dumps(_one_query_report()))
     section = labelers_section(tmp_path / "labelers.json")
     assert section[0] == SECTION_START and section[2] == SECTION_END
     assert "not measured" in section[1] and "changed 0 of 1" in section[1]
@@ -116,17 +120,11 @@ def test_p2s_policy_is_named_for_its_labeler_and_checked_against_it(tmp_path, mo
 
 
 def test_a_re_measured_p2_says_so_and_names_its_policy() -> None:
-    facts = {"name": "bge", "method": "m", "doc_ms": None, "warm_p50_ms": 90.0,
-             "plain_p50_ms": 45.0, "p1a": [], "p1b": [],
-             "robustness": changes({"a": 1.0}, {"a": 0.0})}
-    report = {"command": "c", "date": "d", "machine": "m", "chosen": "bge",
-              "plain": {"queries": 1}, "labelers": {"bge": facts},
-              "p2": {"hre": 0.7, "learned": 0.7, "hre_label": "hre", "learned_label": "la",
-                     "moved": [], **changes({"a": 0.0}, {"a": 0.0}),
-                     "policy": {"name": "labelers-bge", "labeler": "bge", "queries": 809,
-                                "examples": 30555, "positives": 1042, "threshold": 0.082,
-                                "seconds": 147.0}},
-              "remeasured": {"p2": {"command": "c --only p2", "date": "d2", "machine": "m2"}}}
+    report = _one_query_report()
+    report["p2"]["policy"] = {"name": "labelers-bge", "labeler": "bge", "queries": 809,
+                              "examples": 30555, "positives": 1042, "threshold": 0.082,
+                              "seconds": 147.0}
+    report["remeasured"] = {"p2": {"command": "c --only p2", "date": "d2", "machine": "m2"}}
     page = markdown(report)
     assert page.count("Re-measured alone by `c --only p2`") == 1
     assert "`labelers-bge` was trained with the labeler it runs with (`bge`" in page
