@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -99,7 +100,8 @@ class RevisionSidecar:
         self._args = ["--upstream", upstream, "--engine", engine,
                       "--listen", self.url.removeprefix("http://"), "--log-level", "warning"]
         self._timeout = startup_timeout_s
-        self._tree = Path(tempfile.mkdtemp(prefix="es-tour-baseline-")) / "tree"
+        self._scratch = Path(tempfile.mkdtemp(prefix="es-tour-baseline-"))
+        self._tree = self._scratch / "tree"
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> str:
@@ -130,3 +132,4 @@ class RevisionSidecar:
                 self._process.wait()
         subprocess.run(["git", "worktree", "remove", "--force", str(self._tree)], cwd=REPO,
                        check=False)
+        shutil.rmtree(self._scratch, ignore_errors=True)

@@ -267,8 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0, help="probe time per row")
     parser.add_argument("--baseline", default=None, metavar="REV",
-                        help="also load the sidecar of this git revision (one process), "
-                             "side by side: what a change did to refined throughput")
+                        help="also load the sidecar of this git revision, side by side: "
+                             "what a change did to refined throughput (a revision from "
+                             "before workers, which serves as one process)")
     args = parser.parse_args(argv)
     command = (f"python -m es_tour.bench.proxy --upstream {args.upstream} --index {args.index} "
                f"--requests {args.requests} --tour-searches {args.tour_searches}")
