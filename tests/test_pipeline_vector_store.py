@@ -27,7 +27,7 @@ def test_records_of_another_index_doc_or_text_are_other_records() -> None:
 
 
 def test_a_store_name_is_a_valid_index_name_per_labeler_and_model() -> None:
-    one = store_index(SimpleNamespace(name="BGE Small/v1.5", fingerprint="abc123"))  # type: ignore[arg-type]
-    other = store_index(SimpleNamespace(name="BGE Small/v1.5", fingerprint="def456"))  # type: ignore[arg-type]
+    one = store_index(SimpleNamespace(store_name="BGE Small/v1.5", fingerprint="abc123"))  # type: ignore[arg-type]
+    other = store_index(SimpleNamespace(store_name="BGE Small/v1.5", fingerprint="def456"))  # type: ignore[arg-type]
     assert one.startswith(STORE_PREFIX) and one != other
     assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", one)

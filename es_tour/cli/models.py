@@ -96,7 +96,8 @@ def evaluate(
     dataset: Annotated[Path, typer.Option(help="BEIR dataset directory.")],
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Registry names; default: every dual model built here."),
+        typer.Argument(help="Registry names or model directories (a name in the model cache "
+                            "too); default: every registry dual model built here."),
     ] = None,
     split: Annotated[str, typer.Option(help="train, dev or test.")] = "train",
     precision: Annotated[str, typer.Option(help="fp32 or int8.")] = "fp32",
@@ -104,35 +105,42 @@ def evaluate(
     query_prefix: Annotated[
         str | None, typer.Option(help="Replace the manifest's query prefix (ablation).")
     ] = None,
+    apart_from: Annotated[str | None, typer.Option(
+        help="Also score apart the queries with a judged doc judged in this split, and the "
+             "others: what a model tuned on that split can have memorised.")] = None,
 ) -> None:
     """nDCG@10 of exact dense search over the whole corpus, one line per model."""
     from es_tour.datasets import BeirDataset
     from es_tour.models import DualEncoder, model_path
+    from es_tour.models._labelers import model_directory
     from es_tour.training import evaluate_encoder
-    from onnx_models import MODELS, spec
+    from es_tour.training._corpus import judged_apart
+    from onnx_models import MODELS
 
-    data = BeirDataset(dataset).split(split)
+    dataset_dir = BeirDataset(dataset)
+    data = dataset_dir.split(split)
+    groups = judged_apart(data, dataset_dir.qrels(apart_from)) if apart_from else None
     # by default the dual models built here; a named one must be known and built, checked
     # before the first model spends minutes on the corpus
-    recipes = ([spec(name) for name in names] if names else
-               [s for s in MODELS.values() if s.kind == "dual" and model_path(s.name).is_dir()])
-    unbuilt = [recipe.name for recipe in recipes if not model_path(recipe.name).is_dir()]
+    names = names or [s.name for s in MODELS.values()
+                      if s.kind == "dual" and model_path(s.name).is_dir()]
+    paths = {name: model_directory(name)[0] for name in names}
+    unbuilt = [name for name, path in paths.items() if not path.is_dir()]
     if unbuilt:
         raise ConfigError(f"models {unbuilt} are not built; `es-tour models build NAME` "
                           "builds one")
-    typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |")
-    typer.echo("|---|---|---|---|---|---|")
-    for recipe in recipes:
-        encoder = DualEncoder(
-            model_path(recipe.name), precision, threads, query_prefix=query_prefix
-        )
-        label = recipe.name if query_prefix is None else (
-            f"{recipe.name} (query prefix {query_prefix!r})"
-        )
-        result = evaluate_encoder(encoder, data, split, label)
+    extra = [f"{name} ({apart_from})" for name in groups or {}]
+    typer.echo("| model | split | precision | nDCG@10 | queries | docs/s |"
+               + "".join(f" {e} |" for e in extra))
+    typer.echo("|---|---|---|---|---|---|" + "---|" * len(extra))
+    for name, path in paths.items():
+        encoder = DualEncoder(path, precision, threads, query_prefix=query_prefix)
+        label = name if query_prefix is None else f"{name} (query prefix {query_prefix!r})"
+        result = evaluate_encoder(encoder, data, split, label, groups)
         typer.echo(
             f"| {result.model} | {result.split} | {result.precision} | "
             f"{result.ndcg_at_10:.4f} | {result.queries} | {result.docs_per_s:.1f} |"
+            + "".join(f" {ndcg:.4f} ({n} q) |" for ndcg, n in result.groups.values())
         )
 
 

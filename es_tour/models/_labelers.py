@@ -20,7 +20,7 @@ import numpy as np
 from cachetools import LRUCache
 
 from es_tour.errors import ConfigError
-from es_tour.models._manifest import read_manifest
+from es_tour.models._manifest import MANIFEST, read_manifest
 from es_tour.models._runtime import CrossEncoder, DualEncoder, l2_normalize
 from es_tour.paths import models_dir
 
@@ -168,6 +168,12 @@ class DualEncoderLabeler(_CachedLabeler):
     def queued_docs(self) -> int:
         """Docs waiting for the model behind the batch it is running now."""
         return self._batches.queued
+
+    @property
+    def store_name(self) -> str:
+        """The name its doc vectors are kept under: its doc tower's registry model for a
+        labeler whose query tower was tuned apart (it reads the vectors the base stored)."""
+        return self.encoder.manifest.docs_from or self.name
 
     @property
     def fingerprint(self) -> str:
@@ -325,11 +331,15 @@ def model_path(name: str) -> Path:
 
 def model_directory(name: str) -> tuple[Path, str | None]:
     """A registry name or alias -> (its directory, its registry name); a path to a model
-    directory -> (that path, None). Anything else is a ConfigError naming the choices."""
+    directory, or the name of one in the model cache (what `es-tour train-labeler` and
+    `train-reranker` write there) -> (that path, None). Anything else is a ConfigError
+    naming the choices."""
     from onnx_models import ALIASES, MODELS, resolve
 
     if name in MODELS or name in ALIASES:
         return model_path(name), resolve(name)
+    if os.sep not in name and (models_dir() / name / MANIFEST).is_file():
+        return models_dir() / name, None
     path = Path(name).expanduser()
     if path.exists() or os.sep in name:
         return path, None
@@ -340,10 +350,14 @@ def model_directory(name: str) -> tuple[Path, str | None]:
 
 
 def labeler_precision(name: str) -> str:
-    """The precision a model labels at: the registry's choice, fp32 for a directory."""
-    _, registry_name = model_directory(name)
-    if registry_name is None:
-        return "fp32"
-    from onnx_models import spec
+    """The precision a model labels at: the registry's choice; for a directory, its doc
+    tower's registry model's (a tuned query tower, `docs_from`), else fp32."""
+    from onnx_models import MODELS, spec
 
+    path, registry_name = model_directory(name)
+    if registry_name is None:
+        docs_from = read_manifest(path).docs_from if path.is_dir() else None
+        if docs_from not in MODELS:
+            return "fp32"
+        registry_name = docs_from
     return spec(registry_name).labeler_precision

@@ -27,6 +27,10 @@ class Manifest:
     figures measured when the directory was written (see docs/models.md).
     Pooling and normalisation run in numpy on the graph's `last_hidden_state`;
     `pooling`, `normalize` and `dimension` are None for cross models.
+
+    A dual model whose query tower was tuned apart from its doc tower (`es-tour
+    train-labeler`) names its query graphs in `query_models` and the registry model its doc
+    graphs are a copy of in `docs_from`, so its doc vectors are that model's.
     """
 
     kind: str
@@ -46,6 +50,8 @@ class Manifest:
     tokenizer: str = "tokenizer.json"
     parity: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
+    query_models: dict[str, str] = field(default_factory=dict)
+    docs_from: str | None = None
     format: int = FORMAT
 
     def to_json(self) -> dict[str, Any]:
@@ -99,7 +105,13 @@ def _validate(raw: dict[str, Any], path: Path) -> Manifest:
         raise ModelError(f"[{path}] unknown precisions {bad}; supported: {list(PRECISIONS)}")
     if not isinstance(raw["files"], dict):
         raise ModelError(f"[{path}] files must map file names to sha256")
-    for needed in [*models.values(), raw.get("tokenizer", "tokenizer.json")]:
+    query_models = raw.get("query_models", {})
+    if query_models and (raw["kind"] != "dual" or not isinstance(query_models, dict)
+                         or set(query_models) != set(models)):
+        raise ModelError(f"[{path}] query_models must map the precisions of models "
+                         f"{sorted(models)} to files, and only for a dual model")
+    for needed in [*models.values(), *query_models.values(),
+                   raw.get("tokenizer", "tokenizer.json")]:
         if needed not in raw["files"]:
             raise ModelError(f"[{path}] does not list [{needed}] under files")
     if raw["kind"] == "dual":

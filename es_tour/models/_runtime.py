@@ -88,28 +88,35 @@ class _OnnxModel:
             if not needed.is_file():
                 raise ModelError(f"[{needed}] is missing; rebuild the model directory")
         self._tokenizer = _load_tokenizer(tokenizer_file, self.max_length)
+        self._threads, self._providers = threads, providers
+        self._session = self._open(model_file)
+
+    def _open(self, model_file: Path) -> Any:
+        """An onnxruntime session on `model_file`, checked for the manifest's output and
+        for inputs this runtime feeds."""
         ort = _onnxruntime()
         options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
+        if self._threads is not None:
+            options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         try:
-            self._session = ort.InferenceSession(
+            session = ort.InferenceSession(
                 str(model_file),
                 sess_options=options,
-                providers=list(providers) if providers else available_providers(),
+                providers=list(self._providers) if self._providers else available_providers(),
             )
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise ModelError(f"onnxruntime cannot load [{model_file}]: {exc}") from exc
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        outputs = [o.name for o in self._session.get_outputs()]
-        if manifest.output not in outputs:
+        outputs = [o.name for o in session.get_outputs()]
+        if self.manifest.output not in outputs:
             raise ModelError(
-                f"[{model_file}] has no output [{manifest.output}]; it has {outputs}"
+                f"[{model_file}] has no output [{self.manifest.output}]; it has {outputs}"
             )
-        unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
+        unknown = {i.name for i in session.get_inputs()} - {
+            "input_ids", "attention_mask", "token_type_ids"}
         if unknown:
             raise ModelError(f"[{model_file}] expects unsupported inputs {sorted(unknown)}")
+        return session
 
     @property
     def providers(self) -> list[str]:
@@ -121,8 +128,10 @@ class _OnnxModel:
         is masked, but int8 activations are scaled per run (INT8_BATCH_SIZE)."""
         return self.precision != "int8" or self.batch_size == 1
 
-    def _run(self, encodings: list[Any]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Yield (rows, outputs[0], attention_mask) per batch, longest inputs first.
+    def _run(self, encodings: list[Any], session: Any = None
+             ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield (rows, outputs[0], attention_mask) per batch, longest inputs first, from
+        `session` (default: the model's).
 
         Sorting by token length keeps padding small; `rows` says where each output row
         belongs in the caller's order.
@@ -143,7 +152,9 @@ class _OnnxModel:
                 mask[r, :n] = e.attention_mask
                 types[r, :n] = e.type_ids
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            out = self._session.run([self.manifest.output], {k: feed[k] for k in self._inputs})
+            run = session or self._session
+            out = run.run([self.manifest.output],
+                          {i.name: feed[i.name] for i in run.get_inputs()})
             yield rows, out[0], mask
 
 
@@ -183,6 +194,12 @@ class DualEncoder(_OnnxModel):
         super().__init__(path, precision, threads, batch_size, providers, max_length)
         self.query_prefix = self.manifest.query_prefix if query_prefix is None else query_prefix
         self.doc_prefix = self.manifest.doc_prefix if doc_prefix is None else doc_prefix
+        self._query_session = self._session
+        if self.manifest.query_models:
+            query_file = self.path / self.manifest.query_models[precision]
+            if not query_file.is_file():
+                raise ModelError(f"[{query_file}] is missing; rebuild the model directory")
+            self._query_session = self._open(query_file)
 
     @property
     def dimension(self) -> int:
@@ -204,21 +221,24 @@ class DualEncoder(_OnnxModel):
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n queries -> (n, d) float32, unit length when the manifest normalises."""
-        return self.encode([self.query_prefix + t for t in texts])
+        return self._encode([self.query_prefix + t for t in texts], self._query_session)
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n documents -> (n, d) float32, unit length when the manifest normalises."""
         return self.encode([self.doc_prefix + t for t in texts])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """texts (prefixes already applied): n strings -> (n, d) float32."""
+        """texts (prefixes already applied): n strings -> (n, d) float32, by the doc graph."""
+        return self._encode(texts, self._session)
+
+    def _encode(self, texts: Sequence[str], session: Any) -> np.ndarray:
         if isinstance(texts, str):
             raise ConfigError("encode takes a sequence of strings, not one string")
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return result
         encodings = self._tokenizer.encode_batch(list(texts))
-        for rows, hidden, mask in self._run(encodings):
+        for rows, hidden, mask in self._run(encodings, session):
             result[rows] = pool(hidden, mask, self.manifest.pooling or "mean")
         if self.manifest.normalize:
             result = l2_normalize(result)

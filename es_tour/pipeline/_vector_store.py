@@ -48,8 +48,9 @@ Lacked = tuple[DualEncoderLabeler, list[DocKey]]  # a labeler, and the keys its 
 
 
 def store_index(labeler: DualEncoderLabeler) -> str:
-    """The store of `labeler`'s vectors: its name and fingerprint, in index-name characters."""
-    slug = re.sub(r"[^a-z0-9]+", "-", labeler.name.lower()).strip("-")[:80] or "labeler"
+    """The store of `labeler`'s vectors: its store name and fingerprint, in index-name
+    characters."""
+    slug = re.sub(r"[^a-z0-9]+", "-", labeler.store_name.lower()).strip("-")[:80] or "labeler"
     return f"{STORE_PREFIX}{slug}-{labeler.fingerprint}"
 
 

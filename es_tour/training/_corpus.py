@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,7 @@ class EncoderEvaluation:
     queries: int
     docs: int
     docs_per_s: float
+    groups: dict[str, tuple[float, int]] = field(default_factory=dict)  # name: (nDCG@10, q)
 
 
 def exact_search(
@@ -40,34 +41,45 @@ def exact_search(
     return np.take_along_axis(top, order, axis=1), np.take_along_axis(top_scores, order, axis=1)
 
 
-def ndcg_at_10(
-    data: BeirSplit, rows: np.ndarray, scores: np.ndarray
-) -> float:
-    """rows, scores: (q, k) results in data.query_ids order -> mean nDCG@10 (ir_measures)."""
-    return run_ndcg_at_10(data, {
-        qid: {data.doc_ids[r]: float(s) for r, s in zip(rs, ss, strict=True)}
-        for qid, rs, ss in zip(data.query_ids, rows, scores, strict=True)
-    })
-
-
 def run_ndcg_at_10(data: BeirSplit, run: Mapping[str, Mapping[str, float]]) -> float:
     """run: query id -> {doc id: score} -> mean nDCG@10 over the run's queries."""
     return score_run(data.qrels, run)["ndcg@10"]
 
 
 def evaluate_encoder(
-    encoder: DualEncoder, data: BeirSplit, split: str, name: str | None = None
+    encoder: DualEncoder, data: BeirSplit, split: str, name: str | None = None,
+    groups: Mapping[str, Collection[str]] | None = None,
 ) -> EncoderEvaluation:
-    """Exact search of data's queries over its whole corpus with `encoder`."""
+    """Exact search of data's queries over its whole corpus with `encoder`; `groups` (name:
+    query ids) are scored apart too."""
     docs, rate = corpus_embeddings(encoder, data.corpus_path, data.doc_texts)
     queries = encoder.encode_queries(data.query_texts)
     rows, scores = exact_search(queries, docs)
+    run = {qid: {data.doc_ids[r]: float(s) for r, s in zip(rs, ss, strict=True)}
+           for qid, rs, ss in zip(data.query_ids, rows, scores, strict=True)}
     return EncoderEvaluation(
+        groups={name: (round(run_ndcg_at_10(data, {q: run[q] for q in ids if q in run}), 4),
+                       len(ids)) for name, ids in (groups or {}).items() if ids},
         model=name or encoder.manifest.name or encoder.path.name,
         split=split,
         precision=encoder.precision,
-        ndcg_at_10=round(ndcg_at_10(data, rows, scores), 4),
+        ndcg_at_10=round(run_ndcg_at_10(data, run), 4),
         queries=len(data.query_ids),
         docs=len(data.doc_ids),
         docs_per_s=round(rate, 1),
     )
+
+
+def judged_apart(data: BeirSplit, other: Mapping[str, Mapping[str, int]]
+                 ) -> dict[str, list[str]]:
+    """data's judged queries parted by whether a doc judged relevant for one was judged
+    relevant for a query of `other` (qrels): how much a model tuned on `other` can have
+    learned which docs, not which words, are relevant."""
+    seen = {doc for judged in other.values() for doc, grade in judged.items() if grade > 0}
+    parts: dict[str, list[str]] = {"a judged doc seen": [], "judged docs new": []}
+    for qid in data.query_ids:
+        judged = [doc for doc, grade in data.qrels.get(qid, {}).items() if grade > 0]
+        if judged:
+            parts["a judged doc seen" if seen.intersection(judged) else
+                  "judged docs new"].append(qid)
+    return parts
