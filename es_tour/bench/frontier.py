@@ -36,6 +36,7 @@ from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import evaluate, progress_bar
 from es_tour.models import WEIGHT_MARK, is_ensemble
+from es_tour.training._query_tower import held_out_queries
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
@@ -52,10 +53,11 @@ console = Console(stderr=True)
 BUDGETS = (10, 20, 40)
 METHODS = CANDIDATES
 TARGET = 0.01  # the bar: the best method ≥ rerank-hybrid + 1.0 nDCG@10 points
-# the labelers to choose from: the default one alone, and ensembles of the registry's dual
-# encoders (their member weights fitted on train)
+# the labelers to choose from: the default one alone, ensembles of the registry's dual
+# encoders (their member weights fitted on train), and the default with its query tower
+# tuned on SciFact train (`make tuned-labeler`, docs/models.md)
 LABELERS = ("bge-small-en-v1.5", "bge-small-en-v1.5+e5-small-v2",
-            "bge-small-en-v1.5+e5-small-v2+minilm-l6")
+            "bge-small-en-v1.5+e5-small-v2+minilm-l6", "bge-small-en-v1.5-scifact-queries")
 CHOICE_BUDGET = 20  # the budget whose train fit chooses the labeler
 FEEDBACK = "relevance-feedback"  # the market's closest peer (Qdrant's relevance feedback)
 # the frontier's test nDCG@10 before ensembles (docs/benchmarks/frontier.md, 2026-11-25):
@@ -249,7 +251,10 @@ def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
              *[f"- then {', '.join(f'`{m}`' for m in added['methods'])} added on "
                f"{added['date']} (weights fitted and test measured only for them): "
                f"`{added['command']}`" for added in run.get("added", [])],
-             f"- fusion weights fitted on the first {run['train_queries']} train queries", ""]
+             f"- fusion weights fitted on the first {run['train_queries']} train queries"
+             + (", the ones its query tower held out (`es-tour train-labeler`): it trained on "
+                "the rest" if run.get("held_out_queries") or held_out_queries(run["candidate"])
+                else ""), ""]
     for engine, result in run["engines"].items():
         methods = result["methods"]
         measured = [name for name in METHODS
@@ -312,6 +317,7 @@ async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int 
     return {**described, "date": now(), "machine": machine(), "weights": weights,
             "engines": engines,
             "train_queries": len(list(dataset.queries("train"))[:train_queries]),
+            "held_out_queries": held_out_queries(labeler),
             "test_queries": len(list(dataset.queries("test"))[:test_queries])}
 
 
@@ -411,6 +417,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for labeler in args.labelers.split(","):
             previous = runs.get(labeler) if args.reuse_weights else None
             train_queries = previous["train_queries"] if previous else args.train_queries
+            # a labeler tuned on train is fitted on the train queries it held out only
+            if held := held_out_queries(labeler):
+                train_queries = min(train_queries or held, held)
             run_now = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
                                       args.test_queries, labeler, previous, added or methods))
             run_now["command"] = command

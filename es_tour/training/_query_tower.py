@@ -64,6 +64,19 @@ class TunedTower:
     seconds: float
 
 
+def held_out_queries(labeler: str) -> int | None:
+    """How many of the train split's first queries a labeler tuned here never trained on
+    (what its choices on train may use), or None for any other labeler."""
+    try:
+        path, registry_name = model_directory(labeler)
+    except ConfigError:  # an ensemble or unknown name: not one directory
+        return None
+    facts = path / TRAINING_FILE
+    if registry_name is not None or not facts.is_file():
+        return None
+    return int(json.loads(facts.read_text(encoding="utf-8"))["held_out_queries"])
+
+
 def check_options(options: QueryTowerOptions, queries: int) -> None:
     if options.epochs < 1 or options.batch_queries < 1 or options.max_length < 2:
         raise ConfigError("epochs and batch_queries must be >= 1, max_length >= 2")

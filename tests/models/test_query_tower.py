@@ -21,6 +21,7 @@ from es_tour.training._query_tower import (
     TRAINING_FILE,
     QueryTowerOptions,
     check_options,
+    held_out_queries,
     tune_query_tower,
 )
 
@@ -102,6 +103,10 @@ def test_the_directory_records_how_it_was_tuned_and_the_query_graphs_parity(tune
     assert len(facts["epoch_ndcg"]) == QUICK.epochs
     assert facts["chosen_epoch"] == result.chosen_epoch
     assert 0 <= result.chosen_epoch <= QUICK.epochs
+    # what the frontier fits this labeler on: only the train queries it never trained on
+    assert held_out_queries(str(out)) == QUICK.held_out
+    assert held_out_queries("default") is None
+    assert held_out_queries("bge-small-en-v1.5+e5-small-v2") is None
 
 
 def test_a_model_in_the_cache_is_named_by_its_directory(tuned, monkeypatch, tmp_path: Path):
