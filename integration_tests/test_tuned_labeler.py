@@ -4,7 +4,6 @@ model stored, so a refined search embeds no doc, and it ranks as its tuning taug
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,50 +12,27 @@ import httpx
 import pytest
 
 from es_tour.cluster import NodeStatus
-from es_tour.datasets import BeirSplit
 from es_tour.engines import connect
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
-from es_tour.training._query_tower import QueryTowerOptions, tune_query_tower
+from es_tour.training._query_tower import tune_query_tower
 from integration_tests.conftest import index_texts
+from tests.models.test_query_tower import QUESTIONS, QUICK, TAUGHT, TEXTS, bones_split
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-tuned-labeler"
-TEXTS = ["Vitamin D supplements and fracture risk in older adults.",
-         "Bone mineral density after vitamin D and calcium therapy.",
-         "Sunlight exposure, vitamin D levels and mood.",
-         "Calcium intake and kidney stones.",
-         "Osteoporosis treatment with bisphosphonates.",
-         "Vitamin D receptor expression in immune cells.",
-         "Hip fractures in nursing homes: a cohort study.",
-         "Dietary sources of vitamin D in northern countries."]
-TAUGHT = "3"  # the doc the judgements below call relevant to questions about bones
-QUERY = "does vitamin D protect bones"  # held out: the tuning never trains on it
-TRAINING = ["vitamin D and bone health", "bone strength and vitamin D",
-            "can vitamin D prevent weak bones", "vitamin D for healthy bones",
-            "bones and vitamin D intake", "does vitamin D make bones stronger",
-            "vitamin D effect on the skeleton", "vitamin D and brittle bones"]
+QUERY = QUESTIONS[0]
 
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory, sidecar_models: Models) -> Path:
-    """bge-small's query tower tuned on eight judged questions about bones, all calling
-    TAUGHT relevant; QUERY, judged the same, is the held-out query that picks the epoch."""
+    """bge-small's query tower tuned on questions about bones that all call TAUGHT
+    relevant (two folds, each choosing its epochs on the other's questions)."""
     root = tmp_path_factory.mktemp("tuned-labeler")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": str(i), "title": "", "text": text}) + "\n"
-                              for i, text in enumerate(TEXTS)))
-    queries = [QUERY, *TRAINING]
-    split = BeirSplit(corpus_path=corpus, doc_ids=[str(i) for i in range(len(TEXTS))],
-                      doc_texts=TEXTS, query_ids=[f"q{i}" for i in range(len(queries))],
-                      query_texts=queries,
-                      qrels={f"q{i}": {TAUGHT: 1} for i in range(len(queries))})
-    out = root / "bge-queries"
-    result = tune_query_tower("default", split, out, QueryTowerOptions(
-        epochs=4, learning_rate=1e-4, held_out=1, batch_queries=4))
+    result = tune_query_tower("default", bones_split(root), root / "bge-queries", QUICK)
     assert result.chosen_epoch > 0  # a tower that moved, or the test below proves nothing
-    return out
+    return result.path
 
 
 @pytest.fixture(scope="module", params=ENGINES)

@@ -36,7 +36,7 @@ from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import evaluate, progress_bar
 from es_tour.models import WEIGHT_MARK, is_ensemble
-from es_tour.training._query_tower import held_out_queries
+from es_tour.training._query_tower import train_parts
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
@@ -91,14 +91,18 @@ async def fit_weights(dataset: BeirDataset, url: str, train_queries: int | None,
     train = dict(list(dataset.queries("train").items())[:train_queries])
     qrels = dataset.qrels("train")
     weights = dict(fitted)
-    async with corpus_context(dataset, url, labeler=labeler) as context:
-        for budget in BUDGETS:
-            for name in methods:
-                spec = plain_spec(name, budget)
-                if spec.label in weights:
-                    continue
-                weights[spec.label] = fit(await pools(context, spec, train), qrels)
-                console.print(f"fitted {spec.label}: {weights[spec.label]}")
+    specs = [spec for budget in BUDGETS for name in methods
+             if (spec := plain_spec(name, budget)).label not in weights]
+    found: dict[str, dict[str, Any]] = {spec.label: {} for spec in specs}
+    # a labeler tuned on train labels each train query with the fold tower that never saw it
+    for part, queries in train_parts(labeler, list(train)):
+        async with corpus_context(dataset, url, labeler=part) as context:
+            for spec in specs:
+                found[spec.label].update(
+                    await pools(context, spec, {q: train[q] for q in queries}))
+    for spec in specs:
+        weights[spec.label] = fit(found[spec.label], qrels)
+        console.print(f"fitted {spec.label}: {weights[spec.label]}")
     return weights
 
 
@@ -252,9 +256,9 @@ def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
                f"{added['date']} (weights fitted and test measured only for them): "
                f"`{added['command']}`" for added in run.get("added", [])],
              f"- fusion weights fitted on the first {run['train_queries']} train queries"
-             + (", the ones its query tower held out (`es-tour train-labeler`): it trained on "
-                "the rest" if run.get("held_out_queries") or held_out_queries(run["candidate"])
-                else ""), ""]
+             + (", each labelled by the fold's query tower that never trained on it "
+                "(`es-tour train-labeler`, cross-fitted)" if run.get("cross_fitted") else ""),
+             ""]
     for engine, result in run["engines"].items():
         methods = result["methods"]
         measured = [name for name in METHODS
@@ -317,7 +321,8 @@ async def run(dataset: BeirDataset, urls: Mapping[str, str], train_queries: int 
     return {**described, "date": now(), "machine": machine(), "weights": weights,
             "engines": engines,
             "train_queries": len(list(dataset.queries("train"))[:train_queries]),
-            "held_out_queries": held_out_queries(labeler),
+            "cross_fitted": any(part != labeler for part, _ in train_parts(
+                labeler, list(dataset.queries("train"))[:train_queries])),
             "test_queries": len(list(dataset.queries("test"))[:test_queries])}
 
 
@@ -417,9 +422,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         for labeler in args.labelers.split(","):
             previous = runs.get(labeler) if args.reuse_weights else None
             train_queries = previous["train_queries"] if previous else args.train_queries
-            # a labeler tuned on train is fitted on the train queries it held out only
-            if held := held_out_queries(labeler):
-                train_queries = min(train_queries or held, held)
             run_now = asyncio.run(run(BeirDataset(args.dataset), urls, train_queries,
                                       args.test_queries, labeler, previous, added or methods))
             run_now["command"] = command

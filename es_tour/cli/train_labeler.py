@@ -25,10 +25,13 @@ def train_labeler_command(
     ] = "default",
     out: Annotated[Path | None, typer.Option(
         help="directory to write (default: <models>/<base>-<dataset>-queries)")] = None,
-    epochs: Annotated[int, typer.Option(min=1)] = _DEFAULTS.epochs,
-    held_out: Annotated[int, typer.Option(
-        help="the split's first N judged queries: measured after each epoch, never trained "
-             "on; the best epoch is kept", min=1)] = _DEFAULTS.held_out,
+    epochs: Annotated[int, typer.Option(
+        help="epochs a fold's tower may take (its best on its held-out fold is kept)", min=1)
+    ] = _DEFAULTS.epochs,
+    folds: Annotated[int, typer.Option(
+        help="contiguous folds of the judged queries: a tower per fold is tuned on the others "
+             "and chooses its epochs on it; the exported tower takes the folds' choice",
+        min=2)] = _DEFAULTS.folds,
     learning_rate: float = _DEFAULTS.learning_rate,
     temperature: Annotated[float, typer.Option(
         help="τ of the softmax over the corpus")] = _DEFAULTS.temperature,
@@ -49,14 +52,19 @@ def train_labeler_command(
     check_training_split(split)
     options = QueryTowerOptions(epochs=epochs, learning_rate=learning_rate,
                                 temperature=temperature, teacher_weight=teacher_weight,
-                                held_out=held_out, seed=seed)
+                                folds=folds, seed=seed)
     data = BeirDataset(dataset).split(split)
     base_name = model_directory(base)[1] or Path(base).name
     out = out or models_dir() / f"{base_name}-{dataset.name}-queries"
     with console.status(f"tuning {base_name}'s query tower on {dataset.name} {split}"):
         tuned = tune_query_tower(base, data, out, options)
-    figures = ", ".join(f"{v:.4f}" for v in tuned.epoch_ndcg)
-    console.print(
-        f"wrote {out} in {tuned.seconds:.0f}s: {tuned.trained_queries} queries trained on; "
-        f"held-out nDCG@10 (exact, {tuned.held_out_queries} queries) base "
-        f"{tuned.base_ndcg:.4f}, per epoch {figures}; kept epoch {tuned.chosen_epoch}")
+    base_ndcg, tuned_ndcg = tuned.cross_fitted()
+    console.print(f"wrote {out} in {tuned.seconds:.0f}s: {len(tuned.trained)} queries, "
+                  f"{tuned.chosen_epoch} epochs (the folds' choice)")
+    for k, fold in enumerate(tuned.folds):
+        figures = ", ".join(f"{v:.4f}" for v in fold.epoch_ndcg)
+        console.print(f"  fold {k}: {len(fold.held_out)} queries held out, exact nDCG@10 "
+                      f"base {fold.base_ndcg:.4f}, per epoch {figures}; kept epoch "
+                      f"{fold.chosen_epoch}")
+    console.print(f"  cross-fitted exact nDCG@10 on {len(tuned.trained)} train queries, each "
+                  f"by the tower that never trained on it: {base_ndcg:.4f} -> {tuned_ndcg:.4f}")

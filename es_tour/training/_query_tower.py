@@ -4,9 +4,13 @@ The doc vectors are the base model's, computed once (the corpus cache, the engin
 so tuning re-embeds no doc and the tuned labeler reads the vectors the base one stored. Each
 step scores a batch of queries against the whole corpus (a softmax over every doc at
 temperature τ), pulls the judged docs up (cross-entropy on the judged share) and keeps the
-rest of the distribution near the base model's (KL to its softmax, weighted). The first
-`held_out` queries of the split are never trained on: each epoch is measured on them
-(exact nDCG@10 over the corpus) and the best epoch's tower is the one exported.
+rest of the distribution near the base model's (KL to its softmax, weighted).
+
+Cross-fitted: the judged queries are cut into contiguous folds; for each, a tower is tuned
+on the others and measured on it after each epoch (exact nDCG@10 over the corpus), and the
+best epoch is kept. The tower exported is tuned on every judged query for the epochs the
+folds chose. Choices made on train afterwards (the frontier's fusion weights and methods)
+label each train query with the fold tower that never trained on it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ from es_tour.training._export import _export_deps, _trace, quantize
 from es_tour.training._samples import PARITY_TEXTS
 
 TRAINING_FILE = "training.json"
+FOLDS = "folds"  # beside the tuned tower: one tower per fold of the judged queries
 QUERY_MODELS = {"fp32": "query.onnx", "int8": "query.int8.onnx"}
 PARITY_MIN_COSINE = 0.99  # the base graph's weights, loaded into torch, must embed as it does
 
@@ -42,49 +47,72 @@ PARITY_MIN_COSINE = 0.99  # the base graph's weights, loaded into torch, must em
 class QueryTowerOptions:
     """How to tune; the defaults are those of the run in docs/models.md."""
 
-    epochs: int = 6
+    epochs: int = 4  # at most, per fold; the whole split's tower takes the folds' choice
     learning_rate: float = 2e-5
     temperature: float = 0.02  # τ of the softmax over the corpus
     teacher_weight: float = 1.0  # weight of KL to the base model's softmax
     batch_queries: int = 16
     max_length: int = 64  # query tokens; SciFact's claims fit in 40
-    held_out: int = 200  # the split's first queries: measured each epoch, never trained on
+    folds: int = 4  # contiguous parts of the judged queries, each held out by one tower
     seed: int = 0
 
 
 @dataclass(frozen=True)
 class TunedTower:
+    """One tower: the queries it trained on and held out, its held-out exact nDCG@10 (the
+    base's, and after each epoch), the epochs kept (0: the base tower), and for the
+    whole split's tower its folds'."""
+
     path: Path
     base: str
-    trained_queries: int
-    held_out_queries: int
-    epoch_ndcg: list[float]  # held-out nDCG@10 after each epoch
-    base_ndcg: float  # held-out nDCG@10 of the base tower
-    chosen_epoch: int  # 1-based; 0 keeps the base tower
+    trained: list[str]
+    held_out: list[str]
+    epoch_ndcg: list[float]
+    base_ndcg: float
+    chosen_epoch: int
     seconds: float
+    folds: list[TunedTower] = field(default_factory=list)
+
+    def cross_fitted(self) -> tuple[float, float]:
+        """(base, tuned) held-out nDCG@10 over the folds, each query's by the tower that
+        never trained on it, weighted by fold size."""
+        sizes = [len(fold.held_out) for fold in self.folds]
+        base = sum(f.base_ndcg * n for f, n in zip(self.folds, sizes, strict=True))
+        tuned = sum((f.epoch_ndcg[f.chosen_epoch - 1] if f.chosen_epoch else f.base_ndcg) * n
+                    for f, n in zip(self.folds, sizes, strict=True))
+        return base / sum(sizes), tuned / sum(sizes)
 
 
-def held_out_queries(labeler: str) -> int | None:
-    """How many of the train split's first queries a labeler tuned here never trained on
-    (what its choices on train may use), or None for any other labeler."""
+def train_parts(labeler: str, query_ids: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """`query_ids` (train queries) parted by the labeler that may label them in a choice
+    made on train: for a tower tuned here, each fold's queries go to the fold's tower,
+    which never trained on them; any other labeler labels them all."""
     try:
         path, registry_name = model_directory(labeler)
-    except ConfigError:  # an ensemble or unknown name: not one directory
-        return None
+    except ConfigError:  # an ensemble: not one directory
+        return [(labeler, list(query_ids))]
     facts = path / TRAINING_FILE
     if registry_name is not None or not facts.is_file():
-        return None
-    return int(json.loads(facts.read_text(encoding="utf-8"))["held_out_queries"])
+        return [(labeler, list(query_ids))]
+    folds = json.loads(facts.read_text(encoding="utf-8"))["folds"]
+    wanted = set(query_ids)
+    parts = [(str(path / FOLDS / str(k)), [q for q in fold["held_out"] if q in wanted])
+             for k, fold in enumerate(folds)]
+    covered = {q for _, queries in parts for q in queries}
+    if wanted - covered:
+        raise ConfigError(f"[{labeler}] was tuned on train queries no fold held out "
+                          f"({len(wanted - covered)}): it cannot be fitted on them")
+    return [part for part in parts if part[1]]
 
 
 def check_options(options: QueryTowerOptions, queries: int) -> None:
     if options.epochs < 1 or options.batch_queries < 1 or options.max_length < 2:
         raise ConfigError("epochs and batch_queries must be >= 1, max_length >= 2")
+    if not 2 <= options.folds <= queries:
+        raise ConfigError(f"folds [{options.folds}] must be between 2 and the split's "
+                          f"{queries} judged queries")
     if options.temperature <= 0 or options.learning_rate <= 0 or options.teacher_weight < 0:
         raise ConfigError("temperature and learning_rate must be > 0, teacher_weight >= 0")
-    if not 1 <= options.held_out < queries:
-        raise ConfigError(f"held_out [{options.held_out}] must leave train queries: the split "
-                          f"has {queries} judged queries")
 
 
 def torch_tower(encoder: DualEncoder) -> Any:
@@ -140,9 +168,11 @@ def torch_tower(encoder: DualEncoder) -> Any:
 def tune_query_tower(
     base: str, split: BeirSplit, out: Path, options: QueryTowerOptions = QueryTowerOptions(),
 ) -> TunedTower:
-    """Tune `base`'s query tower on `split`'s judged queries and write the model directory
-    `out`: the base's doc graphs and tokenizer, the tuned `query.onnx` (and int8), the
-    base's corpus vectors of `split`'s corpus, and `training.json`."""
+    """Tune `base`'s query tower on `split`'s judged queries, cross-fitted, and write the
+    model directory `out`: the base's doc graphs and tokenizer, the tuned `query.onnx` (and
+    int8), the base's corpus vectors of `split`'s corpus, `training.json`, and under
+    `folds/` one tower per fold, tuned on the other folds' queries (what choices on train
+    label that fold's queries with, so that no choice sees a tower that trained on them)."""
     torch, _ = _export_deps()
     path, registry_name = model_directory(base)
     encoder = DualEncoder(path, labeler_precision(base))
@@ -151,50 +181,85 @@ def tune_query_tower(
     judged = [i for i, q in enumerate(split.query_ids) if split.qrels.get(q)]
     check_options(options, len(judged))
     started = time.perf_counter()
-    random.seed(options.seed)
-    torch.manual_seed(options.seed)
-    docs = torch.tensor(unit_corpus_embeddings(encoder, split.corpus_path, split.doc_texts))
-    row = {doc_id: i for i, doc_id in enumerate(split.doc_ids)}
-    held_out, trained = judged[:options.held_out], judged[options.held_out:]
-    texts = [split.query_texts[i] for i in held_out]
+    tuning = _Tuning(torch, encoder, split, options)
+    folds = []
+    for k in range(options.folds):
+        held = judged[k * len(judged) // options.folds:(k + 1) * len(judged) // options.folds]
+        net, fold = tuning.tune([i for i in judged if i not in set(held)], held)
+        fold = replace(fold, path=out / FOLDS / str(k), base=registry_name or str(path))
+        _write(torch, encoder, net, split, fold.path, fold, options)
+        folds.append(fold)
+    # the whole split, for the epochs the folds chose most often (ties: the fewer)
+    chosen = [fold.chosen_epoch for fold in folds]
+    epochs = max(sorted(set(chosen)), key=chosen.count)
+    net, _ = tuning.tune(judged, [], epochs)
+    tuned = TunedTower(out, registry_name or str(path), [split.query_ids[i] for i in judged],
+                       [], [], 0.0, epochs, time.perf_counter() - started, folds)
+    _write(torch, encoder, net, split, out, tuned, options)
+    return tuned
 
-    def held_out_ndcg(net: Any) -> float:
-        vectors = _query_vectors(torch, encoder, net, texts, options.max_length)
-        rows, scores = exact_search(vectors, docs.numpy())
+
+class _Tuning:
+    """One base tower, its corpus vectors and the judgements: towers tuned from it."""
+
+    def __init__(self, torch: Any, encoder: DualEncoder, split: BeirSplit,
+                 options: QueryTowerOptions) -> None:
+        self.torch, self.encoder, self.split, self.options = torch, encoder, split, options
+        self.docs = torch.tensor(unit_corpus_embeddings(encoder, split.corpus_path,
+                                                        split.doc_texts))
+        self.row = {doc_id: i for i, doc_id in enumerate(split.doc_ids)}
+        self.teacher = torch_tower(encoder)
+
+    def tune(self, trained: Sequence[int], held: Sequence[int], epochs: int | None = None
+             ) -> tuple[Any, TunedTower]:
+        """A tower tuned on the `trained` queries (indices into the split): for `epochs`,
+        or with `held` queries, the best of `options.epochs` by their exact nDCG@10."""
+        torch, split, options = self.torch, self.split, self.options
+        random.seed(options.seed)
+        torch.manual_seed(options.seed)
+        student = torch_tower(self.encoder)
+        base_ndcg = best = self.ndcg(student, held) if held else 0.0
+        best_state, chosen, history = None, 0, []
+        optimiser = torch.optim.AdamW(student.parameters(), lr=options.learning_rate)
+        order = list(trained)
+        for epoch in range(1, (options.epochs if epochs is None else epochs) + 1):
+            random.shuffle(order)
+            student.train()
+            for start in range(0, len(order), options.batch_queries):
+                batch = order[start:start + options.batch_queries]
+                judged_rows = [[self.row[d] for d, grade in split.qrels[split.query_ids[i]].items()
+                                if grade > 0 and d in self.row] for i in batch]
+                loss = query_tower_loss(
+                    torch, student, self.teacher, self.encoder,
+                    [split.query_texts[i] for i in batch], judged_rows, self.docs, options)
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+            student.eval()
+            if not held:
+                chosen = epoch
+                continue
+            history.append(self.ndcg(student, held))
+            if history[-1] > best:
+                best, chosen = history[-1], epoch
+                best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
+        if best_state is not None:
+            student.load_state_dict(best_state)
+        elif held:  # no epoch beat the base: the fold keeps the base tower
+            student = torch_tower(self.encoder)
+        return student, TunedTower(
+            Path(), "", [split.query_ids[i] for i in trained],
+            [split.query_ids[i] for i in held], history, base_ndcg, chosen, 0.0)
+
+    def ndcg(self, net: Any, held: Sequence[int]) -> float:
+        """Exact nDCG@10 over the corpus of the `held` queries with `net`'s embeddings."""
+        split = self.split
+        vectors = _query_vectors(self.torch, self.encoder, net,
+                                 [split.query_texts[i] for i in held], self.options.max_length)
+        rows, scores = exact_search(vectors, self.docs.numpy())
         return run_ndcg_at_10(split, {
             split.query_ids[i]: {split.doc_ids[r]: float(s) for r, s in zip(rs, ss, strict=True)}
-            for i, rs, ss in zip(held_out, rows, scores, strict=True)})
-
-    teacher = torch_tower(encoder)
-    student = torch_tower(encoder)
-    base_ndcg = best = held_out_ndcg(student)
-    best_state, chosen, history = None, 0, []
-    optimiser = torch.optim.AdamW(student.parameters(), lr=options.learning_rate)
-    order = list(trained)
-    for epoch in range(1, options.epochs + 1):
-        random.shuffle(order)
-        student.train()
-        for start in range(0, len(order), options.batch_queries):
-            batch = order[start:start + options.batch_queries]
-            judged_rows = [[row[d] for d, grade in split.qrels[split.query_ids[i]].items()
-                            if grade > 0 and d in row] for i in batch]
-            loss = query_tower_loss(
-                torch, student, teacher, encoder,
-                [split.query_texts[i] for i in batch], judged_rows, docs, options)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-        student.eval()
-        history.append(held_out_ndcg(student))
-        if history[-1] > best:
-            best, chosen = history[-1], epoch
-            best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
-    if best_state is not None:
-        student.load_state_dict(best_state)
-    tuned = TunedTower(out, registry_name or str(path), len(trained), len(held_out), history,
-                       base_ndcg, chosen, time.perf_counter() - started)
-    _write(torch, encoder, student, split, out, tuned, options)
-    return tuned
+            for i, rs, ss in zip(held, rows, scores, strict=True)})
 
 
 def query_tower_loss(torch: Any, student: Any, teacher: Any, encoder: DualEncoder,
@@ -273,7 +338,7 @@ def _write(torch: Any, encoder: DualEncoder, net: Any, split: BeirSplit, out: Pa
     manifest = replace(
         base, name=None, query_models=query_models, docs_from=tuned.base,
         source=f"{tuned.base}, query tower tuned on {split.corpus_path.parent.name} "
-               f"({tuned.trained_queries} judged queries)",
+               f"({len(tuned.trained)} judged queries)",
         files={**base.files, **{f: sha256(out / f) for f in query_models.values()}},
         parity={})
     write_manifest(out, manifest)
@@ -286,7 +351,8 @@ def _write(torch: Any, encoder: DualEncoder, net: Any, split: BeirSplit, out: Pa
     write_manifest(out, replace(manifest, parity=parity))
     facts = {**asdict(tuned), "path": str(out.name), "options": asdict(options),
              "dataset": split.corpus_path.parent.name}
-    (out / TRAINING_FILE).write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    (out / TRAINING_FILE).write_text(json.dumps(facts, indent=2, default=str) + "\n",
+                                     encoding="utf-8")
 
 
 def _trace_tower(torch: Any, net: Any, encoder: DualEncoder, path: Path) -> None:

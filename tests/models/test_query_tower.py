@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_tour.datasets import BeirDataset
+from es_tour.datasets import BeirSplit
 from es_tour.errors import ConfigError, ModelError
 from es_tour.models import DualEncoder, DualEncoderLabeler, load_labeler
 from es_tour.models._labelers import labeler_precision, model_directory
@@ -18,29 +18,48 @@ from es_tour.models._manifest import read_manifest
 from es_tour.pipeline._vector_store import store_index
 from es_tour.training._corpus import exact_search
 from es_tour.training._query_tower import (
+    FOLDS,
     TRAINING_FILE,
     QueryTowerOptions,
     check_options,
-    held_out_queries,
+    train_parts,
     tune_query_tower,
 )
 
-DOCS = 150  # a corpus small enough to embed on a CI machine in seconds
-QUICK = QueryTowerOptions(epochs=3, learning_rate=1e-4, held_out=3, batch_queries=8)
+QUICK = QueryTowerOptions(epochs=2, learning_rate=1e-4, folds=2, batch_queries=4)
+# A judged set a tower can learn in seconds: questions about bones that all call one doc,
+# which an untuned labeler does not rank first, relevant. Folds of it resemble each other,
+# so what a fold's tower learns from the others shows on its held-out questions.
+TEXTS = ["Vitamin D supplements and fracture risk in older adults.",
+         "Bone mineral density after vitamin D and calcium therapy.",
+         "Sunlight exposure, vitamin D levels and mood.",
+         "Calcium intake and kidney stones.",
+         "Osteoporosis treatment with bisphosphonates.",
+         "Vitamin D receptor expression in immune cells.",
+         "Hip fractures in nursing homes: a cohort study.",
+         "Dietary sources of vitamin D in northern countries."]
+TAUGHT = "3"
+QUESTIONS = ["does vitamin D protect bones", "vitamin D and bone health",
+             "bone strength and vitamin D", "can vitamin D prevent weak bones",
+             "vitamin D for healthy bones", "bones and vitamin D intake",
+             "does vitamin D make bones stronger", "vitamin D effect on the skeleton",
+             "vitamin D and brittle bones"]
+
+
+def bones_split(root: Path, questions: list[str] = QUESTIONS) -> BeirSplit:
+    """TEXTS as a corpus under `root`, `questions` each judging TAUGHT relevant."""
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": str(i), "title": "", "text": text}) + "\n"
+                              for i, text in enumerate(TEXTS)))
+    ids = [f"q{i}" for i in range(len(questions))]
+    return BeirSplit(corpus_path=corpus, doc_ids=[str(i) for i in range(len(TEXTS))],
+                     doc_texts=list(TEXTS), query_ids=ids, query_texts=list(questions),
+                     qrels={q: {TAUGHT: 1} for q in ids})
 
 
 @pytest.fixture(scope="module")
-def small_train(scifact: Path):
-    """SciFact train cut to its first DOCS docs and the queries judged among them."""
-    data = BeirDataset(scifact).split("train")
-    docs = set(data.doc_ids[:DOCS])
-    qrels = {q: {d: g for d, g in judged.items() if d in docs}
-             for q, judged in data.qrels.items()}
-    keep = [i for i, q in enumerate(data.query_ids) if qrels.get(q)]
-    return replace(data, doc_ids=data.doc_ids[:DOCS], doc_texts=data.doc_texts[:DOCS],
-                   query_ids=[data.query_ids[i] for i in keep],
-                   query_texts=[data.query_texts[i] for i in keep],
-                   qrels={data.query_ids[i]: qrels[data.query_ids[i]] for i in keep})
+def small_train(tmp_path_factory: pytest.TempPathFactory) -> BeirSplit:
+    return bones_split(tmp_path_factory.mktemp("bones"))
 
 
 @pytest.fixture(scope="module")
@@ -64,21 +83,42 @@ def judged_ranks(encoder: DualEncoder, split, rows: list[int]) -> float:
 def test_tuning_moves_the_judged_docs_up_for_the_queries_it_trained_on(
         tuned, small_train, default_labeler_dir: Path):
     result, out = tuned
-    trained = list(range(QUICK.held_out, len(small_train.query_ids)))
+    every = list(range(len(small_train.query_ids)))
     base = DualEncoder(default_labeler_dir, "int8")
     mine = DualEncoder(out, "int8")
-    assert result.trained_queries == len(trained)
-    assert judged_ranks(mine, small_train, trained) < judged_ranks(base, small_train, trained)
+    assert result.trained == small_train.query_ids and result.chosen_epoch > 0
+    assert judged_ranks(mine, small_train, every) < judged_ranks(base, small_train, every)
+
+
+def test_each_fold_tower_held_out_its_fold_and_trained_on_the_rest(tuned, small_train):
+    result, out = tuned
+    assert len(result.folds) == QUICK.folds
+    held = [q for fold in result.folds for q in fold.held_out]
+    assert sorted(held) == sorted(small_train.query_ids)  # each query held out exactly once
+    for k, fold in enumerate(result.folds):
+        assert set(fold.trained) == set(small_train.query_ids) - set(fold.held_out)
+        assert len(fold.epoch_ndcg) == QUICK.epochs and fold.path == out / FOLDS / str(k)
+        assert read_manifest(fold.path).docs_from == "bge-small-en-v1.5"
+    base, cross_fitted = result.cross_fitted()
+    assert 0 < base <= 1 and 0 < cross_fitted <= 1
+    # what the frontier fits this labeler with: each train query by its fold's tower
+    parts = train_parts(str(out), small_train.query_ids)
+    assert [(Path(p), qs) for p, qs in parts] == [(f.path, f.held_out) for f in result.folds]
+    assert train_parts("default", ["1", "2"]) == [("default", ["1", "2"])]
+    assert train_parts("bge-small-en-v1.5+e5-small-v2", ["1"]) == [
+        ("bge-small-en-v1.5+e5-small-v2", ["1"])]
+    with pytest.raises(ConfigError, match="no fold held out"):
+        train_parts(str(out), ["not-a-train-query"])
 
 
 def test_the_tuned_labeler_embeds_docs_as_its_base_does_and_queries_otherwise(
         tuned, small_train, default_labeler_dir: Path):
     _, out = tuned
     base, mine = DualEncoder(default_labeler_dir, "int8"), DualEncoder(out, "int8")
-    texts = small_train.doc_texts[:4]
+    texts = small_train.doc_texts
     assert np.array_equal(mine.encode_docs(texts), base.encode_docs(texts))
     assert mine.doc_encoding == base.doc_encoding
-    queries = small_train.query_texts[:4]
+    queries = small_train.query_texts
     cosines = (mine.encode_queries(queries) * base.encode_queries(queries)).sum(axis=1)
     assert cosines.min() < 0.9999
 
@@ -100,13 +140,9 @@ def test_the_directory_records_how_it_was_tuned_and_the_query_graphs_parity(tune
     assert set(manifest.query_models) == set(manifest.models)
     assert all(p["query_cosine_min"] > 0.98 for p in manifest.parity.values())
     facts = json.loads((out / TRAINING_FILE).read_text())
-    assert len(facts["epoch_ndcg"]) == QUICK.epochs
     assert facts["chosen_epoch"] == result.chosen_epoch
-    assert 0 <= result.chosen_epoch <= QUICK.epochs
-    # what the frontier fits this labeler on: only the train queries it never trained on
-    assert held_out_queries(str(out)) == QUICK.held_out
-    assert held_out_queries("default") is None
-    assert held_out_queries("bge-small-en-v1.5+e5-small-v2") is None
+    assert [fold["held_out"] for fold in facts["folds"]] == [
+        fold.held_out for fold in result.folds]
 
 
 def test_a_model_in_the_cache_is_named_by_its_directory(tuned, monkeypatch, tmp_path: Path):
@@ -124,8 +160,8 @@ def test_a_tuned_tower_is_not_tuned_again_and_options_are_checked(tuned, small_t
     _, out = tuned
     with pytest.raises(ConfigError, match="tuned query tower already"):
         tune_query_tower(str(out), small_train, tmp_path / "again", QUICK)
-    with pytest.raises(ConfigError, match="must leave train queries"):
-        check_options(QUICK, QUICK.held_out)
+    with pytest.raises(ConfigError, match="folds"):
+        check_options(replace(QUICK, folds=5), 4)
     with pytest.raises(ConfigError):
         check_options(replace(QUICK, temperature=0), 100)
 
