@@ -16,18 +16,11 @@ from es_tour.models import DualEncoderLabeler, EnsembleLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from integration_tests.conftest import index_texts
+from tests.models.test_query_tower import QUESTIONS, TEXTS
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-ensemble"
-QUERY = "does vitamin D protect bones"
-TEXTS = ["Vitamin D supplements and fracture risk in older adults.",
-         "Bone mineral density after vitamin D and calcium therapy.",
-         "Sunlight exposure, vitamin D levels and mood.",
-         "Calcium intake and kidney stones.",
-         "Osteoporosis treatment with bisphosphonates.",
-         "Vitamin D receptor expression in immune cells.",
-         "Hip fractures in nursing homes: a cohort study.",
-         "Dietary sources of vitamin D in northern countries."]
+QUERY = QUESTIONS[0]
 MEMBERS = ("minilm-l6", "bge-small-en-v1.5")
 ENSEMBLE = "+".join(MEMBERS)
 

@@ -267,16 +267,20 @@ def _torch_embeddings(
         for text in texts:  # one at a time: the reference is free of padding effects
             enc = _tensors(torch, tokenizer, [text], max_length)
             feed = {k: v for k, v in enc.items() if _accepts(net, k)}
-            hidden = net(**feed).last_hidden_state
-            if pooling == "cls":
-                vec = hidden[:, 0]
-            else:
-                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            vec = torch_pool(net(**feed).last_hidden_state, enc["attention_mask"], pooling)
             if normalize:
                 vec = torch.nn.functional.normalize(vec, p=2, dim=1)
             rows.append(vec[0].float().numpy())
     return np.stack(rows).astype(np.float32)
+
+
+def torch_pool(hidden: Any, mask: Any, pooling: str | None) -> Any:
+    """(b, t, d) hidden states, (b, t) mask -> (b, d): CLS, or the mean over real tokens
+    (what `models._runtime.pool` does in numpy)."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
 
 
 def _torch_scores(

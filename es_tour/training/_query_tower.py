@@ -34,7 +34,7 @@ from es_tour.models._labelers import labeler_precision, model_directory
 from es_tour.models._manifest import CACHE, PRECISIONS, sha256, write_manifest
 from es_tour.models._runtime import DualEncoder
 from es_tour.training._corpus import exact_search, run_ndcg_at_10
-from es_tour.training._export import _export_deps, _trace, quantize
+from es_tour.training._export import _export_deps, _trace, quantize, torch_pool
 from es_tour.training._samples import PARITY_TEXTS
 
 TRAINING_FILE = "training.json"
@@ -301,12 +301,7 @@ def _tokens(torch: Any, encoder: DualEncoder, texts: Sequence[str], max_length: 
 
 
 def _embed(torch: Any, net: Any, tokens: dict[str, Any], pooling: str | None) -> Any:
-    hidden = net(**tokens).last_hidden_state
-    if pooling == "cls":
-        pooled = hidden[:, 0]
-    else:
-        mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    pooled = torch_pool(net(**tokens).last_hidden_state, tokens["attention_mask"], pooling)
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
