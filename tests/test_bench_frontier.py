@@ -115,3 +115,25 @@ def test_an_added_method_joins_the_run_without_changing_its_other_measurements(t
 def test_add_takes_only_known_methods_over_a_kept_run(argv, tmp_path):
     with pytest.raises(SystemExit):
         main(["--dataset", str(tmp_path), "--out", str(tmp_path), *argv])
+
+
+def test_the_frontier_sets_the_choice_against_the_defaults_on_queries_new_to_train():
+    """A labeler that wins on all test queries is also set against the default labeler's
+    choice on the queries whose relevant docs train never judged, from per-query figures."""
+    from es_tour.bench.frontier import LABELERS, frontier_verdicts
+
+    def run(per_query: dict[str, float], train: float) -> dict:
+        methods = {label: {**m, "ndcg@10_per_query": per_query}
+                   for label, m in _methods(0.02, 0.95).items()}
+        weights = {label: (w_bm25, w_dense, train) for label, (w_bm25, w_dense, _)
+                   in _weights("rerank-hybrid").items()}
+        return {"name": "n", "weights": weights,
+                "engines": {"opensearch": {"version": "1", "methods": methods}}}
+
+    runs = {LABELERS[0]: run({"seen": 0.5, "new": 0.6}, 0.70),
+            "tuned": run({"seen": 0.9, "new": 0.65}, 0.75)}
+    lines = frontier_verdicts(runs, ["new"])
+    assert all("labeler `n`" in line for line in lines)
+    assert all("On the 1 test queries whose relevant docs train never judged: 0.6500 "
+               "against 0.6000 (+0.0500)" in line for line in lines)
+    assert not any("never judged" in line for line in frontier_verdicts(runs))
