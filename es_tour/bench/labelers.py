@@ -46,8 +46,9 @@ from es_tour.bench.frontier import (
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
-from es_tour.models import is_ensemble, labeler_encoder, model_path, parse_ensemble
+from es_tour.models import is_ensemble, labeler_encoder, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
+from es_tour.models._labelers import model_directory
 from es_tour.training import train_policy
 from es_tour.tuning import BASELINE, fused_spec, plain_spec
 
@@ -127,7 +128,7 @@ def doc_ms(labeler: str, dataset: BeirDataset) -> float | None:
     members = [m.model for m in parse_ensemble(labeler)] if is_ensemble(labeler) else [labeler]
     total = 0.0
     for member in members:
-        if not model_path(member).is_dir():
+        if not model_directory(member)[0].is_dir():
             return None
         cached = cached_corpus_embeddings(labeler_encoder(member), dataset.root /
                                           "corpus.jsonl", texts)
