@@ -151,6 +151,12 @@ def test_the_chosen_labelers_gain_is_paired_with_an_interval() -> None:
     assert "### `ens` against `bge`, query by query" in page
     assert "| 20 | `m20` 0.7369 | `m20` 0.7359 | +0.0010 | -0.0040 to +0.0060 | 1 / 0 / 0 |" \
         in page
+    assert "never judged" not in page  # a run without the part new to train has no table
+    gain["new_to_train"] = {"queries": 104, "ndcg@10": 0.7341, "base_ndcg@10": 0.7250,
+                            "ci95": (-0.01, 0.03)}
+    page = markdown(report)
+    assert "On the 104 test queries whose relevant docs train never judged" in page
+    assert "| 20 | 0.7341 | 0.7250 | +0.0091 | -0.0100 to +0.0300 |" in page
 
 
 def test_the_largest_moves_name_each_query_once() -> None:

@@ -42,6 +42,7 @@ from es_tour.bench.frontier import (
     METHODS,
     chosen,
     labeler_runs,
+    new_to_train,
 )
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
@@ -209,6 +210,7 @@ async def measure_gain(dataset: BeirDataset, url: str,
         for budget, report in zip(specs, reports, strict=True):
             per_query[candidate][budget] = (report.spec.label, report.ndcg_by_query(qrels),
                                             report.summary()["ndcg@10"])
+    new = new_to_train(dataset)
     rows = []
     for budget in BUDGETS:
         if budget not in per_query[base_candidate] or budget not in per_query[choice]:
@@ -218,8 +220,16 @@ async def measure_gain(dataset: BeirDataset, url: str,
         rows.append({"budget": budget, "base": runs[base_candidate]["name"],
                      "base_method": base_label, "base_ndcg@10": base_ndcg,
                      "method": label, "ndcg@10": ndcg, **changes(mine, theirs),
-                     "ci95": bootstrap_ci([mine[q] - theirs[q] for q in theirs])})
+                     "ci95": bootstrap_ci([mine[q] - theirs[q] for q in theirs]),
+                     "new_to_train": {
+                         "queries": len(new), "ndcg@10": _mean(mine, new),
+                         "base_ndcg@10": _mean(theirs, new),
+                         "ci95": bootstrap_ci([mine[q] - theirs[q] for q in new])}})
     return rows
+
+
+def _mean(per_query: Mapping[str, float], queries: Sequence[str]) -> float:
+    return round(float(np.mean([per_query[q] for q in queries])), 4)
 
 
 async def measure(dataset: BeirDataset, url: str, runs: Mapping[str, Mapping[str, Any]],
@@ -318,6 +328,18 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"{row['ci95'][0]:+.4f} to {row['ci95'][1]:+.4f} | "
                   f"{row['wins']} / {row['losses']} / {row['unchanged']} |" for row in gain]
         lines.append("")
+        apart = [row for row in gain if "new_to_train" in row]
+        if apart:
+            lines += [f"On the {apart[0]['new_to_train']['queries']} test queries whose "
+                      "relevant docs train never judged (where a labeler tuned on train "
+                      "cannot have learned which docs answer):", "",
+                      "| budget | with the chosen labeler | with the default | gain | 95% "
+                      "interval |", "|---|---|---|---|---|"]
+            lines += [f"| {row['budget']} | {n['ndcg@10']:.4f} | {n['base_ndcg@10']:.4f} | "
+                      f"{n['ndcg@10'] - n['base_ndcg@10']:+.4f} | {n['ci95'][0]:+.4f} to "
+                      f"{n['ci95'][1]:+.4f} |" for row in apart
+                      for n in [row["new_to_train"]]]
+            lines.append("")
     agent = report["p2"]
     lines += ["### P2: the learned agent against HRE", ""]
     lines += _remeasured(report, "p2")
