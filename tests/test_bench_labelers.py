@@ -157,6 +157,9 @@ def test_the_chosen_labelers_gain_is_paired_with_an_interval() -> None:
     page = markdown(report)
     assert "On the 104 test queries whose relevant docs train never judged" in page
     assert "| 20 | 0.7341 | 0.7250 | +0.0091 | -0.0100 to +0.0300 |" in page
+    assert "**The frontier**" not in page
+    report["frontier"] = ["- **20 pairs:** chosen on train: labeler `tuned`"]
+    assert "**The frontier**" in markdown(report) and "labeler `tuned`" in markdown(report)
 
 
 def test_the_largest_moves_name_each_query_once() -> None:

@@ -41,6 +41,7 @@ from es_tour.bench.frontier import (
     FEEDBACK,
     METHODS,
     chosen,
+    frontier_verdicts,
     labeler_runs,
     new_to_train,
 )
@@ -282,6 +283,9 @@ def markdown(report: Mapping[str, Any]) -> str:
              "everything chosen on train. Per budget, a labeler's *best* is its method with "
              "the best fused train nDCG@10; its peers are measured with the same labeler at "
              "the same budget.", ""]
+    if report.get("frontier"):
+        lines += ["**The frontier** (per budget, the labeler and method with the best fused "
+                  "train nDCG@10, from frontier.json):", "", *report["frontier"], ""]
     for candidate, facts in report["labelers"].items():
         lines += [f"### `{facts['name']}`{' (chosen)' if candidate == report['chosen'] else ''}",
                   "", "| budget | es-tour's best | nDCG@10 | rerank-hybrid plain / fused "
@@ -406,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--policy-queries", type=int, default=None,
                         help="train the policy on a fixed-seed sample of N train queries "
                              "(default: all of them)")
+    parser.add_argument("--rerender", action="store_true",
+                        help="measure nothing: rewrite labelers.md and RESULTS.md's section "
+                             "from the labelers.json and frontier.json under --out")
     parser.add_argument("--only", default=None,
                         help=f"comma list of {', '.join(PARTS)}: re-measure those parts "
                              "alone; the rest is kept from the labelers.json under --out")
@@ -416,7 +423,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = labeler_runs(json.loads((args.out / "benchmarks" / "frontier.json").read_text()))
     dataset = BeirDataset(args.dataset)
     command = parsed_command("python -m es_tour.bench.labelers", args, parser)
-    if only:
+    if args.rerender:
+        report = json.loads((args.out / "benchmarks" / "labelers.json").read_text())
+    elif only:
         report = json.loads((args.out / "benchmarks" / "labelers.json").read_text())
         if report["chosen"] != chosen(runs):
             raise SystemExit(f"labelers.json chose {report['chosen']!r} but frontier.json "
@@ -436,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         report |= {"command": command, "date": now(), "machine": machine(),
                    "chosen": chosen(runs)}
         report["plain"]["queries"] = len(report.pop("plain_per_query"))
+    report["frontier"] = frontier_verdicts(runs, new_to_train(dataset))
     write(report, args.out)
     print(f"wrote {args.out / 'benchmarks' / 'labelers.md'}", file=sys.stderr)
 
