@@ -15,6 +15,7 @@ label each train query with the fold tower that never trained on it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -185,7 +186,8 @@ def tune_query_tower(
     folds = []
     for k in range(options.folds):
         held = judged[k * len(judged) // options.folds:(k + 1) * len(judged) // options.folds]
-        net, fold = tuning.tune([i for i in judged if i not in set(held)], held)
+        held_out = set(held)
+        net, fold = tuning.tune([i for i in judged if i not in held_out], held)
         fold = replace(fold, path=out / FOLDS / str(k), base=registry_name or str(path))
         _write(torch, encoder, net, split, fold.path, fold, options)
         folds.append(fold)
@@ -288,16 +290,24 @@ def query_tower_loss(torch: Any, student: Any, teacher: Any, encoder: DualEncode
 
 def _tokens(torch: Any, encoder: DualEncoder, texts: Sequence[str], max_length: int
             ) -> dict[str, Any]:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(encoder.path / encoder.manifest.tokenizer))
-    tokenizer.enable_truncation(max_length=max_length)
-    tokenizer.enable_padding(pad_id=encoder.manifest.pad_id)
+    tokenizer = _padding_tokenizer(encoder.path / encoder.manifest.tokenizer,
+                                   encoder.manifest.pad_id, max_length)
     encodings = tokenizer.encode_batch([encoder.query_prefix + t for t in texts])
     ids = torch.tensor([e.ids for e in encodings])
     return {"input_ids": ids, "attention_mask": torch.tensor([e.attention_mask
                                                              for e in encodings]),
             "token_type_ids": torch.zeros_like(ids)}
+
+
+@functools.lru_cache(maxsize=8)
+def _padding_tokenizer(path: Path, pad_id: int, max_length: int) -> Any:
+    """A tokenizer read once per (file, padding, length), not once per training batch."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=pad_id)
+    return tokenizer
 
 
 def _embed(torch: Any, net: Any, tokens: dict[str, Any], pooling: str | None) -> Any:
