@@ -210,13 +210,12 @@ def frontier_verdicts(runs: Mapping[str, Mapping[str, Any]],
                  f"plain {peer}" for peer in (BASELINE, FEEDBACK)
                  if peer in METHODS and plain_spec(peer, budget).label in methods]
         gain = test - BEFORE[budget]
-        apart = ""
-        default = (first_engine_methods(runs[LABELERS[0]])[
-            best_method({LABELERS[0]: runs[LABELERS[0]]}, budget)[2]]
-            if LABELERS[0] in runs else {})
+        apart, before, default = "", "", {}
+        if LABELERS[0] in runs:
+            before = best_method({LABELERS[0]: runs[LABELERS[0]]}, budget)[2]
+            default = first_engine_methods(runs[LABELERS[0]])[before]
         # runs made before per-query figures were kept have none to part
         if new_queries and "ndcg@10_per_query" in default:
-            before = best_method({LABELERS[0]: runs[LABELERS[0]]}, budget)[2]
             mine = mean_over(methods[label], new_queries)
             theirs = mean_over(default, new_queries)
             apart = (f" On the {len(new_queries)} test queries whose relevant docs train "
