@@ -105,7 +105,7 @@ async def pools(context: SearchContext, spec: MethodSpec, queries: Mapping[str, 
             result = await method.search(text, RUN_DEPTH)
             labelled = [hit for hit in result.hits if hit.label is not None]
             ids = [hit.id for hit in labelled]
-            bm25, dense = await pool_scores(context, text, ids, Timings())
+            bm25, dense, _ = await pool_scores(context, text, ids, Timings())
         if on_query:
             on_query(spec.label)
         return Pool(ids, np.array([hit.label for hit in labelled]), bm25, dense,

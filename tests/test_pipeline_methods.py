@@ -50,13 +50,15 @@ class ExactStore:
                     DOCS[i] if with_vectors else None) for i in order]
 
 
-    async def docs_by_id(self, index, ids, *, exclude=()):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
         self.returned.append("ids")
-        return [Hit(i, 1.0, {"embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
+        return [Hit(i, 1.0, {"title": i, "embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
 
-    async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=()):
+    async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=(),
+                   ids_only=False):
         order = _within(np.argsort(-BM25, kind="stable"), ids)[:k]
         return [Hit(f"d{i}", float(BM25[i]),
+                    {} if ids_only else
                     {"title": f"d{i}", **({} if "embedding" in exclude else
                                           {"embedding": DOCS[i].tolist()})}) for i in order]
 
@@ -91,8 +93,8 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
     # every labelled doc ranks above every doc the labeler never saw, which fill the depth
     assert [h.id for h in result.hits[: len(ranking)]] == ranking
     assert len(result.hits) == 50 and len({h.id for h in result.hits}) == 50
-    # rounds fetch vectors for k docs; only the one call below them skips the vectors
-    assert context.engine.returned == ["vectors"] * len(result.rounds) + ["text"]
+    # rounds fetch vectors for k docs; the one call below them reads ids and scores alone
+    assert context.engine.returned == ["vectors"] * len(result.rounds) + ["ids"]
     assert result.engine_calls == len(result.rounds) + 1
 
 
@@ -159,7 +161,8 @@ async def test_hybrid_linear_ranks_both_lists_union_by_z_scored_bm25_and_similar
     # two more calls: the kNN-only docs' BM25 and the BM25-only docs' kNN score; the
     # engine's scores rank the union, so no stored vector crosses the wire
     assert result.pairs_scored == 0 and result.engine_calls == 4
-    assert sorted(set(context.engine.returned)) == ["ids", "text"]
+    # every call reads ids and scores: no source, no stored vector crosses the wire
+    assert set(context.engine.returned) == {"ids"}
 
 
 async def test_rerank_over_hybrid_linear_labels_its_top_k_and_keeps_the_rest(context):
@@ -214,8 +217,9 @@ async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_w
     C = np.stack([DOCS[int(i[1:])] for i in top])
     moved = feedback_query(unit, C, np.array([PHI[i] for i in top]), 1.0, 1.0, 2.0)
     assert context.engine.sent[-1] == pytest.approx(moved / np.linalg.norm(moved), abs=1e-6)
-    # kNN as deep as rerank's, the labelled docs' vectors, then the feedback search
-    assert context.engine.returned[-3:] == ["text", "ids", "text"] and result.engine_calls == 3
+    # kNN as deep as rerank's, the labelled docs' text and vectors, then the feedback
+    # search: ids and scores alone, no source crosses the wire but the labelled docs'
+    assert set(context.engine.returned) == {"ids"} and result.engine_calls == 3
     # labelled docs first by φ, then the feedback search's other docs in its order
     assert [h.id for h in result.hits[:20]] == sorted(top, key=lambda d: -PHI[d])
     feedback = [f"d{i}" for i in np.argsort(-(DOCS @ moved), kind="stable")]
@@ -351,5 +355,15 @@ async def test_a_shared_query_vector_is_embedded_once_and_given_as_a_copy():
 
 
 async def test_fusion_scores_of_no_labelled_docs_call_no_engine(context):
-    bm25, dense = await pool_scores(context, "q", [], Timings())
-    assert bm25.shape == dense.shape == (0,) and context.engine.sent == []
+    bm25, dense, calls = await pool_scores(context, "q", [], Timings())
+    assert bm25.shape == dense.shape == (0,) and context.engine.sent == [] and calls == 0
+
+
+async def test_fusion_asks_only_for_the_side_it_weighs_and_the_scores_it_lacks(context):
+    ids = ["d3", "d7", "d150"]
+    bm25, dense, calls = await pool_scores(context, "q", ids, Timings(),
+                                           known_bm25={"d3": 1.5}, dense=False)
+    # d3's BM25 was known; the others' asked in one call; no kNN asked for w_dense 0
+    assert calls == 1 and context.engine.sent == []
+    assert bm25.tolist() == [1.5, float(BM25[7]), float(BM25[150])]
+    assert dense.tolist() == [0.0, 0.0, 0.0]

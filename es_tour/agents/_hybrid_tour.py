@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -85,11 +85,15 @@ class HybridTourRound(AgentRound):
 @dataclass
 class _Session:
     """What one query's session has labelled: the docs' sources, and the stored vectors
-    of those a TOUR step has read."""
+    of those a TOUR step has read; and what the engine answered for each Lucene query it
+    ran (a round that moves only the vector asks none again)."""
 
     labels: LabelCache
     sources: dict[str, dict[str, Any]]
     vectors: dict[str, np.ndarray]
+    # Lucene query -> (depth asked, its top hits), and the BM25 of every doc scored for it
+    top: dict[Query, tuple[int, list[Hit]]] = field(default_factory=dict)
+    bm25: dict[Query, dict[str, float]] = field(default_factory=dict)
 
     def phi(self) -> dict[str, float]:
         ids = list(self.sources)
@@ -122,16 +126,22 @@ class HybridTourMethod:
             depth = options.k + len(seen.sources) if rounds else max(options.k, size)
             if options.pool == "hybrid-linear":
                 depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
-            dense, sparse = await asyncio.gather(context.knn(q, depth, timings, returns="text"),
-                                                 self._bm25(lexical, depth, timings))
-            calls += 2
+            dense, (sparse, asked) = await asyncio.gather(
+                context.knn(q, depth, timings, returns="ids"),
+                self._top(lexical, depth, seen, timings))
+            calls += 1 + asked
             new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
                         + provenance.add(round_no, [h.id for h in sparse], "bm25"))
-            pool, extra_calls = await self._pool(q, lexical, dense, sparse, timings)
+            pool, extra_calls = await self._pool(q, lexical, dense, sparse, seen, timings)
             calls += extra_calls
             first = first or pool
             to_label = [h for h in pool if h.id not in seen.sources][
                 : min(options.k, options.budget - pairs)]
+            last = (round_no == options.max_rounds or not to_label
+                    or pairs + len(to_label) >= options.budget)
+            # the text to label, and the stored vectors the step after reads, in one call
+            to_label = await context.with_text(to_label, timings, vectors=not last)
+            seen.vectors |= {h.id: h.vector for h in to_label if h.vector is not None}
             _, newly = await context.label(query, to_label, timings, seen.labels)
             pairs += newly
             for hit in to_label:
@@ -145,16 +155,16 @@ class HybridTourMethod:
                 label_mass_at_10=label_mass(answer, phi), query=env.describe(lexical),
                 answer_change={"entered": [d for d in answer if d not in previous],
                                "left": [d for d in previous if d not in answer]},
-                candidates=[], chosen=None, engine_calls=2 + extra_calls,
+                candidates=[], chosen=None, engine_calls=1 + asked + extra_calls,
                 labelled=[h.id for h in to_label])
             rounds.append(trace)
-            last = round_no == options.max_rounds or not to_label or pairs >= options.budget
             if not last:
                 # the same labels move both halves: the vector by TOUR's step, the text by Δq
-                seen.vectors |= await context.stored_vectors(
-                    [i for i in seen.sources if i not in seen.vectors], timings)
-                calls += 1
-                trace.engine_calls += 1
+                unread = [i for i in seen.sources if i not in seen.vectors]
+                if unread:  # a doc whose vector the engine reads from nowhere else
+                    seen.vectors |= await context.stored_vectors(unread, timings)
+                    calls += 1
+                    trace.engine_calls += 1
                 # a doc deleted since it was labelled has no vector to read
                 ids = [i for i in seen.sources if i in seen.vectors]
                 q_next = optimizer.step(q, np.stack([seen.vectors[i] for i in ids]),
@@ -190,28 +200,47 @@ class HybridTourMethod:
                       **{key: getattr(self.step, key) for key in STEP_OPTIONS}}
         return SearchResult(self.name, [provenance.stamp(hit, phi) for hit in hits[:size]],
                             list(rounds), pairs, calls + env.budget.engine_calls, total,
-                            parameters)
+                            parameters,
+                            lexical_scores=dict(seen.bm25.get(Query(query), {})))
+
+    async def _top(self, lexical: Query, depth: int, seen: _Session, timings: Timings
+                   ) -> tuple[list[Hit], int]:
+        """The Lucene query's top `depth`, and the engine calls that took: none where an
+        earlier round already ran that query as deep."""
+        asked, known = seen.top.get(lexical, (0, []))
+        if asked >= depth:
+            return known[:depth], 0
+        hits = await self._bm25(lexical, depth, timings)
+        seen.top[lexical] = (depth, hits)
+        seen.bm25.setdefault(lexical, {}).update((hit.id, hit.score) for hit in hits)
+        return hits, 1
 
     async def _pool(self, q: np.ndarray, lexical: Query, dense: list[Hit], sparse: list[Hit],
-                    timings: Timings) -> tuple[list[Hit], int]:
+                    seen: _Session, timings: Timings) -> tuple[list[Hit], int]:
         """This round's candidates best first, and the engine calls that ordering made."""
         if self.options.pool == "interleave":
             return interleave(dense, sparse), 0
+        scored = seen.bm25.setdefault(lexical, {})
 
         async def bm25_of(ids: list[str]) -> list[Hit]:
-            return await self._bm25(lexical, len(ids), timings, ids=ids)
+            # BM25 of each doc once a query: 0 for one that matches no term of it
+            unknown = [i for i in ids if i not in scored]
+            if unknown:
+                found = await self._bm25(lexical, len(unknown), timings, ids=unknown)
+                scored.update(dict.fromkeys(unknown, 0.0))
+                scored.update((hit.id, hit.score) for hit in found)
+            return [Hit(i, scored[i]) for i in ids if scored[i] > 0]
 
         return await rank_linear(self.context, q, dense, sparse, bm25_of,
                                  self.options.lexical_weight, timings)
 
     async def _bm25(self, query: Query, k: int, timings: Timings,
                     ids: list[str] | None = None) -> list[Hit]:
-        """The Lucene query q_t's top k (among `ids`, if given), without stored vectors."""
+        """The Lucene query q_t's top k (among `ids`, if given): ids and scores."""
         compiled = compile_bool(query, self.context.text_fields, self.context.lexical_query)
         with timings.engine():
             return await self.context.engine.bool_search(self.context.index, compiled, k,
-                                                         ids=ids,
-                                                         exclude=[self.context.vector_field])
+                                                         ids=ids, ids_only=True)
 
     def _source(self, hit: Hit) -> dict[str, Any]:
         return {key: value for key, value in hit.source.items()

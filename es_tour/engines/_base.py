@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from es_tour.engines._batch import SearchBatch
+from es_tour.engines._hits import read_hits, source_value
 from es_tour.engines._types import (
     BulkReport,
     Hit,
@@ -56,6 +58,14 @@ class ClientEngine:
         self._filters: tuple[Mapping[str, Any], ...] = ()
         # the vector field whose vectors this view reads from doc values, not `_source`
         self._doc_value_vectors: str | None = None
+        self._batch = self._new_batch()
+
+    def _new_batch(self) -> SearchBatch:
+        """A batch of this view's own: searches batched together share its identity."""
+        return SearchBatch(self._search_one, self.msearch)
+
+    async def _search_one(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(await self._client.search(index=index, body=dict(body)))
 
     def with_headers(self, headers: Mapping[str, str]) -> ClientEngine:
         """This engine sending `headers` (a caller's credentials) on every call, over the
@@ -64,6 +74,7 @@ class ClientEngine:
         view._headers = dict(headers)
         view._client = self._bind(self._raw, view._headers)
         view._owns_client = False
+        view._batch = view._new_batch()
         return view
 
     def as_own_identity(self) -> ClientEngine:
@@ -75,6 +86,7 @@ class ClientEngine:
         view._client = (self._own_raw if self._headers is None
                         else self._bind(self._own_raw, self._headers))
         view._owns_client = False
+        view._batch = view._new_batch()
         return view
 
     def with_filters(self, filters: Sequence[Mapping[str, Any]]) -> ClientEngine:
@@ -84,6 +96,7 @@ class ClientEngine:
         view = copy.copy(self)
         view._filters = (*self._filters, *filters)
         view._owns_client = False
+        view._batch = view._new_batch()
         return view
 
     def with_doc_value_vectors(self, field: str) -> ClientEngine:
@@ -93,6 +106,7 @@ class ClientEngine:
         view = copy.copy(self)
         view._doc_value_vectors = field
         view._owns_client = False
+        view._batch = view._new_batch()
         return view
 
     def _vectors_wanted(self, exclude: Sequence[str]) -> str | None:
@@ -279,9 +293,10 @@ class ClientEngine:
         fields: Sequence[str] = ("title", "text"),
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
+        ids_only: bool = False,
     ) -> list[Hit]:
         return await self.bool_search(index, text_query(text, fields), k, ids=ids,
-                                      exclude=exclude)
+                                      exclude=exclude, ids_only=ids_only)
 
     async def knn(
         self,
@@ -312,8 +327,7 @@ class ClientEngine:
             raise ValueError(f"returns must be vectors, text or ids, got {returns!r}")
         asked, fetched = self._asking_vectors(
             {"size": k, **body}, self._vectors_wanted(() if returns == "vectors" else (field,)))
-        response = await self._client.search(index=index, body=asked)
-        return _hits(response, field, fetched)
+        return read_hits(await self._batch.search(index, asked), field, fetched)
 
     async def bool_search(
         self,
@@ -323,17 +337,22 @@ class ClientEngine:
         *,
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
+        ids_only: bool = False,
     ) -> list[Hit]:
-        """Any query DSL; `exclude` drops source fields (vectors) the caller does not need."""
+        """Any query DSL; `exclude` drops source fields (vectors) the caller does not need,
+        `ids_only` the whole source: a pool leg reads ids and scores, and the engine then
+        neither loads nor filters a source (most of a search's cost)."""
         constraints = self._constraints(ids)
         if constraints:
             query = {"bool": {"must": [query], "filter": constraints}}
         body: dict[str, Any] = {"size": k, "query": query}
+        if ids_only:
+            body["_source"] = False
+            return read_hits(await self._batch.search(index, body), None)
         if exclude:
             body["_source"] = {"excludes": list(exclude)}
         asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
-        response = await self._client.search(index=index, body=asked)
-        return _hits(response, None, fetched)
+        return read_hits(await self._batch.search(index, asked), None, fetched)
 
     def _asking_vectors(self, body: dict[str, Any], field: str | None
                         ) -> tuple[dict[str, Any], str | None]:
@@ -345,6 +364,17 @@ class ClientEngine:
         # script_fields alone would drop the source: keep it as the body asked
         return {"_source": True, **body, **extra}, key
 
+    async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]
+                      ) -> list[dict[str, Any] | EngineError]:
+        """Several (index, body) searches in one `_msearch` round trip (the `read` action
+        group grants it), each answer in order: a search's own error answer as the
+        EngineError, with its status, that the search alone would have raised."""
+        lines: list[Mapping[str, Any]] = []
+        for index, body in searches:
+            lines += [{"index": index}, body]
+        answer = await self._client.msearch(body=lines)
+        return [_answer_or_error(dict(response)) for response in answer["responses"]]
+
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """A search as written, with the URL parameters `params` as a client sent them,
@@ -352,23 +382,30 @@ class ClientEngine:
         own page, total and aggregations, fetched for it)."""
         raise NotImplementedError
 
-    async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = ()
-                         ) -> list[Hit]:
+    async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = (),
+                         include: Sequence[str] | None = None) -> list[Hit]:
         """The docs of `ids` that exist, in `ids`' order (each once); `exclude` drops source
-        fields. One ids search, not `_mget`: a search is what the `read` action group
-        grants on an index, where OpenSearch Security checks `_mget` as a cluster action.
-        The view's filters are not added (these are docs a search already returned)."""
+        fields, `include` keeps only those named (a vector field among them is read as
+        `exclude` would keep it). One ids search, not `_mget`: a search is what the `read`
+        action group grants on an index, where OpenSearch Security checks `_mget` as a
+        cluster action. The view's filters are not added (these are docs a search already
+        returned)."""
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
         body: dict[str, Any] = {"size": len(unique), "query": _ids_filter(unique),
                                 "track_total_hits": False}
-        if exclude:
-            body["_source"] = {"excludes": list(exclude)}
-        asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
-        response = await self._client.search(index=index, body=asked)
+        if include is not None:
+            body["_source"] = {"includes": list(include)}
+            wanted = self._doc_value_vectors if self._doc_value_vectors in include else None
+        else:
+            if exclude:
+                body["_source"] = {"excludes": list(exclude)}
+            wanted = self._vectors_wanted(exclude)
+        asked, fetched = self._asking_vectors(body, wanted)
+        response = await self._batch.search(index, asked)
         found: dict[str, Hit] = {}
-        for hit in _hits(response, None, fetched):  # an alias over several: the first
+        for hit in read_hits(response, None, fetched):  # an alias over several: the first
             found.setdefault(hit.id, hit)
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
@@ -382,7 +419,7 @@ class ClientEngine:
                                             "_source": list(fields)})
         scroll_id = response.get("_scroll_id")
         try:
-            while hits := _hits(response, None):
+            while hits := read_hits(response, None):
                 yield hits
                 response = await self._client.scroll(body={"scroll_id": scroll_id,
                                                            "scroll": "5m"})
@@ -410,7 +447,7 @@ class ClientEngine:
         hits = response["hits"]["hits"]
         if not hits:
             return VectorField(field, None, True)
-        in_source = _source_value(hits[0].get("_source", {}), field)
+        in_source = source_value(hits[0].get("_source", {}), field)
         if isinstance(in_source, list):
             return VectorField(field, len(in_source), True)
         values = hits[0].get("fields", {}).get(key)
@@ -518,6 +555,13 @@ class ClientEngine:
         await self.close()
 
 
+def _answer_or_error(response: dict[str, Any]) -> dict[str, Any] | EngineError:
+    if "error" not in response:
+        return response
+    status = int(response.get("status", 500))
+    return EngineError(status, {"error": response["error"], "status": status})
+
+
 def text_query(text: str, fields: Sequence[str]) -> dict[str, Any]:
     """BM25 over the text fields, each field's score added (the BEIR baselines' setting):
     what an offline run (eval, tune, the frontier) searches with, and what a request sends
@@ -542,32 +586,3 @@ def _contains(actual: Any, expected: Any) -> bool:
 def _error_id(error: Mapping[str, Any]) -> str:
     (item,) = error.values()
     return str(item["_id"])
-
-
-def _source_value(source: Mapping[str, Any], field: str) -> Any:
-    """The value of `field` in a source, its dotted name flat (`{"a.b": v}`) or nested."""
-    if field in source:
-        return source[field]
-    value: Any = source
-    for part in field.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
-
-
-def _hits(response: Mapping[str, Any], vector_field: str | None,
-          fetched: str | None = None) -> list[Hit]:
-    """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
-    under `fetched` (vectors read from doc values)."""
-    hits = []
-    for hit in response["hits"]["hits"]:
-        source = hit.get("_source", {})
-        vector = None
-        if vector_field is not None and vector_field in source:
-            vector = np.asarray(source[vector_field], dtype=np.float32)
-        values = hit.get("fields", {}).get(fetched) if fetched else None
-        if values and values[0] is not None:  # one vector per doc, as a list of one
-            vector = np.asarray(values[0], dtype=np.float32)
-        # a search sorted by something else than the score has none
-        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector,
-                        hit.get("_index")))
-    return hits

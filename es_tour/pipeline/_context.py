@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -160,6 +160,10 @@ class SearchContext:
         """
         missing = set(labels.missing([h.id for h in hits]))
         if missing:
+            # a pool leg's hits come without their text: read it for those to label
+            fetched = {hit.id: hit for hit in await self.with_text(
+                [hit for hit in hits if hit.id in missing], timings)}
+            hits = [fetched.get(hit.id, hit) for hit in hits]
             # per concrete index (the hit's `_index`): an alias and its index share labels
             # and stored vectors; the text is what this caller's search fetched
             by_index: dict[str, dict[str, str]] = {}
@@ -214,6 +218,36 @@ class SearchContext:
             hits = await self.engine.docs_by_id(self.index, ids, exclude=self.text_fields)
         return {hit.id: self.stored_vector(hit) for hit in hits}
 
+    async def with_text(self, hits: Sequence[Hit], timings: Timings, *,
+                        vectors: bool = False) -> list[Hit]:
+        """`hits` holding their text fields (and, with `vectors`, their stored vectors):
+        those a pool leg found without a source are fetched in one ids search, as this
+        caller sees them (field-level security applies), in the same call as any vectors.
+        Pool legs return ids and scores only; the text of the few docs labelled is all a
+        search reads. A doc deleted meanwhile keeps an empty source."""
+        wanted = [hit.id for hit in hits
+                  if not hit.source or (vectors and hit.vector is None
+                                        and self.vector_field not in hit.source)]
+        if not wanted:
+            return list(hits)
+        fields = [*self.text_fields, *([self.vector_field] if vectors else [])]
+        with timings.engine():
+            found = {hit.id: hit for hit in await self.engine.docs_by_id(self.index, wanted,
+                                                                          include=fields)}
+        filled = []
+        for hit in hits:
+            doc = found.get(hit.id)
+            if doc is None:
+                filled.append(hit)
+                continue
+            vector = hit.vector if hit.vector is not None else doc.vector
+            source = {key: value for key, value in doc.source.items()
+                      if key != self.vector_field}
+            if vectors and vector is None and self.vector_field in doc.source:
+                vector = np.asarray(doc.source[self.vector_field], dtype=np.float32)
+            filled.append(replace(hit, source={**hit.source, **source}, vector=vector))
+        return filled
+
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
         returns: KnnReturns = "vectors",
@@ -233,23 +267,24 @@ class SearchContext:
             )
 
     def lexical_search(self, query: str, k: int, *, ids: Sequence[str] | None = None,
-                       exclude: Sequence[str] = ()) -> Awaitable[list[Hit]]:
+                       exclude: Sequence[str] = (), ids_only: bool = False
+                       ) -> Awaitable[list[Hit]]:
         """The engine's BM25 call for the search's text `query` (untimed): the request's
         own lexical query when it has one, else the text over the text fields."""
         if self.lexical_query is not None:
             return self.engine.bool_search(self.index, self.lexical_query, k, ids=ids,
-                                           exclude=exclude)
+                                           exclude=exclude, ids_only=ids_only)
         return self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
-                                exclude=exclude)
+                                exclude=exclude, ids_only=ids_only)
 
     async def bm25(
         self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None,
         with_vectors: bool = False,
     ) -> list[Hit]:
-        """BM25 hits; their sources hold the stored vectors only `with_vectors`."""
-        exclude = [] if with_vectors else [self.vector_field]
+        """BM25 hits: ids and scores (`with_text` reads the text of those labelled), or
+        `with_vectors` their whole sources, stored vectors too."""
         with timings.engine():
-            return await self.lexical_search(query, k, ids=ids, exclude=exclude)
+            return await self.lexical_search(query, k, ids=ids, ids_only=not with_vectors)
 
 
 def open_context(

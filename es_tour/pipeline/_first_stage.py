@@ -114,6 +114,7 @@ class _FirstStage:
         provenance = Provenance()
         hits, calls = await self._retrieve(query, max(size, self.options.k), timings,
                                            provenance)
+        hits = await self._read(hits, timings)
         scores, pairs = await self._score(query, hits, timings)
         # the window's φ, for the trace; the other methods' scores are no labels
         labels = dict(zip([h.id for h in hits], scores, strict=False)) if self.labelled else {}
@@ -144,6 +145,11 @@ class _FirstStage:
         recorded in `provenance` as round 0."""
         raise NotImplementedError
 
+    async def _read(self, hits: list[Hit], timings: Timings) -> list[Hit]:
+        """`hits` with what `_score` reads of them: retrieval's ids and scores suffice
+        unless a labeler reads a window's text."""
+        return hits
+
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
     ) -> tuple[list[float], int]:
@@ -154,6 +160,15 @@ class _FirstStage:
 def _recorded(hits: list[Hit], retriever: str, provenance: Provenance) -> list[Hit]:
     provenance.add(0, [h.id for h in hits], retriever)
     return hits
+
+
+async def _legs(context: SearchContext, query: str, vector: np.ndarray, lexical_k: int,
+                dense_k: int, timings: Timings, provenance: Provenance
+                ) -> tuple[list[Hit], list[Hit]]:
+    """BM25's and kNN's hits (ids and scores), asked together: one round trip."""
+    lexical, dense = await asyncio.gather(context.bm25(query, lexical_k, timings),
+                                          context.knn(vector, dense_k, timings, returns="ids"))
+    return _recorded(lexical, "bm25", provenance), _recorded(dense, "knn", provenance)
 
 
 class Bm25Method(_FirstStage):
@@ -170,7 +185,7 @@ class KnnMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         vector = await self.context.embed_query(query, timings)
-        hits = await self.context.knn(vector, k, timings, returns="text")
+        hits = await self.context.knn(vector, k, timings, returns="ids")
         return _recorded(hits, "knn", provenance), 1
 
 
@@ -182,10 +197,8 @@ class HybridRrfMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
-        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
         vector = await self.context.embed_query(query, timings)
-        dense = _recorded(await self.context.knn(vector, k, timings, returns="text"), "knn",
-                          provenance)
+        lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance)
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
         for ranking in (lexical, dense):
@@ -217,9 +230,8 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
     reorders the first; and the engine calls made (`rank_linear` adds up to two)."""
     depth = options.depth
     vector = await context.embed_query(query, timings)
-    dense = _recorded(await context.knn(vector, max(k, depth), timings, returns="text"),
-                      "knn", provenance)
-    lexical = _recorded(await context.bm25(query, max(k, depth), timings), "bm25", provenance)
+    lexical, dense = await _legs(context, query, vector, max(k, depth), max(k, depth), timings,
+                                 provenance)
 
     async def bm25_of(ids: list[str]) -> list[Hit]:
         return await context.bm25(query, len(ids), timings, ids=ids)

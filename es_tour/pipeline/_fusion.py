@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from es_tour.engines import Hit
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import FusionWeights, SearchMethod, SearchResult, Timings
 from es_tour.tour import fused_scores
@@ -22,23 +23,36 @@ FUSION_DEPTH = 100  # the labelled docs among a method's first this many results
 
 
 async def pool_scores(context: SearchContext, query: str, ids: Sequence[str],
-                      timings: Timings) -> tuple[np.ndarray, np.ndarray]:
-    """BM25 and q0·c (the engine's kNN score, an affine map of it) of `ids`, (n,) each.
+                      timings: Timings, *, known_bm25: Mapping[str, float] | None = None,
+                      lexical: bool = True, dense: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+    """BM25 and q0·c (the engine's kNN score, an affine map of it) of `ids`, (n,) each,
+    and the searches asked.
 
-    Two calls restricted to the pool, so every doc gets both scores: BM25 0 where no
-    query term matches, and exact kNN scores from a filter this small.
+    Calls restricted to the pool, asked together, so every doc gets both scores: BM25 0
+    where no query term matches, and exact kNN scores from a filter this small. BM25 is
+    asked only for docs `known_bm25` lacks; a side not wanted (its weight 0) is not asked
+    and reads 0.
     """
-    if not ids:  # a search that labelled nothing: no call (a kNN of k=0 is a 400)
-        return np.zeros(0), np.zeros(0)
-    vector = await context.embed_query(query, timings)
-    lexical, dense = await asyncio.gather(
-        context.bm25(query, len(ids), timings, ids=ids),
-        context.knn(vector, len(ids), timings, ids=ids, returns="ids"))
-    bm25 = {hit.id: hit.score for hit in lexical}
-    knn = {hit.id: hit.score for hit in dense}
+    known = dict(known_bm25 or {})
+    unknown = [i for i in ids if i not in known] if lexical else []
+    if not ids or not (unknown or dense):  # nothing to ask (a kNN of k=0 is a 400)
+        return np.array([known.get(i, 0.0) for i in ids]), np.zeros(len(ids)), 0
+    vector = await context.embed_query(query, timings) if dense else None
+
+    async def none() -> list[Hit]:
+        return []
+
+    found_lexical, found_dense = await asyncio.gather(
+        context.bm25(query, len(unknown), timings, ids=unknown) if unknown else none(),
+        context.knn(vector, len(ids), timings, ids=ids, returns="ids")
+        if vector is not None else none())
+    bm25 = {**known, **dict.fromkeys(unknown, 0.0),
+            **{hit.id: hit.score for hit in found_lexical}}
+    knn = {hit.id: hit.score for hit in found_dense}
     floor = min(knn.values(), default=0.0)
     return (np.array([bm25.get(i, 0.0) for i in ids]),
-            np.array([knn.get(i, floor) for i in ids]))
+            np.array([knn.get(i, floor) for i in ids]), bool(unknown) + (vector is not None))
 
 
 class FusedMethod:
@@ -60,8 +74,10 @@ class FusedMethod:
         calls = 0
         if len(labelled) > 1:
             ids = [hit.id for hit in labelled]
-            bm25, dense = await pool_scores(self.context, query, ids, timings)
-            calls = 2
+            weights = self.weights
+            bm25, dense, calls = await pool_scores(
+                self.context, query, ids, timings, known_bm25=result.lexical_scores,
+                lexical=weights.w_bm25 != 0, dense=weights.w_dense != 0)
             scores = fused_scores(np.array([hit.label for hit in labelled]), bm25, dense,
                                   self.weights.w_bm25, self.weights.w_dense)
             order = np.argsort(-scores, kind="stable")

@@ -115,7 +115,7 @@ class RelevanceFeedbackMethod:
 
         timings, round_started = Timings(), time.perf_counter()
         # as deep as rerank's first stage, so at k = budget both label the same docs
-        first = await self.context.knn(q, max(size, options.seeds), timings, returns="text")
+        first = await self.context.knn(q, max(size, options.seeds), timings, returns="ids")
         seeds = first[:options.seeds]
         trace0 = await self._label_round(0, query, first, seeds, labels, provenance, sources,
                                          timings)
@@ -127,7 +127,7 @@ class RelevanceFeedbackMethod:
         timings, round_started = Timings(), time.perf_counter()
         rest = options.pair_budget - len(labels)
         depth = min(max(size, len(labels) + rest), MAX_K)
-        found = await self.context.knn(moved, depth, timings, returns="text")
+        found = await self.context.knn(moved, depth, timings, returns="ids")
         to_label = [hit for hit in found if hit.id not in labels][:max(rest, 0)]
         trace1 = await self._label_round(1, query, found, to_label, labels, provenance,
                                          sources, timings)
@@ -145,6 +145,7 @@ class RelevanceFeedbackMethod:
                            sources: dict[str, dict[str, Any]], timings: Timings) -> TourRound:
         """Label `to_label` (of the round's `hits`) and trace the round."""
         new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
+        to_label = await self.context.with_text(to_label, timings)
         _, newly = await self.context.label(query, to_label, timings, labels)
         for hit in to_label:
             sources[hit.id] = _without_vector(hit.source, self.context.vector_field)

@@ -15,6 +15,7 @@ from es_tour.pipeline._first_stage import (
     DepthOptions,
     FirstStageOptions,
     _FirstStage,
+    _legs,
     _recorded,
     interleave,
     linear_hybrid,
@@ -33,6 +34,10 @@ class _Rerank(_FirstStage):
     """The labeler over the top-k of what `_retrieve` returns."""
 
     labelled = True
+
+    async def _read(self, hits: list[Hit], timings: Timings) -> list[Hit]:
+        window = self.options.k
+        return [*await self.context.with_text(hits[:window], timings), *hits[window:]]
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -56,7 +61,7 @@ class RerankMethod(_Rerank):
             return await linear_hybrid(self.context, query, k, self.options, timings,
                                        provenance)
         vector = await self.context.embed_query(query, timings)
-        hits = await self.context.knn(vector, k, timings, returns="text")
+        hits = await self.context.knn(vector, k, timings, returns="ids")
         return _recorded(hits, "knn", provenance), 1
 
     def _parameters(self) -> dict[str, Any]:
@@ -79,9 +84,7 @@ class RerankHybridMethod(_Rerank):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         vector = await self.context.embed_query(query, timings)
-        dense = _recorded(await self.context.knn(vector, k, timings, returns="text"), "knn",
-                          provenance)
-        lexical = _recorded(await self.context.bm25(query, k, timings), "bm25", provenance)
+        lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance)
         return interleave(dense, lexical), 2
 
 

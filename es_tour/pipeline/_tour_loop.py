@@ -222,7 +222,7 @@ class TourMethod:
                 break
         calls = len(rounds)
         if size > len(ranking):  # deeper than the docs labelled: the engine's order below
-            below = await self.context.knn(q, size, total, returns="text")
+            below = await self.context.knn(q, size, total, returns="ids")
             calls += 1
             # found with the last round's query, so they show that round (outside its trace)
             provenance.add(rounds[-1].round, [h.id for h in below], "knn")

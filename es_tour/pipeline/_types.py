@@ -164,6 +164,9 @@ class SearchResult:
     timings: Timings
     parameters: dict[str, Any] = field(default_factory=dict)
     degraded: bool = False
+    # BM25 of the query as written, of the docs whose score the method's own calls gave:
+    # final-score fusion asks the engine only for the others'
+    lexical_scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -102,19 +102,37 @@ class Fetched:
     hide_ids: bool = False  # the request asked for hits without their `_id`
 
 
+def overview_alongside(params: Mapping[str, str]) -> bool:
+    """Whether the overview can go in the page's own round trip (`fetch_page`): a request
+    with URL parameters sends it apart, as `_msearch` takes few of them per search."""
+    return not params
+
+
 async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
-                     params: Mapping[str, str], window: Sequence[str], plan: PagePlan
-                     ) -> Fetched:
+                     params: Mapping[str, str], window: Sequence[str], plan: PagePlan,
+                     *, with_overview: bool = False
+                     ) -> tuple[Fetched, dict[str, Any] | None]:
     """The page's hits as the engine fetches them: the window's part in es-tour's order,
     then the engine's own order past the window. A doc deleted since it was ranked is
-    left out, as the engine would."""
-    calls, page_params = [], _page_params(params)
+    left out, as the engine would. `with_overview` (a request without URL parameters)
+    adds the overview's search to the same `_msearch` and returns its answer too."""
+    searches, page_params = [], _page_params(params)
     if plan.ids:
-        calls.append(engine.search(index, fetch_body(body, plan.ids), page_params))
+        searches.append(fetch_body(body, plan.ids))
     if plan.rest_size:
-        calls.append(engine.search(index, rest_body(body, window, plan.rest_from,
-                                                    plan.rest_size), page_params))
-    answers = await asyncio.gather(*calls)
+        searches.append(rest_body(body, window, plan.rest_from, plan.rest_size))
+    if with_overview:
+        searches.append(overview_body(body))
+    if with_overview and len(searches) > 1:
+        answers = []
+        for answer in await engine.msearch([(index, search) for search in searches]):
+            if isinstance(answer, Exception):
+                raise answer
+            answers.append(answer)
+    else:
+        answers = list(await asyncio.gather(*(engine.search(index, search, page_params)
+                                              for search in searches)))
+    overview = answers.pop() if with_overview else None
     hits: list[dict[str, Any]] = []
     if plan.ids:
         found = {hit["_id"]: hit for hit in answers[0]["hits"]["hits"]}
@@ -122,7 +140,7 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
     if plan.rest_size:
         hits += answers[-1]["hits"]["hits"]
     return Fetched(hits, any(answer.get("timed_out", False) for answer in answers),
-                   hides_ids(body))
+                   hides_ids(body)), overview
 
 
 def _page_params(params: Mapping[str, str]) -> dict[str, str]:

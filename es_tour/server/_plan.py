@@ -21,6 +21,7 @@ from es_tour.engines import ClientEngine, VectorField
 from es_tour.errors import ConfigError, EsTourError
 from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, VectorStore
 from es_tour.server._config import ServerConfig
+from es_tour.server._fetch import hides_ids
 from es_tour.server._models import Models
 from es_tour.server._options import (
     Resolved,
@@ -33,6 +34,8 @@ from es_tour.server._options import (
 from es_tour.server._passthrough import Passthrough, Reason
 from es_tour.server._request import SearchRequest, parse_search, wants_tour
 
+# methods whose ranking is the engine's own for the request's query
+ENGINE_ORDER = frozenset({"bm25"})
 MAX_RESULT_WINDOW = 10_000  # the engines' default index.max_result_window
 # how long what an index's vector field holds (dimension, in `_source` or not) is kept: it
 # cannot change while the index lives, but the name may be given to a new index
@@ -83,6 +86,14 @@ class RefinePlan:
     context: SearchContext  # the engine filtered by the request's filters, models, pool
     method: SearchMethod
     deadline_ms: int
+
+    @property
+    def as_the_engine_ranks(self) -> bool:
+        """Whether the method orders as the engine orders the request's own query (bm25
+        runs it as written): the engine's answer to the request as sent is the method's,
+        in one call. Not for hits asked without their `_id`, which the trace names."""
+        return (self.chosen.method in ENGINE_ORDER and self.request.lexical is not None
+                and not hides_ids(self.request.body))
 
 
 class Planner:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from es_tour.pipeline import SearchResult
+from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.server._fetch import Fetched, PagePlan
 
 
@@ -44,6 +44,22 @@ def render(result: SearchResult, plan: PagePlan, fetched: Fetched,
     traced = [ranked[hit["_id"]].trace() for hit in window]
     answer["ext"] = {"tour": {**result.to_dict(), "hits": traced, **(extra or {})}}
     return answer
+
+
+def as_the_engine_ranks(answer: Mapping[str, Any], method: str, options: Mapping[str, Any],
+                        timings: Timings, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's own answer to the request as sent, for a method whose order is the
+    engine's for the request's query (bm25): every hit, total, aggregation and fetch option
+    is the engine's, with the trace of the one round it ran under ext.tour."""
+    hits = answer.get("hits", {}).get("hits", [])
+    ranked = [RankedHit(hit["_id"], float(hit.get("_score") or 0.0), {}, 0, ("bm25",))
+              for hit in hits]
+    ids = [hit.id for hit in ranked]
+    trace = RoundTrace(round=0, retrieved=len(ids), newly_scored=0, ranking=ids,
+                       new_docs=len(ids), timings=timings)
+    result = SearchResult(method, ranked, [trace], 0, 1, timings, dict(options))
+    tour = {**result.to_dict(), "hits": [hit.trace() for hit in ranked], **extra}
+    return {**answer, "took": round(timings.total_ms), "ext": {"tour": tour}}
 
 
 def _ordered(hit: Mapping[str, Any], score: float, hide_id: bool) -> dict[str, Any]:

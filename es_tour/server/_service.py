@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.pipeline import ModelPool, VectorStore
+from es_tour.pipeline import ModelPool, Timings, VectorStore
 from es_tour.server._config import ServerConfig
-from es_tour.server._fetch import fetch_page, overview_body, plan_page
+from es_tour.server._fetch import fetch_page, overview_alongside, overview_body, plan_page
 from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
-from es_tour.server._plan import Planner
-from es_tour.server._render import render
+from es_tour.server._plan import Planner, RefinePlan
+from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
 from es_tour.server._rounds import Rounds
 from es_tour.server._stats import Stats
@@ -83,19 +83,25 @@ class TourService:
         started = time.perf_counter()
         as_caller = self.engine(engine).with_headers(caller)
         plan = await self._planner.plan(request, flat_settings, as_caller, self.store)
+        if plan.as_the_engine_ranks:
+            return await self._as_the_engine_ranks(plan, as_caller, started)
+        alongside = overview_alongside(request.params)
         async with self._rounds.admitted() as holding:
-            # the engine's total and aggregations for the request as sent, meanwhile: an
-            # error of its (a malformed aggregation, say) is the answer at once
-            overview = asyncio.ensure_future(as_caller.search(
-                request.index, overview_body(request.body), request.params))
+            # the engine's total and aggregations for the request as sent: in the page's
+            # round trip, or meanwhile, where an error of its (a malformed aggregation, say)
+            # is the answer at once
+            overview: asyncio.Future[dict[str, Any]] = (
+                _done({}) if alongside else asyncio.ensure_future(as_caller.search(
+                    request.index, overview_body(request.body), request.params)))
             ranking = asyncio.ensure_future(self._rounds.rank(plan, holding))
             try:
                 with as_caller.engine_errors():
                     ranked = await _unless_failed(ranking, overview)
                     page = plan_page(ranked.window, request.from_, request.size)
-                    fetched = await fetch_page(as_caller, request.index, request.body,
-                                               request.params, ranked.window, page)
-                    counted = await overview
+                    fetched, counted = await fetch_page(
+                        as_caller, request.index, request.body, request.params,
+                        ranked.window, page, with_overview=alongside)
+                    counted = counted if counted is not None else await overview
             finally:
                 _settle(overview, ranking)
         took = time.perf_counter() - started
@@ -108,6 +114,22 @@ class TourService:
         return render(result, page, fetched, counted, took * 1000, extra)
 
 
+    async def _as_the_engine_ranks(self, plan: RefinePlan, as_caller: ClientEngine,
+                                   started: float) -> dict[str, Any]:
+        """The request sent as it came, in one call: its method orders as the engine does."""
+        request, chosen, timings = plan.request, plan.chosen, Timings()
+        body = {**request.body, "from": request.from_, "size": request.size}
+        with as_caller.engine_errors(), timings.engine():
+            answer = await as_caller.search(request.index, body, request.params)
+        took = time.perf_counter() - started
+        timings.total_ms = took * 1000
+        self.stats.answered(chosen.method, False, took, 0, 0.0)
+        extra = {"index": request.index, "origins": chosen.origins,
+                 "deadline_ms": plan.deadline_ms, "fallback": None,
+                 "window": len(answer.get("hits", {}).get("hits", []))}
+        return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra)
+
+
 async def _unless_failed(main: asyncio.Future[T], meanwhile: asyncio.Future[Any]) -> T:
     """`main`'s result; `meanwhile`'s error instead, as soon as it fails, if it fails
     first."""
@@ -115,6 +137,12 @@ async def _unless_failed(main: asyncio.Future[T], meanwhile: asyncio.Future[Any]
     if meanwhile.done():
         meanwhile.result()
     return await main
+
+
+def _done(value: T) -> asyncio.Future[T]:
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
 
 
 def _settle(*tasks: asyncio.Future[Any]) -> None:

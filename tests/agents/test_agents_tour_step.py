@@ -35,13 +35,13 @@ class FakeEngine:
                     {} if returns == "ids" else {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def bm25(self, index, text, k, *, fields, ids=None, exclude=()):
+    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False):
         return [_stored(f"d{i}", exclude) for i in range(90, 90 + min(k, 10))]
 
-    async def bool_search(self, index, query, k, *, ids=None, exclude=()):
+    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False):
         return [_stored(f"d{i}", exclude) for i in range(90, 90 + min(k, 10))]
 
-    async def docs_by_id(self, index, ids, *, exclude=()):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
         self.docs_read.append(tuple(ids))
         return [_stored(doc, exclude) for doc in ids]
 

@@ -31,6 +31,7 @@ class FakeEngine:
     def __init__(self) -> None:
         self.vectors: list[np.ndarray] = []
         self.queries: list[dict] = []
+        self.restricted: list[list[str] | None] = []  # each BM25 call's ids filter
         self.fetched: list[list[str]] = []  # the docs of each call that returned vectors
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
@@ -44,16 +45,19 @@ class FakeEngine:
                     {} if returns == "ids" else {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def bool_search(self, index, query, k, *, ids=None, exclude=()):
+    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False):
         self.queries.append(query)
+        self.restricted.append(None if ids is None else list(ids))
         musts = [clause["multi_match"]["query"] for clause in query["bool"].get("must", [])]
         docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)
                 and (ids is None or d in ids)][:k]
-        return [Hit(d, bm25(d), _source(d, exclude)) for d in docs]
+        return [Hit(d, bm25(d), {} if ids_only else _source(d, exclude)) for d in docs]
 
-    async def docs_by_id(self, index, ids, *, exclude=()):
-        self.fetched.append(list(ids))
-        return [Hit(d, 0.0, _source(d, exclude)) for d in ids]
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+        if include is None or "embedding" in include:  # stored vectors read
+            self.fetched.append(list(ids))
+        kept = () if include is None else [f for f in ("title", "embedding") if f not in include]
+        return [Hit(d, 0.0, _source(d, (*exclude, *kept))) for d in ids]
 
     async def term_stats(self, index, ids, *, fields):
         df: dict[str, int] = {}
@@ -184,3 +188,35 @@ async def test_stored_vectors_are_read_for_the_labelled_docs_alone_each_once(con
     stepped = [r.labelled for r in result.rounds[:-1]]  # the last round takes no step
     assert len(stepped) == 2
     assert context.engine.fetched == stepped
+
+
+async def test_a_round_that_moves_only_the_vector_asks_no_bm25_again(context):
+    result = await build_method("hybrid-tour", context,
+                                {"k": 4, "budget": 12, "max_rounds": 2, "lexical": "none",
+                                 "pool": "hybrid-linear"}).search("q", 10)
+    assert len(result.rounds) == 3
+    restricted = context.engine.restricted
+    assert restricted.count(None) == 1  # the Lucene query's top 100, once for all rounds
+    # each doc's BM25 asked once: a later round's union asks only for docs new to it
+    asked = [doc for ids in restricted if ids is not None for doc in ids]
+    assert asked and len(asked) == len(set(asked))
+    # and the search hands fusion the BM25 of every doc it labelled
+    labelled = {d for r in result.rounds for d in r.labelled}
+    assert labelled <= set(result.lexical_scores)
+    assert all(result.lexical_scores[d] == bm25(d) for d in labelled)
+
+
+async def test_fusion_asks_the_engine_nothing_the_search_already_scored(context):
+    plain = await build_method("hybrid-tour", context,
+                               {"k": 4, "budget": 8, "lexical": "none",
+                                "pool": "hybrid-linear"}).search("q", 10)
+    before = len(context.engine.queries), len(context.engine.vectors)
+    fused = await build_method("hybrid-tour", context,
+                               {"k": 4, "budget": 8, "lexical": "none", "pool": "hybrid-linear",
+                                "w_bm25": 0.5}).search("q", 10)
+    # the same session's calls, none for fusion: its BM25 is known and w_dense is 0
+    assert (len(context.engine.queries), len(context.engine.vectors)) == (
+        before[0] * 2, before[1] * 2)
+    labelled = [h.id for h in plain.hits if h.label is not None]
+    assert {h.id for h in fused.hits[:len(labelled)]} == set(labelled)
+    assert fused.engine_calls == plain.engine_calls

@@ -1,0 +1,39 @@
+"""Reading an engine's search answer: its hits, with their stored vectors where asked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from es_tour.engines._types import Hit
+
+
+def source_value(source: Mapping[str, Any], field: str) -> Any:
+    """The value of `field` in a source, its dotted name flat (`{"a.b": v}`) or nested."""
+    if field in source:
+        return source[field]
+    value: Any = source
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def read_hits(response: Mapping[str, Any], vector_field: str | None,
+          fetched: str | None = None) -> list[Hit]:
+    """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
+    under `fetched` (vectors read from doc values)."""
+    hits = []
+    for hit in response["hits"]["hits"]:
+        source = hit.get("_source", {})
+        vector = None
+        if vector_field is not None and vector_field in source:
+            vector = np.asarray(source[vector_field], dtype=np.float32)
+        values = hit.get("fields", {}).get(fetched) if fetched else None
+        if values and values[0] is not None:  # one vector per doc, as a list of one
+            vector = np.asarray(values[0], dtype=np.float32)
+        # a search sorted by something else than the score has none
+        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector,
+                        hit.get("_index")))
+    return hits

@@ -1,0 +1,76 @@
+"""The engine adapter's search batch: what one turn of the event loop asks for goes in one
+round trip, each answer and each error to its own caller."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from es_tour.engines._batch import SearchBatch
+from es_tour.errors import EngineError
+
+
+class Calls:
+    """Stands for the client: answers each body with its own `n`, or the error it names."""
+
+    def __init__(self, fail_whole: bool = False):
+        self.trips: list[list[str]] = []
+        self.fail_whole = fail_whole
+
+    async def one(self, index, body):
+        self.trips.append([index])
+        return {"n": body["n"]}
+
+    async def many(self, searches):
+        self.trips.append([index for index, _ in searches])
+        if self.fail_whole:
+            raise ConnectionError("engine down")
+        return [EngineError(400, {"error": "bad", "status": 400}) if body.get("bad")
+                else {"n": body["n"]} for _, body in searches]
+
+
+async def test_searches_gathered_together_go_in_one_round_trip():
+    calls = Calls()
+    batch = SearchBatch(calls.one, calls.many)
+    answers = await asyncio.gather(batch.search("a", {"n": 1}), batch.search("b", {"n": 2}),
+                                   batch.search("a", {"n": 3}))
+    assert [answer["n"] for answer in answers] == [1, 2, 3]
+    assert calls.trips == [["a", "b", "a"]]
+
+
+async def test_a_search_alone_is_sent_as_a_search_and_later_ones_apart():
+    calls = Calls()
+    batch = SearchBatch(calls.one, calls.many)
+    assert (await batch.search("a", {"n": 1}))["n"] == 1
+    assert (await batch.search("b", {"n": 2}))["n"] == 2
+    assert calls.trips == [["a"], ["b"]]
+
+
+async def test_each_search_gets_its_own_error_and_the_others_their_answers():
+    batch = SearchBatch(Calls().one, Calls().many)
+    good, bad = await asyncio.gather(batch.search("a", {"n": 1}),
+                                     batch.search("a", {"n": 2, "bad": True}),
+                                     return_exceptions=True)
+    assert good == {"n": 1}
+    assert isinstance(bad, EngineError) and bad.status == 400
+
+
+async def test_a_failed_round_trip_fails_every_search_in_it():
+    calls = Calls(fail_whole=True)
+    batch = SearchBatch(calls.one, calls.many)
+    answers = await asyncio.gather(batch.search("a", {"n": 1}), batch.search("a", {"n": 2}),
+                                   return_exceptions=True)
+    assert all(isinstance(answer, ConnectionError) for answer in answers)
+
+
+async def test_a_cancelled_caller_leaves_the_others_their_answers():
+    calls = Calls()
+    batch = SearchBatch(calls.one, calls.many)
+    first = asyncio.ensure_future(batch.search("a", {"n": 1}))
+    second = asyncio.ensure_future(batch.search("a", {"n": 2}))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert (await second)["n"] == 2
+    with pytest.raises(asyncio.CancelledError):
+        await first
