@@ -321,3 +321,10 @@ def test_an_error_in_a_shared_batch_reaches_every_thread_waiting_on_it(minilm_di
     assert labeler.queued_docs == 0
     # the failed docs are not stuck as in flight: the next search embeds them
     assert labeler.score("q3", docs[2:4], "idx").shape == (2,)
+
+
+def test_idle_model_threads_sleep_rather_than_spin(minilm_dir):
+    # a spinning pool burns a core for ms after each short query run: CPU the engine needs
+    encoder = DualEncoder(minilm_dir)
+    options = encoder._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
