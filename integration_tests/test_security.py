@@ -518,7 +518,9 @@ def test_a_dls_user_sees_no_doc_outside_its_topic_through_any_method(
                 mine = _app_search(server.url, dls, _options(method), highlight=HIGHLIGHT,
                                    **{"from": page})
                 named = _docs_named(mine)
-                assert named, (method, page)
+                # a page the engine itself shows empty (bm25 answers as the engine does)
+                assert named or not _hit_ids(_app_search(secured.url, dls, highlight=HIGHLIGHT,
+                                                         **{"from": page})), (method, page)
                 assert named <= biology, (method, page, sorted(named - biology))
                 highlighted = [hit for hit in mine.json()["hits"]["hits"] if "highlight" in hit]
                 assert {hit["_id"] for hit in highlighted} <= biology

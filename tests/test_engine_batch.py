@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from opensearchpy import AuthorizationException, RequestError
 
 from es_tour.engines._batch import SearchBatch
+from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.errors import EngineError
 
 
@@ -74,3 +76,42 @@ async def test_a_cancelled_caller_leaves_the_others_their_answers():
     assert (await second)["n"] == 2
     with pytest.raises(asyncio.CancelledError):
         await first
+
+
+class RefusingClient:
+    """An OpenSearch client whose engine refuses `_msearch` to one caller, as OpenSearch
+    Security does to a reader without the cluster permission it checks it as."""
+
+    def __init__(self):
+        self.msearches = 0
+        self.searches = 0
+
+    async def msearch(self, body, headers=None):
+        self.msearches += 1
+        if headers and headers.get("authorization") == "reader":
+            raise AuthorizationException(403, "security_exception",
+                                         {"error": {"type": "security_exception"},
+                                          "status": 403})
+        return {"responses": [{"n": line["n"]} for line in body[1::2]]}
+
+    async def search(self, index, body, headers=None):
+        self.searches += 1
+        if body.get("bad"):
+            raise RequestError(400, "parsing_exception", {"error": "bad", "status": 400})
+        return {"n": body["n"]}
+
+
+async def test_a_caller_refused_msearch_gets_each_search_alone_and_is_not_asked_again():
+    engine = OpenSearchEngine("http://127.0.0.1:1")
+    client = RefusingClient()
+    engine._client = engine._raw = client
+    reader = engine.with_headers({"authorization": "reader"})
+    for _ in range(2):
+        answers = await reader.msearch([("a", {"n": 1}), ("a", {"n": 2, "bad": True})])
+        assert answers[0] == {"n": 1}
+        assert isinstance(answers[1], EngineError) and answers[1].status == 400
+    assert client.msearches == 1 and client.searches == 4  # refused once, then never asked
+    # another identity is not taken for the one refused
+    admin = engine.with_headers({"authorization": "admin"})
+    assert await admin.msearch([("a", {"n": 3}), ("a", {"n": 4})]) == [{"n": 3}, {"n": 4}]
+    assert client.msearches == 2

@@ -10,33 +10,37 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from cachetools import TTLCache
 
 from es_tour.engines._batch import SearchBatch
 from es_tour.engines._hits import read_hits, source_value
+from es_tour.engines._termvectors import TermVectors
 from es_tour.engines._types import (
     BulkReport,
     Hit,
     IndexSpec,
     KnnReturns,
-    TermStats,
     VectorField,
 )
 from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
 
 _BULK_CHUNK = 500
-# single-doc _termvectors calls of one term_stats in flight at once
-TERM_VECTOR_CONCURRENCY = 8
 
+
+# identities refused `_msearch` kept, and for how long (a role may be granted it meanwhile)
+MSEARCH_REFUSALS_KEPT = 4096
+MSEARCH_REFUSAL_TTL_S = 300.0
 
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
 
-class ClientEngine:
+class ClientEngine(TermVectors):
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
@@ -59,6 +63,10 @@ class ClientEngine:
         # the vector field whose vectors this view reads from doc values, not `_source`
         self._doc_value_vectors: str | None = None
         self._batch = self._new_batch()
+        # identities (a digest of their headers) the engine refused `_msearch`: shared by
+        # every view, never by two identities
+        self._msearch_refused: TTLCache[str, bool] = TTLCache(
+            maxsize=MSEARCH_REFUSALS_KEPT, ttl=MSEARCH_REFUSAL_TTL_S)
 
     def _new_batch(self) -> SearchBatch:
         """A batch of this view's own: searches batched together share its identity."""
@@ -366,14 +374,35 @@ class ClientEngine:
 
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]
                       ) -> list[dict[str, Any] | EngineError]:
-        """Several (index, body) searches in one `_msearch` round trip (the `read` action
-        group grants it), each answer in order: a search's own error answer as the
-        EngineError, with its status, that the search alone would have raised."""
-        lines: list[Mapping[str, Any]] = []
-        for index, body in searches:
-            lines += [{"index": index}, body]
-        answer = await self._client.msearch(body=lines)
-        return [_answer_or_error(dict(response)) for response in answer["responses"]]
+        """Several (index, body) searches in one `_msearch` round trip, each answer in
+        order: a search's own error answer as the EngineError, with its status, that the
+        search alone would have raised.
+
+        Elasticsearch's `read` privilege grants `_msearch`; OpenSearch Security checks it
+        as a cluster action (`cluster_composite_ops_ro`), which a reader of one index may
+        lack. An identity the engine refused it is sent each search on its own, at once,
+        and remembered a while, so that it is not asked again."""
+        who = _identity(self._headers)
+        if who not in self._msearch_refused:
+            lines: list[Mapping[str, Any]] = []
+            for index, body in searches:
+                lines += [{"index": index}, body]
+            try:
+                answer = await self._client.msearch(body=lines)
+                return [_answer_or_error(dict(response)) for response in answer["responses"]]
+            except self._api_error as exc:
+                if self._error_answer(exc)[0] != 403:
+                    raise
+                self._msearch_refused[who] = True
+        return list(await asyncio.gather(*(self._one_or_error(index, body)
+                                           for index, body in searches)))
+
+    async def _one_or_error(self, index: str, body: Mapping[str, Any]
+                            ) -> dict[str, Any] | EngineError:
+        try:
+            return await self._search_one(index, body)
+        except self._api_error as exc:
+            return EngineError(*self._error_answer(exc))
 
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -474,58 +503,6 @@ class ClientEngine:
                 "plugin/target/tour-settings[-es]-0.1.0.zip`)"
             ) from error
 
-    async def analyzed_tokens(self, index: str, text: str, *, field: str = "text"
-                              ) -> list[str]:
-        """`text` as the index analyses `field`: its tokens, in order (what `_analyze` gives).
-        Read from the term vectors of an artificial doc holding `text` in `field`, a
-        single-doc `_termvectors` that the `read` action group grants, where `_analyze` is
-        an admin action to OpenSearch Security."""
-        if not text.strip():
-            return []
-        response = await self._client.termvectors(
-            index=index, body={"doc": {field: text}, "fields": [field], "positions": True,
-                               "offsets": True, "payloads": False,
-                               "term_statistics": False, "field_statistics": False})
-        terms = response.get("term_vectors", {}).get(field, {}).get("terms", {})
-        placed = [(token.get("position", 0), token.get("start_offset", 0), term)
-                  for term, stats in terms.items() for token in stats.get("tokens", ())]
-        return [term for *_, term in sorted(placed)]
-
-    async def term_stats(
-        self,
-        index: str,
-        ids: Sequence[str],
-        *,
-        fields: Sequence[str] = ("title", "text"),
-    ) -> TermStats:
-        """Term vectors of `ids` with document frequencies: one `_termvectors` call per doc
-        (the `read` action group grants it; OpenSearch Security checks `_mtermvectors` as
-        a cluster action), TERM_VECTOR_CONCURRENCY at a time."""
-        tf: dict[str, dict[str, int]] = {}
-        df: dict[str, int] = {}
-        doc_count = 0
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return TermStats(tf, df, doc_count)
-        limit = asyncio.Semaphore(TERM_VECTOR_CONCURRENCY)
-
-        async def one(doc_id: str) -> Mapping[str, Any]:
-            async with limit:  # a doc deleted meanwhile: found false
-                return dict(await self._client.termvectors(
-                    index=index, id=doc_id, fields=list(fields), term_statistics=True,
-                    field_statistics=True, positions=False, offsets=False, payloads=False))
-
-        for doc_id, doc in zip(unique, await asyncio.gather(*map(one, unique)), strict=True):
-            if not doc.get("found", False):
-                continue
-            counts = tf.setdefault(doc_id, {})
-            for vector in doc.get("term_vectors", {}).values():
-                doc_count = max(doc_count, int(vector["field_statistics"]["doc_count"]))
-                for term, stats in vector["terms"].items():
-                    counts[term] = counts.get(term, 0) + int(stats["term_freq"])
-                    df[term] = max(df.get(term, 0), int(stats.get("doc_freq", 0)))
-        return TermStats(tf, df, doc_count)
-
     async def count(self, index: str) -> int:
         return int((await self._client.count(index=index))["count"])
 
@@ -553,6 +530,12 @@ class ClientEngine:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _identity(headers: Mapping[str, str] | None) -> str:
+    """A digest naming the caller whose credentials `headers` carry."""
+    return hashlib.blake2b(repr(sorted((headers or {}).items())).encode(),
+                           digest_size=16).hexdigest()
 
 
 def _answer_or_error(response: dict[str, Any]) -> dict[str, Any] | EngineError:
