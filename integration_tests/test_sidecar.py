@@ -325,6 +325,21 @@ def test_bad_ext_tour_is_a_400_in_the_engines_error_shape(sidecar: Sidecar, tour
     assert error["type"] == "illegal_argument_exception" and reason in error["reason"]
 
 
+@pytest.mark.parametrize("method", ["tour-hard", "bm25"])
+def test_a_search_timeout_in_the_url_is_the_engines_not_the_sidecars(sidecar: Sidecar,
+                                                                     method: str) -> None:
+    # `timeout` is the engine's search timeout: never the sidecar's own client's
+    options = TOUR if method == "tour-hard" else {}
+    body = {"query": {"match": {"text": QUERY}}, "size": 3,
+            "ext": {"tour": {"method": method, **options}}}
+    direct = _search(sidecar.direct, PLAIN, {"query": body["query"], "size": 3},
+                     timeout="1nanos")
+    refined = _search(sidecar.url, PLAIN, body, timeout="1nanos")
+    assert direct.status_code == 200
+    assert refined.status_code == 200, refined.text
+    assert refined.json()["ext"]["tour"]["method"] == method
+
+
 def test_vector_of_the_wrong_dimension_is_a_400(sidecar: Sidecar) -> None:
     body = {"query": {"knn": {"embedding": {"vector": [0.1] * 7, "k": 5}}},
             "ext": {"tour": {"query_text": "x"}}}

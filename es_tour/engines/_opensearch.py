@@ -16,6 +16,7 @@ from es_tour.engines._json import OpenSearchSerializer
 from es_tour.engines._types import IndexSpec
 
 _SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
+CLIENT_TIMEOUT_S = 60
 # knn_vector doc values answer neither docvalue_fields nor the fields API, but a script
 # reads them (the k-NN plugin's painless extension): one script field per hit. The value is
 # copied: on 2.19 every hit's `value` is one shared buffer, so uncopied all hits would show
@@ -38,7 +39,8 @@ class OpenSearchEngine(ClientEngine):
         hosts = [url] if isinstance(url, str) else list(url)
 
         def client(**tls: Any) -> AsyncOpenSearch:
-            return AsyncOpenSearch(hosts=hosts, timeout=60, serializer=OpenSearchSerializer(),
+            return AsyncOpenSearch(hosts=hosts, timeout=CLIENT_TIMEOUT_S,
+                                   serializer=OpenSearchSerializer(),
                                    **{**client_options, **tls})
 
         own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
@@ -53,8 +55,10 @@ class OpenSearchEngine(ClientEngine):
 
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return dict(await self._client.search(index=index, body=dict(body),
-                                              params=dict(params or {})))
+        # opensearch-py takes a `timeout` parameter for its own socket timeout unless
+        # `request_timeout` is given: the caller's `timeout` is the engine's search timeout
+        asked = {**(params or {}), "request_timeout": CLIENT_TIMEOUT_S}
+        return dict(await self._client.search(index=index, body=dict(body), params=asked))
 
     def _index_settings(self, spec: IndexSpec) -> dict[str, Any]:
         return {"knn": True}
