@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from dataclasses import replace
@@ -83,6 +84,24 @@ async def test_ids_filter_restricts_bm25_and_knn(engine, sample_index, sample):
     knn = await engine.knn(sample_index, np.array(query["embedding"]), 10, ids=allowed)
     assert bm25 and {h.id for h in bm25} <= set(allowed)
     assert {h.id for h in knn} == set(allowed)
+
+
+async def test_scores_of_known_ids_are_read_without_their_ids_and_match_the_full_search(
+        engine, sample_index, sample):
+    # ids-only searches restricted to known docs name each hit by a filter, not by `_id`
+    query, allowed = sample[0], [doc["_id"] for doc in sample[:40]]
+    vector = np.array(query["embedding"])
+    full_bm25 = {h.id: h.score for h in await engine.bm25(sample_index, query["title"], 200)}
+    full_knn = {h.id: h.score for h in await engine.knn(sample_index, vector, 40,
+                                                        ids=allowed, returns="text")}
+    bm25, knn = await asyncio.gather(
+        engine.bm25(sample_index, query["title"], 40, ids=allowed, ids_only=True),
+        engine.knn(sample_index, vector, 40, ids=allowed, returns="ids"))
+    assert bm25 and {h.id for h in bm25} <= set(allowed)
+    assert {h.id: h.score for h in bm25} == pytest.approx(
+        {doc: score for doc, score in full_bm25.items() if doc in set(allowed)})
+    assert {h.id: h.score for h in knn} == pytest.approx(full_knn)
+    assert all(h.source == {} and h.index == sample_index for h in [*bm25, *knn])
 
 
 async def test_settings_report_bm25_parameters(engine, sample_index):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+from es_tour.errors import EngineError
 
 SearchOne = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 # the answers of several (index, body) searches in order, each a dict or its own error
@@ -59,3 +62,16 @@ class SearchBatch:
                 answer.set_exception(result)
             else:
                 answer.set_result(result)
+
+
+def identity(headers: Mapping[str, str] | None) -> str:
+    """A digest naming the caller whose credentials `headers` carry."""
+    return hashlib.blake2b(repr(sorted((headers or {}).items())).encode(),
+                           digest_size=16).hexdigest()
+
+
+def answer_or_error(response: dict[str, Any]) -> dict[str, Any] | EngineError:
+    if "error" not in response:
+        return response
+    status = int(response.get("status", 500))
+    return EngineError(status, {"error": response["error"], "status": status})

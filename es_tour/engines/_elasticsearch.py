@@ -74,6 +74,17 @@ class ElasticsearchEngine(ClientEngine):
         # an indexed dense_vector answers docvalue_fields (8.x); the fields API reads _source
         return {"docvalue_fields": [field]}, field
 
+    def _knn_clause(
+        self,
+        vector: list[float],
+        k: int,
+        num_candidates: int,
+        field: str,
+        filters: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        # the knn query (8.12 on): the same similarity score as the top-level knn's
+        return {"knn": self._knn_body(vector, k, num_candidates, field, filters)["knn"]}
+
     def _knn_body(
         self,
         vector: list[float],

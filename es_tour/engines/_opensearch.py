@@ -80,7 +80,7 @@ class OpenSearchEngine(ClientEngine):
         script = {"source": _VECTOR_SCRIPT, "params": {"field": field}}
         return {"script_fields": {_VECTOR_KEY: {"script": script}}}, _VECTOR_KEY
 
-    def _knn_body(
+    def _knn_clause(
         self,
         vector: list[float],
         k: int,
@@ -95,7 +95,17 @@ class OpenSearchEngine(ClientEngine):
         }
         if filters:  # efficient filtering, Lucene and Faiss engines alike
             clause["filter"] = {"bool": {"filter": list(filters)}}
-        return {"query": {"knn": {field: clause}}}
+        return {"knn": {field: clause}}
+
+    def _knn_body(
+        self,
+        vector: list[float],
+        k: int,
+        num_candidates: int,
+        field: str,
+        filters: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        return {"query": self._knn_clause(vector, k, num_candidates, field, filters)}
 
 
 class _WithHeaders:
