@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -36,22 +37,25 @@ def test_pipelined_requests_split_at_every_byte_are_each_counted_once() -> None:
     counter = RequestCounter()
     completed = [counter.feed(stream[i:i + 1]) for i in range(len(stream))]
     assert counter.requests == 4
+    assert [c for c in completed if c] == [["POST /scifact-app/_search"],
+                                           ["GET /_cluster/health"], ["POST /_bulk"],
+                                           ["POST /scifact-app/_search"]]
     # each request completes on its own last byte, not before
-    assert [i for i, n in enumerate(completed) if n] == [
+    assert [i for i, c in enumerate(completed) if c] == [
         len(POST) - 1, len(POST + GET) - 1, len(POST + GET + CHUNKED) - 1, len(stream) - 1]
 
 
 def test_a_request_split_inside_its_body_waits_for_the_rest() -> None:
     counter = RequestCounter()
-    assert counter.feed(POST[:-5]) == 0
-    assert counter.feed(POST[-5:] + GET[:10]) == 1
-    assert counter.feed(GET[10:]) == 1
+    assert counter.feed(POST[:-5]) == []
+    assert len(counter.feed(POST[-5:] + GET[:10])) == 1
+    assert counter.feed(GET[10:]) == ["GET /_cluster/health"]
 
 
 def test_a_chunked_request_without_trailers_ends_at_its_empty_line() -> None:
     counter = RequestCounter()
-    assert counter.feed(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                        b"3\r\nabc\r\n0\r\n\r\n") == 1
+    assert counter.feed(b"POST /_bulk?refresh=false HTTP/1.1\r\nTransfer-Encoding: chunked"
+                        b"\r\n\r\n3\r\nabc\r\n0\r\n\r\n") == ["POST /_bulk"]
 
 
 def test_bytes_that_are_not_http_framing_are_refused() -> None:
@@ -86,7 +90,8 @@ def test_the_relay_counts_requests_and_the_bytes_coming_back() -> None:
         traffic = relay.reset()
     engine.close()
     assert traffic == Traffic(requests=2, bytes_sent=2 * len(POST),
-                              bytes_received=2 * len(answer))
+                              bytes_received=2 * len(answer),
+                              calls=Counter({"POST /scifact-app/_search": 2}))
 
 
 def test_a_stream_never_repeats_a_text_within_the_labelers_cache() -> None:
@@ -144,7 +149,7 @@ def _figures(label: str, index: str, cpu: float) -> dict[str, object]:
     return {"label": label, "side": "x", "index": index, "tour": None, "engine_cpu_ms": cpu,
             "sidecar_cpu_ms": None, "engine_calls": 1.0, "kb_received": 1.5, "kb_sent": 0.3,
             "p50_ms": 3.0, "p99_ms": 9.0, "latency_searches": 60, "degraded": 0,
-            "per_s": {"4": 100.0, "16": 120.0},
+            "per_s": {"4": 100.0, "16": 120.0}, "calls": {f"POST /{index}/_search": 1.0},
             "saturation": {"answered": 2000, "degraded": 0, "failed": 0}}
 
 
@@ -169,4 +174,5 @@ def test_the_page_sets_refined_cpu_against_the_plain_match_at_each_scale() -> No
            "| 0 + 0 of 60 + 2000 |" in page
     assert f"| `{grown}` | index's method | 12.00 | 3.00 |" in page
     assert "4.50× at 1x, 3.00× at 20x" in page
+    assert f"- index's method: 1 × `POST /{INDEX}/_search`" in page
     assert "1024 MiB on disk against 64 MiB" in page and "an earlier run" in page

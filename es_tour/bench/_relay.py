@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_HEAD_BYTES = 1 << 20  # a request head (request line and headers) longer than this is junk
 
@@ -20,23 +21,26 @@ class FramingError(ValueError):
 
 
 class RequestCounter:
-    """Counts the complete HTTP/1.1 requests in a client's byte stream, fed in pieces as
+    """Finds the complete HTTP/1.1 requests in a client's byte stream, fed in pieces as
     they arrive: each request line and headers, then the body its `Content-Length` or
     `Transfer-Encoding: chunked` frames (chunks, the last one and its trailers)."""
 
     def __init__(self) -> None:
         self.requests = 0
+        self._completed: list[str] = []
+        self._request = ""  # the method and path of the request being read
         self._buffer = b""
         self._body_left = 0  # bytes of a Content-Length body, or of a chunk and its CRLF
         self._state = "head"  # head, body, chunk-size, chunk-data, trailers
 
-    def feed(self, data: bytes) -> int:
-        """Take the next bytes of the stream; returns the requests they completed."""
+    def feed(self, data: bytes) -> list[str]:
+        """Take the next bytes of the stream; returns the requests they completed, each as
+        its method and path (no query string)."""
         self._buffer += data
-        before = self.requests
         while self._step():
             pass
-        return self.requests - before
+        completed, self._completed = self._completed, []
+        return completed
 
     def _step(self) -> bool:
         """Consume one framing element from the buffer; False when it needs more bytes."""
@@ -72,8 +76,11 @@ class RequestCounter:
         return True
 
     def _head(self, head: bytes) -> None:
+        request_line, *lines = head.split(b"\r\n")
+        method, _, target = request_line.decode("latin-1").partition(" ")
+        self._request = f"{method} {target.split(' ', 1)[0].split('?', 1)[0]}"
         headers = {}
-        for line in head.split(b"\r\n")[1:]:
+        for line in lines:
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip().lower()
         if b"chunked" in headers.get(b"transfer-encoding", b""):
@@ -90,6 +97,7 @@ class RequestCounter:
 
     def _finish(self) -> None:
         self.requests += 1
+        self._completed.append(self._request)
         self._state = "head"
 
 
@@ -107,6 +115,7 @@ class Traffic:
     requests: int = 0
     bytes_sent: int = 0  # client -> engine
     bytes_received: int = 0  # engine -> client
+    calls: Counter[str] = field(default_factory=Counter)  # "METHOD /path" -> requests
 
 
 class CountingRelay:
@@ -166,7 +175,8 @@ class CountingRelay:
         def upstream(data: bytes) -> None:
             completed = counter.feed(data)
             with self._lock:
-                self.traffic.requests += completed
+                self.traffic.requests += len(completed)
+                self.traffic.calls.update(completed)
                 self.traffic.bytes_sent += len(data)
 
         def downstream(data: bytes) -> None:

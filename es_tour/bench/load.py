@@ -190,7 +190,7 @@ def saturate(url: str, index: str, texts: Sequence[str], tour: Mapping[str, Any]
                     text = next(order)
                 try:
                     response = http.post(f"{url}/{index}/_search", json=search_body(text, tour))
-                    ok, worse = response.status_code == 200, False
+                    ok = response.status_code == 200
                     worse = ok and degraded(response)
                 except httpx.HTTPError:
                     ok, worse = False, False
@@ -250,6 +250,8 @@ def per_search(run: RowRun, idle_ms_per_s: float) -> dict[str, Any]:
         "kb_received": round(run.traffic.bytes_received / 1024 / run.counted, 1)
         if run.counted else None,
         "kb_sent": round(run.traffic.bytes_sent / 1024 / run.counted, 1) if run.counted else None,
+        "calls": {call: round(n / run.counted, 2)
+                  for call, n in run.traffic.calls.most_common()} if run.counted else {},
         "p50_ms": round(float(np.quantile(latency, 0.5)), 1) if latency.size else None,
         "p99_ms": round(float(np.quantile(latency, 0.99)), 1) if latency.size else None,
         "latency_searches": int(latency.size), "degraded": run.degraded,
@@ -388,6 +390,7 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
             ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         sides = start_sides(stack, names, engine, url, baseline, texts)
         clock = CpuClock(client, url)
+        pool.submit(time.sleep, 0).result()  # its process starts now, not in a pass
         for part in (runs, grown):
             if part:
                 latency_pass(part, sides, plan)
@@ -482,7 +485,10 @@ def markdown(report: Mapping[str, Any]) -> str:
     for e in report["engines"]:
         lines += [f"## {e['engine']} {e['version']}", "",
                   f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second.", "",
-                  *table(e["rows"]), ""]
+                  *table(e["rows"]), "", "Engine calls per search, by request:", "",
+                  *[f"- {r['label']}: " + ", ".join(f"{n:g} × `{call}`"
+                                                     for call, n in r["calls"].items())
+                    for r in e["rows"]], ""]
     grown = [e for e in report["engines"] if e.get("scale")]
     if grown:
         lines += ["## Corpus growth", "",
@@ -540,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for engine in args.engines.split(","):
         models = Models("retriever")
         prepare(engine, urls[engine], dataset, models)
-        stores = warm_store(engine, urls[engine], models).stores
+        stores = warm_store(engine, urls[engine], models, seed=dataset).stores
         del models
         scale = None
         if args.scale > 1 and engine in args.scale_engines.split(","):
