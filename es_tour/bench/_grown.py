@@ -120,7 +120,7 @@ def grow(url: str, index: str, copies: int, store: str, noise: float = 0.05, see
             seconds = round(time.perf_counter() - started, 1)
             built = {**built, **({} if index_ready else {"build_seconds": seconds,
                                                          "built": now()}),
-                     **({} if store_ready else {"store_seconds": seconds,
+                     **({} if store_ready or not held else {"store_seconds": seconds,
                                                 "labeler_vectors": len(held) * copies})}
             meta = client.get(f"{url}/{target}/_mapping").json()[target]["mappings"]
             client.put(f"{url}/{target}/_mapping", json={

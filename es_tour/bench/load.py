@@ -458,8 +458,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         "rows to a sidecar (" + server_stack() + ", default options: one process, 10 s "
         "deadline) with `\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
         "**index's method**; "
-        + (f"the **{report['baseline']}** row is the sidecar of main before this change "
-           f"(`--baseline {report['baseline']}`) on the same index, in the same run"
+        + (f"the **index's method, {report['baseline']}** row is the sidecar of main "
+           f"before this change (`--baseline {report['baseline']}`), in the same run"
            if report["baseline"] else "no baseline revision"),
         "- **engine CPU**: `_nodes/stats/process` `cpu.total_in_millis` over a row's "
         "saturation passes, less the engine's idle rate measured between passes "
@@ -504,11 +504,12 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += [f"### {e['engine']} {e['version']}", "",
                   f"`{s['index']}`: {s['docs']:,} docs, "
                   f"{s['bytes'] / 2**20:.0f} MiB on disk against {s['source_bytes'] / 2**20:.0f} "
-                  f"MiB for `{INDEX}`; built in {s.get('build_seconds', 0):.0f} s "
-                  f"({s.get('built', 'unknown date')}, copying docs and "
-                  f"{s.get('labeler_vectors', 0):,} labeler vectors; "
-                  + ("this run" if s["rebuilt"] else "an earlier run: this one found it "
-                     "complete") + ").", "",
+                  f"MiB for `{INDEX}`; docs copied in {s.get('build_seconds', 0):.0f} s, "
+                  f"{s.get('labeler_vectors', 0):,} labeler vectors in "
+                  f"{s.get('store_seconds', 0):.0f} s ("
+                  + ("by this run" if s["rebuilt"] else f"by an earlier run, "
+                     f"{s.get('built', 'unknown date')}: this one found them complete")
+                  + ").", "",
                   *table(e["scale_rows"], with_index=True), "",
                   f"Refined engine CPU / plain engine CPU: {_cell(refined_1x, 2)}× at 1x, "
                   f"{_cell(refined_n, 2)}× at {s['copies']}x.", ""]
