@@ -122,14 +122,14 @@ def test_the_index_method_row_sends_no_ext_and_the_methods_name_theirs() -> None
 def test_engine_cpu_per_search_takes_the_engines_idle_rate_off() -> None:
     run = RowRun(Row("index's method", "index"), latencies_ms=[10.0] * 99 + [50.0],
                  traffic=Traffic(60, 30 * 1024, 200 * 1024), counted=20,
-                 bursts=[Burst(4, 40, 50, 1, 0, 10.0), Burst(16, 60, 50, 0, 2, 10.0)],
+                 bursts=[Burst(4, 50, 1, 0, 12.5), Burst(16, 50, 0, 2, 10.0)],
                  engine_cpu_ms=1_300.0, engine_wall_s=30.0, sidecar_cpu_s=20.0)
     figures = per_search(run, idle_ms_per_s=10.0)
     assert figures["engine_cpu_ms"] == 10.0  # (1300 - 10 × 30) / 100
     assert figures["sidecar_cpu_ms"] == 200.0
     assert (figures["engine_calls"], figures["kb_received"], figures["kb_sent"]) == (
         3.0, 10.0, 1.5)
-    assert figures["p50_ms"] == 10.0 and figures["per_s"] == {"4": 4.0, "16": 6.0}
+    assert figures["p50_ms"] == 10.0 and figures["per_s"] == {"4": 4.0, "16": 5.0}
     assert figures["saturation"]["failed"] == 2
 
 
