@@ -162,7 +162,7 @@ def test_the_page_sets_refined_cpu_against_the_plain_match_at_each_scale() -> No
         "command": "python -m es_tour.bench.load --dataset ../shared/datasets/scifact",
         "date": "today", "machine": "m", "baseline": "abc1234", "load_average": [1.0, 2.0],
         "plan": {"warmup": 5, "latency": 60, "counted": 20, "seconds": 10.0},
-        "settings": {"index.tour.method": "hybrid-tour"},
+        "settings": {"index.tour.method": "hybrid-tour"}, "workers": 2,
         "engines": [{"engine": "opensearch", "version": "2.19.1", "idle_cpu_ms_per_s": 5.0,
                      "rows": rows[:2], "scale_rows": rows,
                      "scale": {"index": grown, "copies": 20, "docs": 103_660, "noise": 0.05,

@@ -347,13 +347,16 @@ def settle(client: httpx.Client, url: str, timeout_s: float = 600.0) -> None:
 def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
                 baseline: str | None, texts: Sequence[str]) -> dict[str, Side]:
     """The engine, and a sidecar for each other name of `names` ("baseline": the baseline
-    revision's), upstream `upstream` (the engine, or the relay); their startups overlap."""
+    revision's), upstream `upstream` (the engine, or the relay); their startups overlap.
+    Each serves with `es-tour serve`'s default workers (one per core), as the baseline's
+    `es-tour serve` does."""
     from es_tour.server._config import ServerConfig
+    from es_tour.server._workers import default_workers
 
     servers: dict[str, SidecarProcess | RevisionSidecar] = {
         name: RevisionSidecar(baseline, upstream, engine) if name == "baseline" and baseline
-        else SidecarProcess(ServerConfig(upstream=upstream, engine=engine),
-                            startup_timeout_s=300)
+        else SidecarProcess(ServerConfig(upstream=upstream, engine=engine,
+                                         workers=default_workers()), startup_timeout_s=300)
         for name in sorted(names - {"engine"})}
     errors: list[BaseException] = []
     started: list[SidecarProcess | RevisionSidecar] = []
@@ -468,8 +471,9 @@ def markdown(report: Mapping[str, Any]) -> str:
                     for k, v in report["settings"].items()) + "`; labeler store warm",
         "- every search is the application's `{\"query\":{\"match\":{\"text\": QUERY}},"
         "\"size\":10,\"_source\":false}`; **plain match** sends it to the engine, the other "
-        "rows to a sidecar (" + server_stack() + ", default options: one process, 10 s "
-        "deadline) with `\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
+        "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
+        f"{report['workers']} worker processes, one per core, 10 s deadline) with "
+        "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
         "**index's method**; "
         + (f"the **index's method, {report['baseline']}** row is the sidecar of main "
            f"before this change (`--baseline {report['baseline']}`), in the same run"
@@ -571,13 +575,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                          scale["index"] if scale else None)
         engines.append({**result, "scale": scale})
     from es_tour.recommended import FRONTIER_20
+    from es_tour.server._workers import default_workers
 
     report = {"command": parsed_command("python -m es_tour.bench.load", args, parser),
               "date": now(), "machine": machine(), "baseline": args.baseline,
               "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
               "plan": {"warmup": plan.warmup, "latency": plan.latency,
                        "counted": plan.counted, "seconds": plan.seconds},
-              "settings": FRONTIER_20, "engines": engines}
+              "settings": FRONTIER_20, "workers": default_workers(), "engines": engines}
     write_report(args.output, markdown(report), report)
 
 
