@@ -10,7 +10,7 @@ OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
 ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
 
 .PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke \
-	bench-semantics bench-proxy bench-app bench-cost bench-models bench-reliability bench-frontier \
+	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck \
 	clean
 
@@ -195,6 +195,18 @@ bench-cost: install models plugin
 			--labeler "$$labeler" --ways warm-store --engines opensearch \
 			--seed-from-corpus-cache --output docs/benchmarks/cost.md || exit 1; \
 	done
+
+# docs/benchmarks/load.md: what a search costs the cluster per method on both engines
+# (engine and sidecar CPU, engine calls and KB, p50/p99, searches/s at 4 and 16 clients),
+# the index's method also through LOAD_BASELINE's sidecar (main before the change) in the
+# same run, then on scifact-app grown 20 times on OpenSearch (about 25 minutes on two
+# cores; building the grown index the first time adds its build time).
+LOAD_BASELINE ?= 2e9867d
+bench-load: install models plugin
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.load --dataset $(DATASETS)/scifact \
+		--baseline $(LOAD_BASELINE) --scale 20 --output docs/benchmarks/load.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it

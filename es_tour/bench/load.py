@@ -1,0 +1,590 @@
+"""What a search costs the cluster, per method, on each engine: engine and sidecar CPU, engine
+calls and bytes, latency, and throughput at saturation (docs/benchmarks/load.md).
+
+    python -m es_tour.bench.load --dataset ../shared/datasets/scifact --baseline 2e9867d \
+        --scale 20
+
+Every row sends the application's `match` on `make bench-app`'s `scifact-app`: straight to
+the engine, or through the sidecar with `ext.tour` naming a method, or with none (the
+index's own method), also through `--baseline REV`'s sidecar, side by side. Engine calls
+and bytes come from a separate pass through a counting TCP relay (`_relay`); latency and
+CPU passes go straight to the engine. The labeler caches each query's scores, so every
+sidecar draws texts that it has not answered lately, and the labelling rows run on
+sidecars of their own. `--scale N` repeats the index's method and the plain match on a
+copy of the index grown N times (perturbed stored vectors, no re-embedding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from es_tour.bench._commands import parsed_command, write_report
+from es_tour.bench._grown import grow
+from es_tour.bench._load import cpu_seconds
+from es_tour.bench._machine import machine, now
+from es_tour.bench._relay import CountingRelay, Traffic
+from es_tour.bench._sidecar import RevisionSidecar, SidecarProcess, server_stack
+
+INDEX = "scifact-app"  # make bench-app's (es_tour.bench.app.INDEX, without its imports)
+STATS_REFRESH_S = 1.1  # the engine refreshes its process stats once a second
+WRITER_FLUSH_S = 1.5  # the vector store writes what it queued every second
+LABELER_CACHED_QUERIES = 256  # es_tour.models' per-query score cache
+CLIENTS = (4, 16)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One way to search: sent by `side` ("engine", or the sidecar named so) on `index`,
+    with `tour` as its `ext.tour` (None: no `ext`)."""
+
+    label: str
+    side: str
+    tour: Mapping[str, Any] | None = None
+    index: str = INDEX
+
+
+def main_rows(baseline: str | None) -> list[Row]:
+    """The table's rows: bm25 to rerank-hybrid share a sidecar (one labels), the index's
+    method has its own, the baseline revision's its own."""
+    rows = [Row("plain match", "engine"),
+            *[Row(method, "methods", {"method": method})
+              for method in ("bm25", "knn", "hybrid-linear")],
+            Row("rerank-hybrid k 20", "methods", {"method": "rerank-hybrid", "k": 20}),
+            Row("index's method", "index")]
+    if baseline:
+        rows.append(Row(f"index's method, {baseline}", "baseline"))
+    return rows
+
+
+def scale_rows(scaled_index: str) -> list[Row]:
+    return [Row("plain match", "engine"), Row("index's method", "index"),
+            Row("plain match", "engine", index=scaled_index),
+            Row("index's method", "index", index=scaled_index)]
+
+
+def search_body(text: str, tour: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The application's search, with `ext.tour` when the row names one."""
+    body: dict[str, Any] = {"query": {"match": {"text": text}}, "size": 10, "_source": False}
+    if tour is not None:
+        body["ext"] = {"tour": dict(tour)}
+    return body
+
+
+class TextStream:
+    """Query texts in a fixed order, never the same one twice within `gap` draws (the
+    labeler's cache), as long as there are more than `gap` texts."""
+
+    def __init__(self, texts: Sequence[str], gap: int = LABELER_CACHED_QUERIES):
+        if len(texts) <= gap:
+            raise ValueError(f"{len(texts)} texts cannot keep {gap} apart")
+        self._texts = list(texts)
+        self._next = 0
+
+    def take(self, n: int) -> list[str]:
+        out = [self._texts[(self._next + i) % len(self._texts)] for i in range(n)]
+        self._next = (self._next + n) % len(self._texts)
+        return out
+
+    def skip(self, n: int) -> None:
+        self._next = (self._next + n) % len(self._texts)
+
+
+@dataclass
+class Side:
+    """Where a row's searches go, and how much CPU its process has used (None: the engine,
+    measured on its own)."""
+
+    url: str
+    cpu_s: Callable[[], float] | None
+    texts: TextStream
+
+
+# ---- the engine's CPU --------------------------------------------------------------------
+
+def engine_cpu_ms(client: httpx.Client, url: str) -> float:
+    """The engine's processes' CPU time so far, summed over its nodes."""
+    nodes = client.get(f"{url}/_nodes/stats/process",
+                       params={"filter_path": "nodes.*.process.cpu.total_in_millis"}).json()
+    return float(sum(n["process"]["cpu"]["total_in_millis"] for n in nodes["nodes"].values()))
+
+
+@dataclass
+class CpuClock:
+    """Reads of the engine's CPU a refresh apart, and its idle rate between passes."""
+
+    client: httpx.Client
+    url: str
+    idle_ms: float = 0.0
+    idle_s: float = 0.0
+
+    def read(self) -> tuple[float, float]:
+        """(cpu ms, wall time) once the engine's figure is fresh."""
+        time.sleep(STATS_REFRESH_S)
+        return engine_cpu_ms(self.client, self.url), time.perf_counter()
+
+    def idle(self) -> tuple[float, float]:
+        """One idle window, counted in the idle rate; returns its end as a read."""
+        cpu0, t0 = self.read()
+        cpu1, t1 = self.read()
+        self.idle_ms += cpu1 - cpu0
+        self.idle_s += t1 - t0
+        return cpu1, t1
+
+    @property
+    def idle_ms_per_s(self) -> float:
+        return self.idle_ms / self.idle_s if self.idle_s else 0.0
+
+
+# ---- one search, a burst of them, a counted pass -----------------------------------------
+
+def degraded(response: httpx.Response) -> bool:
+    """A refined answer that gave up on refining (round 0 past the deadline)."""
+    tour = response.json().get("ext", {}).get("tour", {})
+    return bool(tour.get("degraded")) if isinstance(tour, dict) else False
+
+
+@dataclass
+class Burst:
+    """What `clients` clients got from sending for a while, until the last one answered."""
+
+    clients: int
+    answered: int
+    degraded: int
+    failed: int
+    seconds: float  # until the last answer: a search still running at the end counts
+
+    @property
+    def per_s(self) -> float:
+        return self.answered / self.seconds
+
+
+def saturate(url: str, index: str, texts: Sequence[str], tour: Mapping[str, Any] | None,
+             clients: int, seconds: float) -> Burst:
+    """`clients` threads, each on its own connection, sending searches back to back for
+    `seconds`, each taking the next text (run in a process of its own: the client's GIL
+    must not cap the rate). The searches still running then are waited for and counted:
+    a refined search under 16 clients can take longer than a short pass."""
+    lock = threading.Lock()
+    order = itertools.cycle(texts)
+    counts = {"answered": 0, "degraded": 0, "failed": 0}
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def client() -> None:
+        with httpx.Client(timeout=300) as http:
+            while time.perf_counter() < deadline:
+                with lock:
+                    text = next(order)
+                try:
+                    response = http.post(f"{url}/{index}/_search", json=search_body(text, tour))
+                    ok = response.status_code == 200
+                    worse = ok and degraded(response)
+                except httpx.HTTPError:
+                    ok, worse = False, False
+                with lock:
+                    counts["answered" if ok else "failed"] += 1
+                    counts["degraded"] += worse
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return Burst(clients, counts["answered"], counts["degraded"], counts["failed"],
+                 time.perf_counter() - started)
+
+
+def timed(client: httpx.Client, url: str, row: Row, text: str) -> tuple[float, bool]:
+    """(ms, degraded) of one search."""
+    started = time.perf_counter()
+    response = client.post(f"{url}/{row.index}/_search", json=search_body(text, row.tour))
+    ms = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    return ms, degraded(response)
+
+
+# ---- a row's raw figures, and what the page says of them ---------------------------------
+
+@dataclass
+class RowRun:
+    """A row's raw figures: every pass's totals, nothing divided yet."""
+
+    row: Row
+    latencies_ms: list[float] = field(default_factory=list)
+    degraded: int = 0  # of the one-client searches
+    traffic: Traffic = field(default_factory=Traffic)
+    counted: int = 0  # searches in the counting pass
+    bursts: list[Burst] = field(default_factory=list)
+    engine_cpu_ms: float = 0.0  # over the bursts, idle not yet taken off
+    engine_wall_s: float = 0.0  # how long those reads were apart
+    sidecar_cpu_s: float | None = None
+
+
+def per_search(run: RowRun, idle_ms_per_s: float) -> dict[str, Any]:
+    """A row's figures per search: engine CPU less the engine's idle rate over the same
+    wall time, sidecar CPU, engine calls and KB, latency quantiles and throughput."""
+    answered = sum(b.answered for b in run.bursts)
+    busy = run.engine_cpu_ms - idle_ms_per_s * run.engine_wall_s
+    latency = np.asarray(run.latencies_ms)
+    return {
+        "label": run.row.label, "side": run.row.side, "index": run.row.index,
+        "tour": None if run.row.tour is None else dict(run.row.tour),
+        "engine_cpu_ms": round(busy / answered, 3) if answered else None,
+        "sidecar_cpu_ms": None if run.sidecar_cpu_s is None or not answered
+        else round(run.sidecar_cpu_s * 1000 / answered, 3),
+        "engine_calls": round(run.traffic.requests / run.counted, 2) if run.counted else None,
+        "kb_received": round(run.traffic.bytes_received / 1024 / run.counted, 1)
+        if run.counted else None,
+        "kb_sent": round(run.traffic.bytes_sent / 1024 / run.counted, 1) if run.counted else None,
+        "calls": {call: round(n / run.counted, 2)
+                  for call, n in run.traffic.calls.most_common()} if run.counted else {},
+        "p50_ms": round(float(np.quantile(latency, 0.5)), 1) if latency.size else None,
+        "p99_ms": round(float(np.quantile(latency, 0.99)), 1) if latency.size else None,
+        "latency_searches": int(latency.size), "degraded": run.degraded,
+        "per_s": {str(b.clients): round(b.per_s, 2) for b in run.bursts},
+        "saturation": {"answered": answered, "degraded": sum(b.degraded for b in run.bursts),
+                       "failed": sum(b.failed for b in run.bursts),
+                       "engine_cpu_ms_raw": round(run.engine_cpu_ms),
+                       "engine_wall_s": round(run.engine_wall_s, 1)},
+    }
+
+
+# ---- the passes ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """How many searches each pass sends."""
+
+    warmup: int = 5
+    latency: int = 60
+    counted: int = 20
+    seconds: float = 10.0
+
+
+def count_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], relay: CountingRelay,
+               plan: Plan) -> None:
+    """Each row's searches one at a time through sidecars whose upstream is the relay (the
+    engine row through the relay itself), after a few uncounted ones."""
+    with httpx.Client(timeout=300) as client:
+        for run in runs:
+            side = sides[run.row.side]
+            for text in side.texts.take(plan.warmup):
+                timed(client, side.url, run.row, text)
+            time.sleep(WRITER_FLUSH_S)
+            relay.reset()
+            for text in side.texts.take(plan.counted):
+                timed(client, side.url, run.row, text)
+            time.sleep(WRITER_FLUSH_S)  # what the store queued for these searches is written
+            run.traffic, run.counted = relay.reset(), plan.counted
+
+
+def latency_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], plan: Plan) -> None:
+    """Warm-up, then one search per row in turn, the starting row rotating, so a drift in
+    the machine's load reaches every row alike."""
+    with httpx.Client(timeout=300) as client:
+        for run in runs:
+            side = sides[run.row.side]
+            for text in side.texts.take(plan.warmup):
+                timed(client, side.url, run.row, text)
+        for i in range(plan.latency):
+            for run in [*runs[i % len(runs):], *runs[:i % len(runs)]]:
+                side = sides[run.row.side]
+                ms, worse = timed(client, side.url, run.row, side.texts.take(1)[0])
+                run.latencies_ms.append(ms)
+                run.degraded += worse
+
+
+def saturation_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], clock: CpuClock,
+                    pool: ProcessPoolExecutor, plan: Plan) -> None:
+    """For each client count, each row in turn: `plan.seconds` of saturation, with the
+    engine's and the sidecar's CPU read around it and an idle window after it."""
+    for clients in CLIENTS:
+        for run in runs:
+            side = sides[run.row.side]
+            texts = side.texts.take(LABELER_CACHED_QUERIES)  # more than a pass answers
+            cpu0, t0 = clock.idle()
+            side0 = side.cpu_s() if side.cpu_s else 0.0
+            burst = pool.submit(saturate, side.url, run.row.index, texts, run.row.tour,
+                                clients, plan.seconds).result()
+            side1 = side.cpu_s() if side.cpu_s else 0.0
+            cpu1, t1 = clock.read()
+            side.texts.skip(burst.answered + burst.failed - len(texts))
+            run.bursts.append(burst)
+            run.engine_cpu_ms += cpu1 - cpu0
+            run.engine_wall_s += t1 - t0
+            if side.cpu_s:
+                run.sidecar_cpu_s = (run.sidecar_cpu_s or 0.0) + side1 - side0
+
+
+def settle(client: httpx.Client, url: str, timeout_s: float = 600.0) -> None:
+    """Wait until the engine runs no merge (a fresh bulk load merges for minutes, which
+    would count as every row's CPU), or `timeout_s`."""
+    until = time.monotonic() + timeout_s
+    while time.monotonic() < until:
+        nodes = client.get(f"{url}/_nodes/stats/indices/merge", params={
+            "filter_path": "nodes.*.indices.merges.current"}).json()["nodes"].values()
+        if not sum(n["indices"]["merges"]["current"] for n in nodes):
+            return
+        time.sleep(5)
+
+
+# ---- the sidecars --------------------------------------------------------------------------
+
+def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
+                baseline: str | None, texts: Sequence[str]) -> dict[str, Side]:
+    """The engine, and a sidecar for each other name of `names` ("baseline": the baseline
+    revision's), upstream `upstream` (the engine, or the relay); their startups overlap.
+    Each serves with `es-tour serve`'s default workers (one per core), as the baseline's
+    `es-tour serve` does."""
+    from es_tour.server._config import ServerConfig
+    from es_tour.server._workers import default_workers
+
+    servers: dict[str, SidecarProcess | RevisionSidecar] = {
+        name: RevisionSidecar(baseline, upstream, engine) if name == "baseline" and baseline
+        else SidecarProcess(ServerConfig(upstream=upstream, engine=engine,
+                                         workers=default_workers()), startup_timeout_s=300)
+        for name in sorted(names - {"engine"})}
+    errors: list[BaseException] = []
+    started: list[SidecarProcess | RevisionSidecar] = []
+
+    def start(server: SidecarProcess | RevisionSidecar) -> None:
+        try:
+            server.__enter__()
+            started.append(server)
+        except BaseException as error:  # raised below, in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=start, args=(server,)) for server in servers.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for server in started:
+        stack.callback(server.__exit__)
+    if errors:
+        raise errors[0]
+    sides = {"engine": Side(upstream, None, TextStream(texts))}
+    for name, server in servers.items():
+        sides[name] = Side(server.url, server.cpu_seconds if isinstance(server, SidecarProcess)
+                           else _tree_cpu(server.pid), TextStream(texts))
+    return sides
+
+
+def _tree_cpu(pid: int) -> Callable[[], float]:
+    return lambda: cpu_seconds(pid)
+
+
+# ---- a run ---------------------------------------------------------------------------------
+
+def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: str | None,
+            scaled: str | None) -> dict[str, Any]:
+    """Every row on one engine (and the grown corpus's, on `scaled`): counted through the
+    relay by sidecars of their own, then latency and saturation straight to the engine."""
+    runs = [RowRun(row) for row in main_rows(baseline)]
+    grown = [RowRun(row) for row in scale_rows(scaled)] if scaled else []
+    names = {run.row.side for run in [*runs, *grown]}
+    relay = CountingRelay(url)
+    with relay as relay_url, ExitStack() as stack:
+        sides = start_sides(stack, names, engine, relay_url, baseline, texts)
+        count_pass([*runs, *grown], sides, relay, plan)
+    with ExitStack() as stack, httpx.Client(timeout=60) as client, \
+            ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        sides = start_sides(stack, names, engine, url, baseline, texts)
+        settle(client, url)
+        clock = CpuClock(client, url)
+        pool.submit(time.sleep, 0).result()  # its process starts now, not in a pass
+        for part in (runs, grown):
+            if part:
+                latency_pass(part, sides, plan)
+                saturation_pass(part, sides, clock, pool, plan)
+        version = client.get(f"{url}/_nodes/_local",
+                             params={"filter_path": "nodes.*.version"}).json()
+    idle = clock.idle_ms_per_s
+    return {"engine": engine, "version": next(iter(version["nodes"].values()))["version"],
+            "idle_cpu_ms_per_s": round(idle, 2), "rows": [per_search(r, idle) for r in runs],
+            "scale_rows": [per_search(r, idle) for r in grown]}
+
+
+# ---- the page ------------------------------------------------------------------------------
+
+def _cell(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def ratio(rows: Sequence[Mapping[str, Any]], index: str) -> float | None:
+    """The index's method's engine CPU per search over the plain match's, on `index`."""
+    cpu = {r["label"]: r["engine_cpu_ms"] for r in rows if r["index"] == index}
+    refined, plain = cpu.get("index's method"), cpu.get("plain match")
+    return refined / plain if refined is not None and plain else None
+
+
+def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[str]:
+    plain = {r["index"]: r["engine_cpu_ms"] for r in rows if r["label"] == "plain match"}
+    lead = "| index " if with_index else ""
+    out = [f"{lead}| row | engine CPU ms / search | × plain match | sidecar CPU ms / search "
+           "| engine calls / search | KB from engine / search | p50 ms | p99 ms "
+           "| searches/s, 4 clients | 16 clients | degraded |",
+           "|---" * (11 + with_index) + "|"]
+    for r in rows:
+        base = plain.get(r["index"])
+        times = None if r["engine_cpu_ms"] is None or not base else r["engine_cpu_ms"] / base
+        rates = r["per_s"]
+        sat = r["saturation"]
+        out.append(
+            (f"| `{r['index']}` " if with_index else "") + f"| {r['label']} | "
+            f"{_cell(r['engine_cpu_ms'], 2)} | {_cell(times, 2)} | "
+            f"{_cell(r['sidecar_cpu_ms'], 2)} | {_cell(r['engine_calls'], 2)} | "
+            f"{_cell(r['kb_received'])} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
+            f"{_cell(rates.get('4'))} | {_cell(rates.get('16'))} | "
+            f"{r['degraded']} + {sat['degraded']} of {r['latency_searches']} + "
+            f"{sat['answered']} |")
+    return out
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    q = report["plan"]
+    lines = [
+        "# What a search costs the cluster", "",
+        "Written by `python -m es_tour.bench.load` (and `make bench-load`); never edited by "
+        "hand.", "",
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']}; machine: {report['machine']}; 1-minute load average "
+        f"{report['load_average'][0]:.1f} at the start, {report['load_average'][1]:.1f} at "
+        "the end; engines on the same machine",
+        f"- index `{INDEX}` (`make bench-app`'s SciFact, 5,183 docs), its own method the "
+        "budget frontier's 20 labeler pairs: `"
+        + ", ".join(f"{k.removeprefix('index.tour.')}={v}"
+                    for k, v in report["settings"].items()) + "`; labeler store warm",
+        "- every search is the application's `{\"query\":{\"match\":{\"text\": QUERY}},"
+        "\"size\":10,\"_source\":false}`; **plain match** sends it to the engine, the other "
+        "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
+        f"{report['workers']} worker processes, one per core, 10 s deadline) with "
+        "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
+        "**index's method**; "
+        + (f"the **index's method, {report['baseline']}** row is the sidecar of main "
+           f"before this change (`--baseline {report['baseline']}`), in the same run"
+           if report["baseline"] else "no baseline revision"),
+        "- **engine CPU**: `_nodes/stats/process` `cpu.total_in_millis` over a row's "
+        "saturation passes, less the engine's idle rate measured between passes "
+        "(per engine below), over the searches answered; **× plain match**: over the "
+        "plain match's on the same index",
+        "- **sidecar CPU**: user + system time of the sidecar's processes over the same "
+        "passes",
+        f"- **engine calls** (HTTP requests) and **KB from the engine** (response bytes, "
+        f"headers included): {q['counted']} searches per row, after {q['warmup']} "
+        "uncounted, through a counting TCP relay in the bench's process, the upstream of "
+        "fresh sidecars (its callers' calls and its own vector store reads, on the wire)",
+        f"- **p50 / p99**: {q['latency']} searches per row after {q['warmup']} warm-up, one "
+        "client, the rows interleaved query by query (so p99 is about the slowest)",
+        f"- **searches/s**: 4, then 16 clients send back to back for {q['seconds']:.0f} s "
+        "from a process of their own; the searches still running then are waited for and "
+        "counted, over the time to the last answer; **degraded**: answers that gave up "
+        "refining (one-client + saturation, of all answered)",
+        "- before measuring, the bench waits until the engine runs no merge",
+        "- query texts: SciFact's distinct test, then train queries; each sidecar takes "
+        "them in order and never repeats one within the labeler's score cache (256 "
+        "queries), and the labelling rows run on separate sidecars, so no answer is a "
+        "cached one",
+        "",
+    ]
+    for e in report["engines"]:
+        lines += [f"## {e['engine']} {e['version']}", "",
+                  f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second.", "",
+                  *table(e["rows"]), "", "Engine calls per search, by request:", "",
+                  *[f"- {r['label']}: " + ", ".join(f"{n:g} × `{call}`"
+                                                     for call, n in r["calls"].items())
+                    for r in e["rows"]], ""]
+    grown = [e for e in report["engines"] if e.get("scale")]
+    if grown:
+        lines += ["## Corpus growth", "",
+                  "The index's method and the plain match again, on `scifact-app` and on a "
+                  "copy grown N times: each doc again under ids `<id>~c<n>`, its `embedding` "
+                  "and its labeler vector in the store perturbed (gaussian noise of "
+                  f"{grown[0]['scale']['noise']:g} × the norm, renormalised; no "
+                  "re-embedding), the same mappings and `index.tour.*` settings. Copies "
+                  "share their original's text, so BM25 ties them.", ""]
+    for e in grown:
+        s = e["scale"]
+        refined_1x, refined_n = ratio(e["scale_rows"], INDEX), ratio(e["scale_rows"], s["index"])
+        lines += [f"### {e['engine']} {e['version']}", "",
+                  f"`{s['index']}`: {s['docs']:,} docs, "
+                  f"{s['bytes'] / 2**20:.0f} MiB on disk against {s['source_bytes'] / 2**20:.0f} "
+                  f"MiB for `{INDEX}`; docs copied in {s.get('build_seconds', 0):.0f} s, "
+                  f"{s.get('labeler_vectors', 0):,} labeler vectors in "
+                  f"{s.get('store_seconds', 0):.0f} s ("
+                  + ("by this run" if s["rebuilt"] else f"by an earlier run, "
+                     f"{s.get('built', 'unknown date')}: this one found them complete")
+                  + ").", "",
+                  *table(e["scale_rows"], with_index=True), "",
+                  f"Refined engine CPU / plain engine CPU: {_cell(refined_1x, 2)}× at 1x, "
+                  f"{_cell(refined_n, 2)}× at {s['copies']}x.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="also the index's method through this git revision's sidecar")
+    parser.add_argument("--scale", type=int, default=0,
+                        help="also on scifact-app grown this many times (0: not)")
+    parser.add_argument("--scale-engines", default="opensearch")
+    parser.add_argument("--latency", type=int, default=Plan.latency)
+    parser.add_argument("--counted", type=int, default=Plan.counted)
+    parser.add_argument("--seconds", type=float, default=Plan.seconds,
+                        help="each saturation pass")
+    parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/load.md"))
+    args = parser.parse_args(argv)
+    from es_tour.bench.app import prepare, warm_store
+    from es_tour.datasets import BeirDataset
+    from es_tour.server import Models
+
+    dataset = BeirDataset(args.dataset)
+    texts = list(dict.fromkeys([*[t for _, t in sorted(dataset.queries("test").items())],
+                                *[t for _, t in sorted(dataset.queries("train").items())]]))
+    plan = Plan(latency=args.latency, counted=args.counted, seconds=args.seconds)
+    urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    load_start = os.getloadavg()[0]
+    engines = []
+    for engine in args.engines.split(","):
+        models = Models("retriever")
+        prepare(engine, urls[engine], dataset, models)
+        stores = warm_store(engine, urls[engine], models, seed=dataset).stores
+        del models
+        scale = None
+        if args.scale > 1 and engine in args.scale_engines.split(","):
+            scale = grow(urls[engine], INDEX, args.scale, stores[0])
+        result = measure(engine, urls[engine], texts, plan, args.baseline,
+                         scale["index"] if scale else None)
+        engines.append({**result, "scale": scale})
+    from es_tour.recommended import FRONTIER_20
+    from es_tour.server._workers import default_workers
+
+    report = {"command": parsed_command("python -m es_tour.bench.load", args, parser),
+              "date": now(), "machine": machine(), "baseline": args.baseline,
+              "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+              "plan": {"warmup": plan.warmup, "latency": plan.latency,
+                       "counted": plan.counted, "seconds": plan.seconds},
+              "settings": FRONTIER_20, "workers": default_workers(), "engines": engines}
+    write_report(args.output, markdown(report), report)
+
+
+if __name__ == "__main__":
+    main()
