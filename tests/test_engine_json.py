@@ -60,3 +60,15 @@ async def test_both_clients_are_given_these_serializers(engine):
             assert isinstance(transport.deserializer.serializers["application/json"],
                               OpenSearchSerializer)
             assert isinstance(transport.serializer, OpenSearchSerializer)
+
+
+def test_the_sidecars_answers_are_written_compact_or_pretty_with_numpy_and_odd_keys():
+    from es_tour.engines import json_bytes
+
+    answer = {**PAGE, "ext": {"score": np.float32(0.5), "vector": np.arange(2.0),
+                              "docs": ("a", "b"), "by_round": {1: "x"}}}
+    plain = json.loads(json.dumps(answer, default=lambda v: v.tolist()))
+    compact = json_bytes(answer, lambda v: v.tolist())
+    pretty = json_bytes(answer, lambda v: v.tolist(), pretty=True)
+    assert json.loads(compact) == json.loads(pretty) == plain
+    assert b"\n" not in compact and b'\n  "hits"' in pretty

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
+from es_tour.engines._json import dumps as json_bytes
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -66,5 +67,6 @@ __all__ = [
     "TermStats",
     "VectorField",
     "connect",
+    "json_bytes",
     "text_query",
 ]

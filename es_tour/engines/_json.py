@@ -1,4 +1,4 @@
-"""The engine clients' JSON, read and written with orjson.
+"""The engine clients' JSON, and the sidecar's answers, read and written with orjson.
 
 A refined search reads pages of hits with their 384-d vectors in every round; orjson
 decodes them many times faster than the json module (docs/benchmarks/decode.md), which
@@ -25,12 +25,13 @@ def loads(data: str | bytes) -> Any:
         return json.loads(data)
 
 
-def dumps(data: Any, default: Callable[[Any], Any]) -> bytes:
+def dumps(data: Any, default: Callable[[Any], Any], pretty: bool = False) -> bytes:
     try:
-        return orjson.dumps(data, default=default, option=orjson.OPT_SERIALIZE_NUMPY)
-    except TypeError:
-        return json.dumps(data, default=default, ensure_ascii=False,
-                          separators=(",", ":")).encode()
+        return orjson.dumps(data, default=default, option=orjson.OPT_SERIALIZE_NUMPY
+                            | (orjson.OPT_INDENT_2 if pretty else 0))
+    except TypeError:  # e.g. keys that are not strings, which the json module converts
+        return json.dumps(data, default=default, ensure_ascii=False, indent=2 if pretty else None,
+                          separators=None if pretty else (",", ":")).encode()
 
 
 class ElasticsearchSerializer(JsonSerializer):
