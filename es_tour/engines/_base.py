@@ -183,7 +183,7 @@ class ClientEngine(TermVectors):
         filters: Sequence[Mapping[str, Any]],
     ) -> dict[str, Any]:
         """A kNN search keeping only the docs that match every query of `filters`."""
-        raise NotImplementedError
+        return {"query": self._knn_clause(vector, k, num_candidates, field, filters)}
 
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
         """Create the index; returns False when it exists and `replace` is not set."""

@@ -97,16 +97,6 @@ class OpenSearchEngine(ClientEngine):
             clause["filter"] = {"bool": {"filter": list(filters)}}
         return {"knn": {field: clause}}
 
-    def _knn_body(
-        self,
-        vector: list[float],
-        k: int,
-        num_candidates: int,
-        field: str,
-        filters: Sequence[Mapping[str, Any]],
-    ) -> dict[str, Any]:
-        return {"query": self._knn_clause(vector, k, num_candidates, field, filters)}
-
 
 class _WithHeaders:
     """The client (or one of its namespaces, e.g. `indices`) with `headers` added to every
