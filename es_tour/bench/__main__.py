@@ -12,7 +12,6 @@ bench aside: `python -m es_tour.bench.models --smoke`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -25,7 +24,7 @@ from rich.console import Console
 
 from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions, policy_dir
 from es_tour.bench import proxy, results
-from es_tour.bench._commands import portable_command
+from es_tour.bench._commands import bench_parser, portable_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import (
     AGENT_SWEEPS,
@@ -193,10 +192,7 @@ def _trained_reranker() -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
-    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser = bench_parser(__doc__)
     parser.add_argument("--index", default=None, help="default: the dataset's name")
     parser.add_argument("--labeler", default="default")
     parser.add_argument("--cross-encoder", type=Path, default=_trained_reranker(),

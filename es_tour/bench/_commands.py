@@ -74,3 +74,19 @@ def write_report(page: Path, markdown: str, report: Mapping[str, Any]) -> None:
     page.write_text(markdown)
     page.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {page} and {page.with_suffix('.json')}")
+
+
+DEV_NODES = {"opensearch": "http://127.0.0.1:9200", "elasticsearch": "http://127.0.0.1:9210"}
+
+
+def bench_parser(doc: str, engines: Sequence[str] = tuple(DEV_NODES),
+                 choose_engines: bool = False) -> argparse.ArgumentParser:
+    """A benchmark's command line: its dataset and each engine's URL (`es-tour engine
+    start`'s nodes by default), and with `choose_engines` the --engines it runs on."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    for engine in engines:
+        parser.add_argument(f"--{engine}", default=DEV_NODES[engine])
+    if choose_engines:
+        parser.add_argument("--engines", default=",".join(engines))
+    return parser

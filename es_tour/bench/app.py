@@ -16,7 +16,6 @@ page and `app.json` beside it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -41,7 +40,7 @@ from es_tour.bench._app_workload import (
     violations,
     workload,
 )
-from es_tour.bench._commands import parsed_command, write_report
+from es_tour.bench._commands import bench_parser, parsed_command, write_report
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
@@ -454,11 +453,7 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
-    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
-    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser = bench_parser(__doc__, choose_engines=True)
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/app.md"))
     parser.add_argument("--smoke", action="store_true",
                         help=f"only the first {SMOKE_REQUESTS} requests of the workload")

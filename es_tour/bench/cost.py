@@ -33,7 +33,6 @@ those sections:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -50,7 +49,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from es_tour.bench._commands import parsed_command, write_report
+from es_tour.bench._commands import bench_parser, parsed_command, write_report
 from es_tour.bench._machine import machine, now
 from es_tour.bench.app import INDEX, ndcg_at_10, prepare, warm_store
 from es_tour.datasets import BeirDataset
@@ -425,11 +424,7 @@ def _target(label: str, value: float, limit: float, unit: str, at_least: bool = 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
-    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
-    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser = bench_parser(__doc__, choose_engines=True)
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/cost.md"))
     parser.add_argument("--queries", type=int, default=None,
                         help="only the first N queries of the stream (a smoke run)")

@@ -15,7 +15,6 @@ Labels come from each model's cached corpus vectors, so a pair costs a dot produ
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -29,7 +28,7 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 from rich.console import Console
 
-from es_tour.bench._commands import portable_command
+from es_tour.bench._commands import bench_parser, portable_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import ndcg_per_round, operator_counts
 from es_tour.bench.tour_sweep import corpus_context
@@ -414,10 +413,7 @@ def write(collected: dict[str, Any], out: Path, images: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
-    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
+    parser = bench_parser(__doc__)
     parser.add_argument("--train-queries", type=int, default=None, help="default: all")
     parser.add_argument("--test-queries", type=int, default=None, help="default: all")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))

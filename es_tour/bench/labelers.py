@@ -21,7 +21,6 @@ alone and keeps the rest of the JSON the last run wrote (its cost figures among 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from es_tour.agents import policy_dir
-from es_tour.bench._commands import parsed_command
+from es_tour.bench._commands import bench_parser, parsed_command
 from es_tour.bench._machine import machine, now
 from es_tour.bench.frontier import (
     BUDGETS,
@@ -399,9 +398,7 @@ def write(report: dict[str, Any], out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
+    parser = bench_parser(__doc__, ["opensearch"])
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument("--policy", default=None,
                         help="P2's learned agent runs this policy, which must have been "

@@ -16,7 +16,6 @@ copy of the index grown N times (perturbed stored vectors, no re-embedding).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import threading
@@ -32,7 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from es_tour.bench._commands import parsed_command, write_report
+from es_tour.bench._commands import bench_parser, parsed_command, write_report
 from es_tour.bench._grown import grow
 from es_tour.bench._load import cpu_seconds
 from es_tour.bench._machine import machine, now
@@ -536,11 +535,7 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--opensearch", default="http://127.0.0.1:9200")
-    parser.add_argument("--elasticsearch", default="http://127.0.0.1:9210")
-    parser.add_argument("--engines", default="opensearch,elasticsearch")
+    parser = bench_parser(__doc__, choose_engines=True)
     parser.add_argument("--baseline", default=None, metavar="REV",
                         help="also the index's method through this git revision's sidecar")
     parser.add_argument("--scale", type=int, default=0,
