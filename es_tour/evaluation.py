@@ -23,7 +23,7 @@ from rich.progress import (
 import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
-from es_tour.metrics import Qrels, ndcg_at_k, ranked, score_run
+from es_tour.metrics import Qrels, Robustness, ndcg_at_k, ranked, robustness, score_run
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
     SearchContext,
@@ -285,12 +285,30 @@ def _forget_labels(context: SearchContext) -> None:
         clear()
 
 
+def robustness_against(reports: Sequence[MethodReport], qrels: Qrels, reference: str
+                       ) -> dict[str, Robustness]:
+    """Each method's per-query robustness against the report labelled `reference` (the
+    labeler-free hybrid-linear, say); none when no report has that label."""
+    base = next((r for r in reports if r.spec.label == reference), None)
+    if base is None:
+        return {}
+    ndcg = base.ndcg_by_query(qrels)
+    return {r.spec.label: robustness(r.ndcg_by_query(qrels), ndcg)
+            for r in reports if r is not base}
+
+
 def report_json(
-    dataset: BeirDataset, engine: str, split: str, reports: Sequence[MethodReport]
+    dataset: BeirDataset, engine: str, split: str, reports: Sequence[MethodReport],
+    robust: Mapping[str, Robustness] | None = None, reference: str | None = None,
 ) -> dict[str, Any]:
+    robust = robust or {}
     return {
         "dataset": dataset.name,
         "engine": engine,
         "split": split,
-        "methods": {r.spec.label: {**r.summary(), "budget": r.spec.budget} for r in reports},
+        **({"robustness_against": reference} if robust else {}),
+        "methods": {r.spec.label: {**r.summary(), "budget": r.spec.budget,
+                                   **({"robustness": robust[r.spec.label].to_dict()}
+                                      if r.spec.label in robust else {})}
+                    for r in reports},
     }

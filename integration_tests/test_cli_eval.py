@@ -26,11 +26,16 @@ def test_eval_writes_the_documented_json_and_a_plot(nodes, scifact, scifact_inde
     report = json.loads(output.read_text())
     assert (report["dataset"], report["engine"], report["split"]) == ("scifact", "opensearch",
                                                                       "test")
-    assert set(report["methods"]) == {"bm25", "knn", "hybrid-rrf"}
+    # hybrid-linear, the labeler-free reference of the robustness columns, runs too
+    assert set(report["methods"]) == {"bm25", "knn", "hybrid-rrf", "hybrid-linear"}
     assert set(report["methods"]["knn"]) == {"ndcg@10", "recall@100", "mrr@10",
                                              "latency_ms_p50", "latency_ms_p95",
-                                             "pairs_scored_mean", "budget"}
-    assert "hybrid-rrf" in result.stdout  # the printed table
+                                             "pairs_scored_mean", "budget", "robustness"}
+    assert report["robustness_against"] == "hybrid-linear"
+    knn = report["methods"]["knn"]["robustness"]
+    assert knn["queries"] == 5 and knn["wins"] + knn["losses"] <= 5
+    assert knn["index"] == round((knn["wins"] - knn["losses"]) / 5, 4)
+    assert "hybrid-rrf" in result.stdout and "RI" in result.stdout  # the printed table
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -43,7 +48,7 @@ def test_eval_runs_each_labelling_method_at_each_budget(nodes, scifact, scifact_
     assert result.returncode == 0, result.stderr
     methods = json.loads(output.read_text())["methods"]
     assert {label: m["budget"] for label, m in methods.items()} == {
-        "knn": None, "rerank:k=5": 5, "rerank:k=10": 10,
+        "knn": None, "hybrid-linear": None, "rerank:k=5": 5, "rerank:k=10": 10,
         "tour-hard:budget=5": 5, "tour-hard:budget=10": 10}
     for label, summary in methods.items():
         assert summary["pairs_scored_mean"] <= (summary["budget"] or 0), label

@@ -33,6 +33,7 @@ from es_tour.evaluation import (
 )
 from es_tour.ingest import ingest
 from es_tour.judgements import store_qrels
+from es_tour.metrics import HURT_AT, Robustness
 from es_tour.models import EnsembleLabeler, Labeler, has_corpus_embeddings, vector_labelers
 from es_tour.pipeline import SearchContext, open_context
 from es_tour.server import ServerConfig
@@ -175,16 +176,20 @@ def short_labels(labels: Sequence[str]) -> dict[str, str]:
     return {label: keys.get(label, label) for label in labels}
 
 
-def print_table(out: Console, title: str, reports: list[MethodReport]) -> None:
-    """The methods' figures, then the legend of the labels `short_labels` shortened, each
-    on one line (a terminal narrower than a label wraps it, but it stays one string)."""
+def print_table(out: Console, title: str, reports: list[MethodReport],
+                robust: Mapping[str, Robustness] | None = None) -> None:
+    """The methods' figures, with `robust`'s per-query comparison to the reference where
+    given, then the legend of the labels `short_labels` shortened, each on one line (a
+    terminal narrower than a label wraps it, but it stays one string)."""
     shown = short_labels([report.spec.label for report in reports])
+    against = ["+/- queries", "RI", f"hurt ≥{HURT_AT}"] if robust else []
     table = Table(
         Column("method", no_wrap=True, min_width=LABEL_WIDTH),
-        "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", title=title
+        "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms", "pairs/q", *against, title=title
     )
     for report in reports:
         s = report.summary()
+        r = (robust or {}).get(report.spec.label)
         table.add_row(
             Text(shown[report.spec.label]),
             f"{s['ndcg@10']:.4f}",
@@ -193,6 +198,8 @@ def print_table(out: Console, title: str, reports: list[MethodReport]) -> None:
             f"{s['latency_ms_p50']:.1f}",
             f"{s['latency_ms_p95']:.1f}",
             f"{s['pairs_scored_mean']:.1f}",
+            *([f"+{r.wins}/-{r.losses}", f"{r.index:+.2f}", f"{r.hurt_share:.1%}"] if r
+              else ["reference", "", ""] if robust else []),
         )
     out.print(table)
     for label, short in shown.items():

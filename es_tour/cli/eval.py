@@ -26,7 +26,14 @@ from es_tour.cli._shared import (
 )
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
-from es_tour.evaluation import parse_budgets, parse_methods, report_json, with_budgets
+from es_tour.evaluation import (
+    MethodSpec,
+    parse_budgets,
+    parse_methods,
+    report_json,
+    robustness_against,
+    with_budgets,
+)
 
 # Cheap enough for a demo on two cores: the labeler (bge-small) scores about 3 docs/s.
 DEMO_METHODS = "bm25,knn,rerank:k=10,tour-hard,tour-soft"
@@ -54,6 +61,11 @@ def eval_command(
         help="time each method with an empty label cache, or label each (query, doc) pair "
              "once for the whole run (faster; latencies then hold only new labels)")] = False,
     corpus_vectors: CorpusVectors = None,
+    against: Annotated[str, typer.Option(
+        help="compare each method, query by query, with this labeler-free method (run "
+             "too if not listed): queries better/worse, the robustness index "
+             "(better − worse) / queries, and the share hurt by ≥ 0.2 nDCG@10; '' for "
+             "none")] = "hybrid-linear",
     output: Output = None,
     plot: Annotated[
         Path | None, typer.Option(help="write nDCG@10 against pairs scored (PNG) here")
@@ -63,7 +75,8 @@ def eval_command(
     client_key: ClientKey = None,
     verify_certs: VerifyCerts = True,
 ) -> None:
-    """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency and pairs scored."""
+    """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency, pairs scored and
+    each method's robustness against a labeler-free reference (hybrid-linear)."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     specs = parse_methods(methods)
@@ -75,16 +88,20 @@ def eval_command(
     levels = parse_budgets(budgets) if budgets is not None else []
     if levels:
         specs = with_budgets(specs, levels)
+    reference = MethodSpec.parse(against).label if against else None
+    if reference and reference not in {spec.label for spec in specs}:
+        specs.append(MethodSpec.parse(against))
     reports = asyncio.run(_evaluate(target, data, index, specs, split, max_queries,
                                     labeler, cold_labels, corpus_vectors))
     title = f"{data.name} {split} on {engine}" + (
         "" if cold_labels else " (labels shared across methods: latencies hold new ones only)")
+    robust = robustness_against(reports, data.qrels(split), reference) if reference else {}
     if not levels:
-        print_table(console, title, reports)
+        print_table(console, title, reports, robust)
     for budget in levels:  # methods without a budget option show in every table
         print_table(console, f"{title}, at {budget} labeler pairs per query",
-                    [r for r in reports if r.spec.budget in (None, budget)])
-    summary = report_json(data, engine, split, reports)
+                    [r for r in reports if r.spec.budget in (None, budget)], robust)
+    summary = report_json(data, engine, split, reports, robust, reference)
     if output:
         output.write_text(json.dumps(summary, indent=2))
         console.print(f"wrote {output}")
