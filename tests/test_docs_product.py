@@ -95,3 +95,55 @@ def test_product_text_passes(line: str) -> None:
 
 def test_the_sidecar_guide_is_within_its_limit() -> None:
     assert len((DOCS / "sidecar.md").read_text().splitlines()) <= GUIDE_LINES
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub writes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = _FENCE.sub("", page.read_text())
+    return {_slug(heading) for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of `page` whose file or heading is not there."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", _FENCE.sub("", page.read_text())):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists() or (anchor and dest.suffix == ".md"
+                                 and anchor not in _anchors(dest)):
+            broken.append(target)
+    return broken
+
+
+@pytest.mark.parametrize("page", pages(), ids=_name)
+def test_every_link_reaches_its_page_and_heading(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_a_moved_heading_is_a_broken_link(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\n\n## Sizing\n")
+    page = tmp_path / "b.md"
+    page.write_text("[ok](a.md#sizing) [gone](a.md#operating-it) [none](c.md) "
+                    "[web](https://example.com/x#y)\n")
+    assert broken_links(page) == ["a.md#operating-it", "c.md"]
+
+
+def test_docs_named_by_the_code_are_there() -> None:
+    """A `docs/...md#anchor` in the code, the Makefile or pyproject.toml (help text, a
+    comment a reader follows) names a page and heading that exist."""
+    sources = [*sorted((REPO / "es_tour").rglob("*.py")), REPO / "Makefile",
+               REPO / "pyproject.toml"]
+    missing = []
+    for source in sources:
+        for path, anchor in re.findall(r"\b(docs/[\w/.-]+\.md)(?:#([\w-]+))?",
+                                       source.read_text()):
+            page = REPO / path
+            if not page.exists() or (anchor and anchor not in _anchors(page)):
+                missing.append(f"{source.relative_to(REPO)}: {path}#{anchor}")
+    assert missing == []
