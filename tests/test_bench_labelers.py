@@ -70,7 +70,7 @@ def test_the_section_replaces_itself_in_results_md(tmp_path) -> None:
     write(report, tmp_path)
     write(report, tmp_path)
     text = (tmp_path / "RESULTS.md").read_text()
-    assert text.count(SECTION_START) == 1 and text.count("### P2") == 1
+    assert text.count(SECTION_START) == 1 and text.count("### The learned agent against HRE") == 1
     assert text.index(SECTION_END) < text.index("## The budget frontier")
     assert (tmp_path / "benchmarks" / "labelers.md").read_text().startswith("# The labelers")
 

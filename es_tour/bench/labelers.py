@@ -152,8 +152,9 @@ def policy_facts(policy: str, labeler: str) -> dict[str, Any]:
     training = manifest["training"]
     if training.get("labeler") != labeler or training.get("split") != "train":
         raise SystemExit(f"policy {policy!r} was trained with labeler "
-                         f"{training.get('labeler')!r} on {training.get('split')!r}; P2 "
-                         f"measures labeler {labeler!r}: train one with `es-tour train-agent "
+                         f"{training.get('labeler')!r} on {training.get('split')!r}; the "
+                         f"learned agent's comparison measures labeler {labeler!r}: train "
+                         f"one with `es-tour train-agent "
                          f"--labeler '{labeler}'` or leave --policy out")
     return {"name": policy, "labeler": training["labeler"], "queries": training["queries"],
             "examples": training["examples"], "positives": training["positives"],
@@ -275,7 +276,8 @@ def p2(hre: MethodReport, learned: MethodReport, qrels: Mapping[str, Mapping[str
 
 
 def markdown(report: Mapping[str, Any]) -> str:
-    lines = ["## The labelers (P1a, P1b, P2, cost, robustness)", "",
+    lines = ["## The labelers (their gain, refinement's own gain, the learned agent, cost, "
+             "robustness)", "",
              f"Written by `{report['command']}` on {report['date']} ({report['machine']}), "
              "from the budget frontier's runs ([benchmarks/frontier.md](benchmarks/frontier.md)) "
              f"and test searches made then; SciFact test, {report['plain']['queries']} queries, "
@@ -294,7 +296,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                      if peer in row else "not measured" for peer in (BASELINE, FEEDBACK)]
             lines.append(f"| {row['budget']} | `{row['method']}` | {row['ndcg@10']:.4f} | "
                          + " | ".join(cells) + " |")
-        lines += ["", "**P1b**, refinement's own gain (the best multi-round method against "
+        lines += ["", "**Refinement's own gain** (the best multi-round method against "
                   "the best single-round one, a fused rerank of its pool):", ""]
         lines += [f"- {row['budget']} pairs: `{row['multi']}` {row['multi_ndcg@10']:.4f} "
                   f"against `{row['single']}` {row['single_ndcg@10']:.4f} "
@@ -344,7 +346,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                       for n in [row["new_to_train"]]]
             lines.append("")
     agent = report["p2"]
-    lines += ["### P2: the learned agent against HRE", ""]
+    lines += ["### The learned agent against HRE", ""]
     lines += _remeasured(report, "p2")
     trained = agent.get("policy")
     if trained:
@@ -401,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = bench_parser(__doc__, ["opensearch"])
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument("--policy", default=None,
-                        help="P2's learned agent runs this policy, which must have been "
+                        help="The learned agent runs this policy, which must have been "
                              "trained on train with the chosen labeler (default: train "
                              "one here, stored as labelers-<labeler>)")
     parser.add_argument("--policy-queries", type=int, default=None,

@@ -65,7 +65,7 @@ def paper_claims(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
                    "matches (within 0.005)" if delta >= -0.005 else "falls short of")
         speed = "faster" if cold < 1 else "slower"
         lines.append(
-            f"- **P1, TOUR-hard k=10 (≤3 rounds) against rerank k=40.** The paper: equal "
+            f"- **TOUR-hard k=10 (≤3 rounds) against rerank k=40.** The paper: equal "
             f"quality at 1.3–2.4× less time. Here nDCG@10 {tour['ndcg@10']:.4f} against "
             f"{rerank['ndcg@10']:.4f} (Δ {delta:+.4f}): TOUR {verdict} reranking in quality, "
             f"with {pairs:.2f}× the pairs (target ≤ 0.5×) and {cold:.2f}× the cold-labeler "
@@ -84,7 +84,7 @@ def paper_claims(methods: Mapping[str, Mapping[str, Any]]) -> list[str]:
                    "ties HRE, short of the +1.0-point target" if delta > -0.1 else
                    "loses to HRE")
         lines.append(
-            f"- **P2, learned agent against HRE.** HARE reports about +1.4 nDCG points over its "
+            f"- **The learned agent against HRE.** HARE reports about +1.4 nDCG points over its "
             f"hybrid environment. Here {learned['ndcg@10']:.4f} against {hre['ndcg@10']:.4f} "
             f"({delta:+.2f} points): the learned agent {verdict}{pairs}."
         )
@@ -236,12 +236,11 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
               *_table(("path", "docs/s"),
                       [["embedding alone", ingest["embed_docs_per_s"]],
                        ["embedding + bulk indexing", ingest["ingest_docs_per_s"]]]), "",
-              f"**P5:** ingest runs at {ingest['ratio']:.2f}× the embedding rate (target ≥ "
-              f"0.9×): {'met' if ingest['ratio'] >= 0.9 else 'not met'}.", ""]
+              f"Ingest runs at {ingest['ratio']:.2f}× the embedding rate.", ""]
     if results.get("models_markdown"):
-        lines += ["## Models (P3)", "", _demote(results["models_markdown"]), ""]
+        lines += ["## Models", "", _demote(results["models_markdown"]), ""]
     if results.get("proxy_markdown"):
-        lines += ["## Proxy (P4)", "", _demote(results["proxy_markdown"]), ""]
+        lines += ["## Proxy", "", _demote(results["proxy_markdown"]), ""]
     path = out / "RESULTS.md"
     path.write_text("\n".join(lines))
     return path

@@ -88,7 +88,7 @@ def serve_command(
              "calls (settings as the service, vector store, health). An engine that "
              "authenticates by certificate then takes callers for the sidecar: only for a "
              "cluster that wants the certificate on every connection and authenticates "
-             "callers otherwise (docs/sidecar.md#tls)")] = False,
+             "callers otherwise (docs/security.md#tls)")] = False,
     tls_cert: Annotated[Path | None, typer.Option(
         help="PEM certificate to listen with: the sidecar then serves https")] = None,
     tls_key: Annotated[Path | None, typer.Option(

@@ -38,7 +38,7 @@ class ServerConfig:
       wait or are refused.
     workers: processes serving on one listening socket (`es-tour serve --workers`), each
       with its own event loop, models, model pool and admission slots; their counters are
-      summed (docs/sidecar.md#workers).
+      summed (docs/sidecar.md#workers-using-every-core).
     when_full: "queue" (wait for capacity until the deadline, then answer round 0 with
       `degraded: true`) or "reject" (429 with Retry-After: retry_after_s at once).
     settings_ttl_s: how long an index's `index.tour.*` settings are cached.
