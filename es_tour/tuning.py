@@ -413,8 +413,8 @@ class Splits:
 
     def describe(self) -> str:
         steps = (f"fitted on {len(self.fit_ids)} {self.fit} queries, the guard against "
-                 f"{BASELINE} decided on {len(self.validation_ids)} other {self.fit} "
-                 f"queries (seed {VALIDATION_SEED})")
+                 f"{BASELINE} and the labeler-free candidates decided on "
+                 f"{len(self.validation_ids)} other {self.fit} queries (seed {VALIDATION_SEED})")
         if self.report != self.fit:
             return (f"{steps}, reported on the {len(self.report_ids)} {self.report} queries, "
                     "which no decision reads")

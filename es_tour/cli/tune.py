@@ -117,8 +117,9 @@ def tune_command(
         help="nDCG@10 a labelling method must gain on the validation queries over the best "
              "labeler-free candidate (plain BM25, hybrid-linear) to be kept")] = MIN_GAIN,
     min_robustness: Annotated[float, typer.Option(
-        help="... and its (wins - losses) / queries against that candidate at least this "
-             "(a win or loss: nDCG@10 moved over 0.01)", min=-1, max=1)] = MIN_ROBUSTNESS,
+        help="the least (wins - losses) / queries a labelling method may have against that "
+             "candidate on the validation queries (a win or a loss: nDCG@10 moved over "
+             "0.01)", min=-1, max=1)] = MIN_ROBUSTNESS,
     costs: Annotated[Path, typer.Option(
         help="the load benchmark's JSON (make bench-load): each method's engine CPU and p50 "
              "over a plain search, shown beside it")] = LOAD_BENCH,
