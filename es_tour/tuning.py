@@ -7,6 +7,13 @@ nDCG@10 on a grid are kept. The candidate whose fused nDCG@10 is best is the cho
 guard then checks it against rerank-hybrid at the same budget on validation queries the fit
 never saw, and keeps rerank-hybrid where the choice trails; held-out queries that neither
 step read only report the outcome (`Splits`).
+
+A labelling method must also pay for its labeler: beside it run the labeler-free candidates,
+plain BM25 (the application's own query) and hybrid-linear (its `lexical_weight` fitted on
+the same fitting queries). `decide` keeps a refining method only where it beats the best of
+them on the validation queries by `MIN_GAIN` nDCG@10 and wins at least as many of those
+queries as it loses; else the best labeler-free candidate, and with plain BM25 that means
+leaving TOUR off.
 """
 
 from __future__ import annotations
@@ -14,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -25,9 +32,16 @@ from es_tour.errors import ConfigError
 from es_tour.evaluation import RUN_DEPTH, MethodSpec
 from es_tour.metrics import ranked, score_run
 from es_tour.models import EnsembleLabeler, Member, ensemble_name, parse_ensemble
-from es_tour.pipeline import BUDGET_OPTIONS, RankedHit, SearchContext, Timings, build_method
+from es_tour.pipeline import (
+    BUDGET_OPTIONS,
+    RankedHit,
+    SearchContext,
+    Timings,
+    build_method,
+    linear_scores,
+)
 from es_tour.pipeline._fusion import pool_scores
-from es_tour.tour import fused_scores
+from es_tour.tour import fused_scores, hybrid_scores
 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 # an ensemble's member weights, each beside the first member's 1.0
@@ -50,6 +64,18 @@ HELD_OUT_SEED = 0
 # the guard decides on them whether the choice beats the baseline
 VALIDATION_SHARE = 0.3
 VALIDATION_SEED = 0
+# the labeler-free candidates a labelling method must beat: the application's own query as
+# the engine orders it, and hybrid-linear with its lexical weight fitted on this grid
+PLAIN_BM25 = "bm25"
+LINEAR = "hybrid-linear"
+LEXICAL_GRID = tuple(step / 10 for step in range(11))
+CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
+# a refining method is kept where it beats the best labeler-free candidate by this much
+# nDCG@10 on the validation queries: about one standard error of that mean difference on
+# SciFact's 243 (0.011 to 0.014, per-query differences spreading 0.16 to 0.22, in tune's
+# run at 20 pairs), and the budget frontier's +0.01 target for a labelling method
+MIN_GAIN = 0.01
+MIN_ROBUSTNESS = 0.0  # ... and (wins - losses) / queries at least this: no more losses
 
 
 def plain_spec(method: str, budget: int) -> MethodSpec:
@@ -94,26 +120,42 @@ class Pool:
         return [self.ids[i] for i in np.argsort(-scores, kind="stable")] + self.rest
 
 
+Found = TypeVar("Found")
+
+
+async def each_query(queries: Mapping[str, str], search: Callable[[str], Awaitable[Found]],
+                     label: str, on_query: Callable[[str], None] | None = None
+                     ) -> dict[str, Found]:
+    """`search` of each query's text, `CONCURRENCY` at a time, by query id; `on_query`
+    hears `label` as each is done."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(text: str) -> Found:
+        async with gate:
+            found = await search(text)
+        if on_query:
+            on_query(label)
+        return found
+
+    found = await asyncio.gather(*(one(text) for text in queries.values()))
+    return dict(zip(queries, found, strict=True))
+
+
 async def pools(context: SearchContext, spec: MethodSpec, queries: Mapping[str, str],
                 on_query: Callable[[str], None] | None = None) -> dict[str, Pool]:
     """Each query's `Pool` under `spec`, `CONCURRENCY` searches at a time."""
     method = build_method(spec.name, context, spec.options)
-    gate = asyncio.Semaphore(CONCURRENCY)
 
     async def one(text: str) -> Pool:
-        async with gate:
-            result = await method.search(text, RUN_DEPTH)
-            labelled = [hit for hit in result.hits if hit.label is not None]
-            ids = [hit.id for hit in labelled]
-            bm25, dense, _ = await pool_scores(context, text, ids, Timings())
-        if on_query:
-            on_query(spec.label)
+        result = await method.search(text, RUN_DEPTH)
+        labelled = [hit for hit in result.hits if hit.label is not None]
+        ids = [hit.id for hit in labelled]
+        bm25, dense, _ = await pool_scores(context, text, ids, Timings())
         return Pool(ids, np.array([hit.label for hit in labelled]), bm25, dense,
                     [hit.id for hit in result.hits if hit.label is None],
                     member_scores(context, text, labelled))
 
-    found = await asyncio.gather(*(one(text) for text in queries.values()))
-    return dict(zip(queries, found, strict=True))
+    return await each_query(queries, one, spec.label, on_query)
 
 
 def member_scores(context: SearchContext, query: str, hits: Sequence[RankedHit]
@@ -203,6 +245,156 @@ def choose(fitted: Sequence[Fitted]) -> Fitted:
     return max(fitted, key=lambda each: (each.fit_ndcg, -fitted.index(each)))
 
 
+@dataclass(frozen=True)
+class LinearPool:
+    """One query's hybrid-linear union with each doc's BM25 and kNN score."""
+
+    ids: list[str]
+    bm25: np.ndarray
+    dense: np.ndarray
+
+    def ranking(self, lexical_weight: float) -> list[str]:
+        scores = hybrid_scores(self.bm25, self.dense, lexical_weight)
+        return [self.ids[i] for i in np.argsort(-scores, kind="stable")]
+
+
+async def linear_pools(context: SearchContext, queries: Mapping[str, str],
+                       on_query: Callable[[str], None] | None = None
+                       ) -> dict[str, LinearPool]:
+    """Each query's `LinearPool`, `CONCURRENCY` at a time: one search each, whatever the
+    weight it is then ranked with."""
+
+    async def one(text: str) -> LinearPool:
+        return LinearPool(*await linear_scores(context, text, Timings()))
+
+    return await each_query(queries, one, LINEAR, on_query)
+
+
+def fit_lexical_weight(found: Mapping[str, LinearPool],
+                       qrels: Mapping[str, Mapping[str, int]]) -> tuple[float, float]:
+    """hybrid-linear's `lexical_weight` on `LEXICAL_GRID` with the best mean nDCG@10, and that
+    nDCG, as `fit` fits the fusion weights: the earlier weight on a tie."""
+    best = (0.0, -1.0)
+    for weight in LEXICAL_GRID:
+        run = {qid: ranked(pool.ranking(weight)) for qid, pool in found.items()}
+        ndcg = score_run(qrels, run)["ndcg@10"]
+        if ndcg > best[1] + 1e-9:
+            best = (weight, ndcg)
+    return best
+
+
+def labeler_free(lexical_weight: float) -> list[MethodSpec]:
+    """The candidates that label nothing: plain BM25, then hybrid-linear at `lexical_weight`."""
+    return [MethodSpec.parse(PLAIN_BM25),
+            MethodSpec(f"{LINEAR}:lexical_weight={lexical_weight}", LINEAR,
+                       {"lexical_weight": lexical_weight})]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a search costs over the application's plain search, as the load benchmark
+    measured it: the engine's CPU and the median latency, each a ratio."""
+
+    engine_cpu: float
+    p50: float
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A candidate's nDCG@10 on each validation query, whether it labels docs, and its cost
+    (None: not measured)."""
+
+    label: str
+    ndcg: Mapping[str, float]
+    refining: bool
+    cost: Cost | None = None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.ndcg.values())))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A candidate beside the best labeler-free one, on the validation queries."""
+
+    candidate: Measured
+    gain: float  # mean nDCG@10 over the best labeler-free candidate's
+    wins: int
+    losses: int
+
+    @property
+    def robustness(self) -> float:
+        return (self.wins - self.losses) / len(self.candidate.ndcg)
+
+    def pays(self, min_gain: float, min_robustness: float) -> bool:
+        return (self.candidate.refining and self.gain >= min_gain - 1e-9
+                and self.robustness >= min_robustness - 1e-9)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The candidate kept (`off`: plain BM25, so TOUR stays off), why in one sentence, and
+    every candidate's standing against `against`, the best labeler-free one."""
+
+    kept: str
+    off: bool
+    reason: str
+    against: str
+    standings: list[Standing]
+
+
+def wins_losses(mine: Mapping[str, float], theirs: Mapping[str, float]) -> tuple[int, int]:
+    """Queries where `mine` beats `theirs` by more than `CHANGED` nDCG@10, and where it
+    trails by more."""
+    deltas = np.array([mine[qid] - theirs[qid] for qid in theirs])
+    return int((deltas > CHANGED).sum()), int((deltas < -CHANGED).sum())
+
+
+def decide(candidates: Sequence[Measured], min_gain: float = MIN_GAIN,
+           min_robustness: float = MIN_ROBUSTNESS) -> Decision:
+    """Keep the best refining candidate that pays: it beats the best labeler-free one by
+    `min_gain` mean nDCG@10 and its (wins − losses) / queries is at least `min_robustness`;
+    where none does, the best labeler-free candidate (the earlier on a tie), which is
+    leaving TOUR off when it is plain BM25."""
+    free = [each for each in candidates if not each.refining]
+    if not free or len(free) == len(candidates):
+        raise ConfigError("decide needs labeler-free and refining candidates")
+    best_free = max(free, key=lambda each: (each.mean, -free.index(each)))
+    standings = [Standing(each, each.mean - best_free.mean, *wins_losses(each.ndcg,
+                                                                        best_free.ndcg))
+                 for each in candidates]
+    refining = [each for each in standings if each.candidate.refining]
+    paying = [each for each in refining if each.pays(min_gain, min_robustness)]
+    queries = len(best_free.ndcg)
+    rule = (f"by at least {min_gain} nDCG@10 on the {queries} validation queries "
+            f"with (wins − losses) / queries ≥ {min_robustness}")
+    if paying:
+        kept = max(paying, key=lambda each: (each.candidate.mean, -paying.index(each)))
+        return Decision(kept.candidate.label, False, (
+            f"{kept.candidate.label} beats {best_free.label}, the best labeler-free "
+            f"candidate, {rule} ({kept.gain:+.4f}, {kept.wins} wins, {kept.losses} losses), "
+            f"so it is worth its labelling (cost: {cost_text(kept.candidate.cost)})."),
+            best_free.label,
+            standings)
+    best = max(refining, key=lambda each: (each.candidate.mean, -refining.index(each)))
+    off = best_free.label == PLAIN_BM25
+    outcome = ("TOUR stays off: plain BM25, the application's own search, is the best "
+               "candidate" if off else f"tune recommends {best_free.label}, which needs no "
+               "labeler")
+    return Decision(best_free.label, off, (
+        f"No refining candidate beats {best_free.label} {rule} (the best, "
+        f"{best.candidate.label}: {best.gain:+.4f}, {best.wins} wins, {best.losses} losses), "
+        f"so {outcome}."), best_free.label, standings)
+
+
+def cost_text(cost: Cost | None) -> str:
+    """`engine CPU 30.4×, p50 26.4× a plain search`, or `not measured`."""
+    if cost is None:
+        return "not measured"
+    return f"engine CPU {cost.engine_cpu:.1f}×, p50 {cost.p50:.1f}× a plain search"
+
+
 Part = Literal["fit", "validation", "report"]
 
 
@@ -221,8 +413,8 @@ class Splits:
 
     def describe(self) -> str:
         steps = (f"fitted on {len(self.fit_ids)} {self.fit} queries, the guard against "
-                 f"{BASELINE} decided on {len(self.validation_ids)} other {self.fit} "
-                 f"queries (seed {VALIDATION_SEED})")
+                 f"{BASELINE} and the labeler-free candidates decided on "
+                 f"{len(self.validation_ids)} other {self.fit} queries (seed {VALIDATION_SEED})")
         if self.report != self.fit:
             return (f"{steps}, reported on the {len(self.report_ids)} {self.report} queries, "
                     "which no decision reads")

@@ -1,5 +1,6 @@
-"""`es-tour tune --apply` on both engines: the settings it writes make the sidecar
-reproduce the figure tune reported for its recommendation on the held-out queries.
+"""`es-tour tune --apply` on both engines: the settings it writes (a labelling method, a
+labeler-free one or TOUR off, as its decision says) make the sidecar reproduce the figure
+tune reported for its recommendation on the held-out queries.
 
 The collection is SciFact's corpus (the shared `scifact` index) judged by its first 40
 test queries only, so tune divides that one split with fixed seeds: the fit, the guard's
@@ -61,20 +62,34 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
     assert len(chosen["candidates"]) == len(CANDIDATES)
     best = max(chosen["candidates"], key=lambda each: each["fit_ndcg@10"])
     assert best["chosen"] and chosen["choice"].startswith(best["label"])
-    # it recommends the choice if it holds up against rerank-hybrid on the validation
-    # queries, else rerank-hybrid; the held-out queries only report both
+    # on the validation queries, the choice, rerank-hybrid and the labeler-free candidates
+    # (plain BM25, hybrid-linear with its fitted weight); the held-out queries only report
     guard = chosen["validation"]
-    holds = guard[chosen["choice"]]["ndcg@10"] >= guard[chosen["baseline"]]["ndcg@10"]
-    assert chosen["recommended"] == (chosen["choice"] if holds else chosen["baseline"])
     held = chosen["held_out"]
-    assert set(held) == set(guard) == {chosen["choice"], chosen["baseline"]}
+    assert set(held) == set(guard) == {chosen["choice"], chosen["baseline"],
+                                       *chosen["labeler_free"]}
+    assert chosen["labeler_free"] == ["bm25", "hybrid-linear:lexical_weight="
+                                      f"{tuned['labeler_free_fit']['lexical_weight']}"]
+    # it recommends the better of the choice and rerank-hybrid where that beats the best
+    # labeler-free candidate by --min-gain without losing more queries than it wins, else
+    # that candidate (plain BM25: TOUR off)
+    decision = chosen["decision"]
+    standing = {each["label"]: each for each in decision["standings"]}
+    free = max(chosen["labeler_free"], key=lambda label: guard[label]["ndcg@10"])
+    assert decision["against"] == free
+    paying = [label for label in (chosen["choice"], chosen["baseline"])
+              if standing[label]["gain"] >= tuned["min_gain"]
+              and standing[label]["wins"] >= standing[label]["losses"]]
+    best = max(paying, key=lambda label: guard[label]["ndcg@10"], default=free)
+    assert chosen["recommended"] == decision["kept"] == best
+    assert chosen["off"] == (best == "bm25")
     # the settings went through the engine (the plugin validated them) and are on the index
     flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
                      params={"flat_settings": "true"}).json()[scifact_index]["settings"]
     assert tuned["applied"]["settings"] == chosen["settings"]
     assert flat == {key: str(value).lower() if isinstance(value, bool) else str(value)
                     for key, value in chosen["settings"].items()}
-    assert flat["index.tour.labeler"] == LABELER
+    assert flat.get("index.tour.labeler") == (LABELER if paying else None)
     # a sidecar with those settings and nothing else answers the held-out queries with
     # tune's figure
     judged = BeirDataset(data)
@@ -88,8 +103,9 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
             answer = httpx.post(f"{sidecar.url}/{scifact_index}/_search", timeout=120,
                                 json={"query": text_query(text, DEFAULT_TEXT_FIELDS), "size": 100})
             assert answer.status_code == 200, answer.text
-            tour = answer.json()["ext"]["tour"]
-            assert tour["method"] == chosen["settings"]["index.tour.method"]
+            # TOUR off: the sidecar passes the application's search through
+            tour = answer.json().get("ext", {}).get("tour")
+            assert (tour or {}).get("method") == chosen["settings"].get("index.tour.method")
             hits = answer.json()["hits"]["hits"]
             run[qid] = ranked([hit["_id"] for hit in hits])
     served = score_run({qid: qrels[qid] for qid in held_out}, run)["ndcg@10"]

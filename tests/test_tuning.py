@@ -50,8 +50,9 @@ def test_train_fits_and_guards_and_test_only_reports_when_both_are_judged(tmp_pa
     assert set(divided.queries(data, "report")) == {f"test-{i}" for i in range(3)}
     assert splits(data) == divided  # the same validation queries on every run
     assert divided.describe() == (
-        "fitted on 7 train queries, the guard against rerank-hybrid decided on 3 other train "
-        "queries (seed 0), reported on the 3 test queries, which no decision reads")
+        "fitted on 7 train queries, the guard against rerank-hybrid and the labeler-free "
+        "candidates decided on 3 other train queries (seed 0), reported on the 3 test queries, "
+        "which no decision reads")
 
 
 def test_one_judged_split_is_divided_into_fit_guard_and_report_with_fixed_seeds(tmp_path):
@@ -66,9 +67,9 @@ def test_one_judged_split_is_divided_into_fit_guard_and_report_with_fixed_seeds(
     assert splits(data) == divided  # the same queries in each part on every run
     assert report != {f"test-{i}" for i in range(len(report))}  # drawn, not the first N
     assert divided.describe() == (
-        "fitted on 20 test queries, the guard against rerank-hybrid decided on 8 other test "
-        "queries (seed 0), reported on the other 12 (held out with seed 0), which no "
-        "decision reads")
+        "fitted on 20 test queries, the guard against rerank-hybrid and the labeler-free "
+        "candidates decided on 8 other test queries (seed 0), reported on the other 12 (held "
+        "out with seed 0), which no decision reads")
 
 
 def test_one_split_holds_out_for_the_report_what_it_held_out_before_the_guard(tmp_path):

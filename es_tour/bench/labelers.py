@@ -51,11 +51,10 @@ from es_tour.models import is_ensemble, labeler_encoder, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
 from es_tour.models._labelers import model_directory
 from es_tour.training import train_policy
-from es_tour.tuning import BASELINE, fused_spec, plain_spec
+from es_tour.tuning import BASELINE, CHANGED, fused_spec, plain_spec, wins_losses
 
 SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
-CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
 HURT = 0.2  # a loss this large is counted apart
 PARTS = ("p2", "gain")  # what --only can re-measure alone
 POLICY_PREFIX = "labelers-"  # + the labeler's name as a registry name: P2's policy
@@ -114,7 +113,7 @@ def changes(mine: Mapping[str, float], theirs: Mapping[str, float]) -> dict[str,
     """Query-by-query wins and losses (moves over `CHANGED`), the robustness index
     (wins − losses) / queries, and the share of queries hurt by `HURT` or more."""
     deltas = np.array([mine[qid] - theirs[qid] for qid in theirs])
-    wins, losses = int((deltas > CHANGED).sum()), int((deltas < -CHANGED).sum())
+    wins, losses = wins_losses(mine, theirs)
     return {"queries": len(deltas), "wins": wins, "losses": losses,
             "unchanged": len(deltas) - wins - losses,
             "robustness_index": round((wins - losses) / len(deltas), 4),

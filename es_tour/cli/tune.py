@@ -1,18 +1,21 @@
 """`es-tour tune`: choose an index's method and fusion weights on train, guard the choice
-against rerank-hybrid, report both on held-out queries and, with --apply, set it on the
-index."""
+against rerank-hybrid, keep a labelling method only where it beats the labeler-free
+candidates (plain BM25, hybrid-linear) by enough on validation queries, report them all on
+held-out queries and, with --apply, set the recommendation on the index: a method, or TOUR
+off."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from es_tour.cli._app import app
@@ -27,6 +30,7 @@ from es_tour.cli._checks import (
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.cli._shared import (
+    LABEL_WIDTH,
     CorpusVectors,
     Dataset,
     Engine,
@@ -39,29 +43,51 @@ from es_tour.cli._shared import (
     _searchable,
     console,
     settings_text,
+    short_labels,
 )
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
-from es_tour.evaluation import evaluate, expected_pairs, parse_budgets, parse_methods, progress_bar
+from es_tour.evaluation import (
+    MethodSpec,
+    evaluate,
+    expected_pairs,
+    parse_budgets,
+    parse_methods,
+    progress_bar,
+)
 from es_tour.models import WEIGHT_MARK, is_ensemble, load_labeler
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext
 from es_tour.server import ServerConfig
-from es_tour.server._options import settings_for
+from es_tour.server._options import SETTINGS_PREFIX, settings_for
 from es_tour.tuning import (
     BASELINE,
     CANDIDATES,
     CONCURRENCY,
     MEMBER_FIT_METHOD,
+    MIN_GAIN,
+    MIN_ROBUSTNESS,
+    Cost,
+    Decision,
     Fitted,
+    Measured,
     Splits,
     choose,
+    decide,
     fit_candidates,
+    fit_lexical_weight,
     fit_members,
+    labeler_free,
+    linear_pools,
     plain_spec,
     pools,
     splits,
     weighted_labeler,
 )
+
+# `make bench-load`'s measurements: what each method's search costs over a plain one
+LOAD_BENCH = Path(__file__).parents[2] / "docs" / "benchmarks" / "load.json"
+# settings that weigh scores without changing what a search runs: a cost holds for any
+WEIGHTS = ("bm25_weight", "dense_weight", "lexical_weight")
 
 
 @app.command("tune")
@@ -84,8 +110,19 @@ def tune_command(
     fit_queries: Annotated[int | None, typer.Option(
         help="fit on the first N fitting queries only (default: all)", min=1)] = None,
     apply: Annotated[bool, typer.Option(
-        "--apply", help="write the choice at the largest budget to the index's "
-                        "index.tour.* settings (the plugin validates them)")] = False,
+        "--apply", help="write the recommendation at the largest budget to the index's "
+                        "index.tour.* settings (the plugin validates them), clearing the "
+                        "others; index.tour.enabled: false where plain BM25 is best")] = False,
+    min_gain: Annotated[float, typer.Option(
+        help="nDCG@10 a labelling method must gain on the validation queries over the best "
+             "labeler-free candidate (plain BM25, hybrid-linear) to be kept")] = MIN_GAIN,
+    min_robustness: Annotated[float, typer.Option(
+        help="the least (wins - losses) / queries a labelling method may have against that "
+             "candidate on the validation queries (a win or a loss: nDCG@10 moved over "
+             "0.01)", min=-1, max=1)] = MIN_ROBUSTNESS,
+    costs: Annotated[Path, typer.Option(
+        help="the load benchmark's JSON (make bench-load): each method's engine CPU and p50 "
+             "over a plain search, shown beside it")] = LOAD_BENCH,
     corpus_vectors: CorpusVectors = None,
     output: Output = None,
     ca_certs: CaCerts = None,
@@ -94,10 +131,13 @@ def tune_command(
     verify_certs: VerifyCerts = True,
 ) -> None:
     """Choose the index's method and fusion weights on most of the dataset's train queries,
-    at each budget; recommend the choice if it holds up against rerank-hybrid on the other
-    train queries (a fixed-seed part), else rerank-hybrid; report both on held-out queries
-    no decision reads (test, or a fixed-seed part of the only judged split); with --apply,
-    set the recommendation on the index."""
+    at each budget; on the other train queries (a fixed-seed part) keep the choice if it
+    holds up against rerank-hybrid, else rerank-hybrid, and keep that labelling method only
+    if it beats the best labeler-free candidate (plain BM25, hybrid-linear with its weight
+    fitted) by --min-gain without losing more queries than it wins, else recommend that
+    candidate (plain BM25: TOUR off); report them on held-out queries no decision reads
+    (test, or a fixed-seed part of the only judged split); with --apply, set the
+    recommendation on the index."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     levels = parse_budgets(budgets)
@@ -112,8 +152,12 @@ def tune_command(
     writable(output)
     console.print(f"{data.name}: {divided.describe()}"
                   + (f" (the first {len(fitting)} fitting queries)" if fit_queries else ""))
+    rule = Rule(min_gain, min_robustness, measured_costs(costs, target.engine))
     results = asyncio.run(_tune(target, data, index or data.name, labeler, levels, names,
-                                divided, fitting, corpus_vectors, apply))
+                                divided, fitting, corpus_vectors, apply, rule))
+    linear = results["labeler_free_fit"]
+    console.print(f"hybrid-linear's lexical_weight fitted on the fitting queries: "
+                  f"{linear['lexical_weight']} (nDCG@10 {linear['fit_ndcg@10']:.4f})")
     for budget, result in results["budgets"].items():
         print_choice(console, data.name, int(budget), result)
     if output:
@@ -121,14 +165,25 @@ def tune_command(
         console.print(f"wrote {output}")
 
 
+@dataclass(frozen=True)
+class Rule:
+    """When a labelling method is kept (`tuning.decide`), and each method's measured cost
+    (`measured_costs`), shown beside it."""
+
+    min_gain: float
+    min_robustness: float
+    costs: Sequence[tuple[dict[str, Any], Cost]]
+
+
 async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: str,
                 budgets: Sequence[int], candidates: Sequence[str], divided: Splits,
-                fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool
-                ) -> dict[str, Any]:
-    """Fit, guard and report at each budget, then (with `apply`) set the largest budget's
-    recommendation. With several labelers, each candidate runs with each (an ensemble's
-    member weights fitted first) and the best fit chooses both. The guard decides on the
-    validation queries; the held-out (report) queries are searched only after it has."""
+                fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool,
+                rule: Rule) -> dict[str, Any]:
+    """Fit, guard, decide and report at each budget, then (with `apply`) set the largest
+    budget's recommendation. With several labelers, each candidate runs with each (an
+    ensemble's member weights fitted first) and the best fit chooses both. The guard and
+    the decision read the validation queries; the held-out (report) queries are searched
+    only after they have."""
     labelers = [name.strip() for name in labeler.split(",") if name.strip()]
     context = _context(target, index, labelers[0])
     validation = divided.queries(data, "validation")
@@ -139,12 +194,19 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         "splits": divided.describe(), "fit_queries": len(fitting),
         "validation_queries": len(validation), "held_out_queries": len(held_out),
         "fit_qids": list(fitting), "validation_qids": list(validation),
-        "held_out_qids": list(held_out), "labelers": {}, "budgets": {}}
+        "held_out_qids": list(held_out), "min_gain": rule.min_gain,
+        "min_robustness": rule.min_robustness, "labelers": {}, "budgets": {}}
     async with context.engine:
         context, own = await _searchable(context, data, labelers[0], target)
         # every candidate searches the same queries: each embedded once, before the first
         context = replace(context, query_vectors={})
         context.embed_ahead([*fitting.values(), *validation.values(), *held_out.values()])
+        with progress_bar("fit hybrid-linear's lexical weight", len(fitting),
+                          err_console) as advance:
+            found = await linear_pools(context, fitting, advance)
+        lexical_weight, linear_fit = fit_lexical_weight(found, fit_qrels)
+        results["labeler_free_fit"] = {"lexical_weight": lexical_weight,
+                                       "fit_ndcg@10": linear_fit}
         pairs = expected_pairs([plain_spec(name, budget) for name in candidates
                                 for budget in budgets],
                                len(fitting) + len(validation) + len(held_out), False)
@@ -163,42 +225,114 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                     fitted += await fit_candidates(labelled, fitting, fit_qrels, budget,
                                                    candidates, advance, labeler=name)
             chosen = choose(fitted)
-            chosen_labeler = chosen.labeler
-            labelled = contexts[chosen_labeler]
-            baseline = plain_spec(BASELINE, budget)
-            pair = [chosen.fused, baseline]
-            checked = await evaluate(labelled, data, pair, split=divided.fit,
-                                     query_ids=validation, cold_labels=False,
-                                     concurrency=CONCURRENCY)
-            guard = {report.spec.label: report.summary() for report in checked}
-            # the choice only if it holds up on queries the fit never saw: a fit on few
-            # queries can pick a candidate that trails the plain reranker
-            holds = guard[chosen.fused.label]["ndcg@10"] >= guard[baseline.label]["ndcg@10"]
-            kept = chosen.fused if holds else baseline
-            # decided: the held-out queries report it, and decide nothing
-            reported = await evaluate(labelled, data, pair, split=divided.report,
-                                      query_ids=held_out, cold_labels=False,
-                                      concurrency=CONCURRENCY)
-            scores = {report.spec.label: report.summary() for report in reported}
-            settings = settings_for(kept.name, kept.options)
-            if chosen_labeler != "default":
-                settings["index.tour.labeler"] = chosen_labeler
-            results["budgets"][str(budget)] = {
-                "candidates": [{"label": each.spec.label, "labeler": each.labeler,
-                                "w_bm25": each.w_bm25, "w_dense": each.w_dense,
-                                "fit_ndcg@10": each.fit_ndcg, "chosen": each is chosen}
-                               for each in fitted],
-                "choice": chosen.fused.label, "labeler": chosen_labeler,
-                "baseline": baseline.label, "validation": guard, "held_out": scores,
-                "recommended": kept.label, "settings": settings}
+            results["budgets"][str(budget)] = await _decide_budget(
+                contexts[chosen.labeler], data, divided, validation, held_out, budget, fitted,
+                chosen, labeler_free(lexical_weight), rule)
         if apply:
             budget = max(budgets)
-            recommended = results["budgets"][str(budget)]
-            await _apply_settings(console, context.engine, index, recommended["settings"],
+            settings = results["budgets"][str(budget)]["settings"]
+            await _apply_settings(console, context.engine, index,
+                                  {**settings, **await _stale(context, index, settings)},
                                   f"tune's recommendation at {budget} labeler pairs per query",
                                   ServerConfig(upstream=target.url, engine=target.engine))
-            results["applied"] = {"budget": budget, "settings": recommended["settings"]}
+            results["applied"] = {"budget": budget, "settings": settings}
     return results
+
+
+async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Splits,
+                         validation: Mapping[str, str], held_out: Mapping[str, str],
+                         budget: int, fitted: Sequence[Fitted], chosen: Fitted,
+                         free: Sequence[MethodSpec], rule: Rule) -> dict[str, Any]:
+    """One budget's decision on the validation queries among the choice, rerank-hybrid and
+    the labeler-free `free`, then all of them on the held-out queries, which only report."""
+    baseline = plain_spec(BASELINE, budget)
+    refining = [chosen.fused, baseline]
+    specs = [*refining, *free]
+    checked = await evaluate(labelled, data, specs, split=divided.fit, query_ids=validation,
+                             cold_labels=False, concurrency=CONCURRENCY)
+    qrels = data.qrels(divided.fit)
+    decision = decide([Measured(report.spec.label, report.ndcg_by_query(qrels),
+                                report.spec in refining, _cost_of(report.spec, rule.costs))
+                       for report in checked], rule.min_gain, rule.min_robustness)
+    kept = next(spec for spec in specs if spec.label == decision.kept)
+    reported = await evaluate(labelled, data, specs, split=divided.report, query_ids=held_out,
+                              cold_labels=False, concurrency=CONCURRENCY)
+    settings: dict[str, Any] = ({f"{SETTINGS_PREFIX}enabled": False} if decision.off
+                                else settings_for(kept.name, kept.options))
+    if kept in refining and chosen.labeler != "default":
+        settings[f"{SETTINGS_PREFIX}labeler"] = chosen.labeler
+    return {
+        "candidates": [{"label": each.spec.label, "labeler": each.labeler,
+                        "w_bm25": each.w_bm25, "w_dense": each.w_dense,
+                        "fit_ndcg@10": each.fit_ndcg, "chosen": each is chosen}
+                       for each in fitted],
+        "choice": chosen.fused.label, "labeler": chosen.labeler, "baseline": baseline.label,
+        "labeler_free": [spec.label for spec in free],
+        "validation": {report.spec.label: report.summary() for report in checked},
+        "held_out": {report.spec.label: report.summary() for report in reported},
+        "decision": _decision_facts(decision), "recommended": kept.label, "off": decision.off,
+        "settings": settings}
+
+
+def _decision_facts(decision: Decision) -> dict[str, Any]:
+    """`decision` as JSON: each candidate's standing against the best labeler-free one."""
+    return {"kept": decision.kept, "off": decision.off, "reason": decision.reason,
+            "against": decision.against,
+            "standings": [{"label": each.candidate.label, "refining": each.candidate.refining,
+                           "ndcg@10": round(each.candidate.mean, 4),
+                           "gain": round(each.gain, 4), "wins": each.wins,
+                           "losses": each.losses, "queries": len(each.candidate.ndcg),
+                           "cost": (None if each.candidate.cost is None else
+                                    {"engine_cpu": round(each.candidate.cost.engine_cpu, 2),
+                                     "p50": round(each.candidate.cost.p50, 2)}),
+                           "per_query": each.candidate.ndcg}
+                          for each in decision.standings]}
+
+
+async def _stale(context: SearchContext, index: str, settings: Mapping[str, Any]
+                 ) -> dict[str, None]:
+    """The index's other index.tour.* settings, each to be reset: what tune writes is all
+    the index then runs (a pool or budget left from an earlier method would linger)."""
+    with context.engine.engine_errors():
+        flat = await context.engine.settings(index)
+    return {key: None for key in flat if key.startswith(SETTINGS_PREFIX) and key not in settings}
+
+
+def measured_costs(path: Path, engine: str) -> list[tuple[dict[str, Any], Cost]]:
+    """Each method the load benchmark's JSON at `path` measured on `engine`, as the
+    index.tour.* settings (unprefixed, less weights) that run it, with its engine CPU and
+    p50 over the plain match's; none where the file or the engine's rows are missing."""
+    if not path.is_file():
+        return []
+    try:
+        bench = json.loads(path.read_text())
+        rows: list[dict[str, Any]] = next(
+            (each["rows"] for each in bench["engines"] if each["engine"] == engine), [])
+        plain = next((row for row in rows if row["side"] == "engine"), None)
+        if plain is None:
+            return []
+        index_runs = {key.removeprefix(SETTINGS_PREFIX): value
+                      for key, value in bench["settings"].items()}
+        return [(_what_runs(dict(row["tour"]) if row["side"] == "methods" else index_runs),
+                 Cost(row["engine_cpu_ms"] / plain["engine_cpu_ms"],
+                      row["p50_ms"] / plain["p50_ms"]))
+                for row in rows if row["side"] in ("methods", "index")]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+        raise ConfigError(f"--costs {path} is not the load benchmark's JSON (make bench-load): "
+                          f"{error!r}") from error
+
+
+def _cost_of(spec: MethodSpec, costs: Sequence[tuple[dict[str, Any], Cost]]) -> Cost | None:
+    """`spec`'s measured cost: the one whose settings run what `spec` runs, if any."""
+    runs = _what_runs({key.removeprefix(SETTINGS_PREFIX): value
+                       for key, value in settings_for(spec.name, spec.options).items()})
+    return next((cost for measured, cost in costs if measured == runs), None)
+
+
+def _what_runs(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Unprefixed index.tour.* settings less the weights (`WEIGHTS`) and the switch."""
+    return {key: value for key, value in settings.items()
+            if key not in WEIGHTS and key != "enabled"}
 
 
 def _labelled(context: SearchContext, data: BeirDataset, own: bool,
@@ -227,9 +361,10 @@ async def _fit_labeler(context: SearchContext, data: BeirDataset, own: bool,
 
 
 def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, Any]) -> None:
-    """One budget's candidates with their fitted weights, then the choice against the
-    baseline on the validation queries (the guard's decision) and on the held-out ones
-    (the report)."""
+    """One budget's candidates with their fitted weights; then the choice, rerank-hybrid and
+    the labeler-free candidates on the validation queries (nDCG@10, gain and wins/losses
+    against the best labeler-free one: what the decision reads), with each one's measured
+    cost and held-out nDCG@10 (reported only); then the decision and why."""
     labelers = len({each["labeler"] for each in result["candidates"]})
     table = Table("candidate", *(["labeler"] if labelers > 1 else []), "w_bm25", "w_dense",
                   "fit nDCG@10", title=f"{dataset} at {budget} labeler pairs per query")
@@ -238,17 +373,28 @@ def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, A
         table.add_row(Text(label), *([Text(each["labeler"])] if labelers > 1 else []),
                       str(each["w_bm25"]), str(each["w_dense"]), f"{each['fit_ndcg@10']:.4f}")
     out.print(table)
-    for part, what in (("validation", "validation (the guard decides)"),
-                       ("held_out", "held out (reported only)")):
-        mine, base = result[part][result["choice"]], result[part][result["baseline"]]
-        gain = mine["ndcg@10"] - base["ndcg@10"]
-        out.print(Text(f"{what}: {result['choice']} nDCG@10 {mine['ndcg@10']:.4f} against "
-                       f"{result['baseline']} {base['ndcg@10']:.4f} ({gain:+.4f}); R@100 "
-                       f"{mine['recall@100']:.4f} against {base['recall@100']:.4f}"),
-                  soft_wrap=True)
-    if result["recommended"] != result["choice"]:
-        out.print(Text(f"the choice trails {result['baseline']} on the validation queries, "
-                       f"so tune recommends {result['baseline']} (fit on more queries to "
-                       "choose again)"), soft_wrap=True)
+    decision = result["decision"]
+    standings = decision["standings"]
+    shown = short_labels([each["label"] for each in standings])
+    queries = standings[0]["queries"]
+    table = Table(Column("candidate", no_wrap=True, min_width=LABEL_WIDTH), "labels",
+                  "nDCG@10", "gain", "wins / losses",
+                  Column("cost: engine CPU, p50", no_wrap=True), "held-out nDCG@10",
+                  title=f"validation ({queries} queries) against {shown[decision['against']]}, "
+                        "the best labeler-free candidate")
+    for each in standings:
+        cost = each["cost"]
+        kept = " (kept)" if each["label"] == decision["kept"] else ""
+        table.add_row(Text(shown[each["label"]] + kept), "yes" if each["refining"] else "no",
+                      f"{each['ndcg@10']:.4f}", f"{each['gain']:+.4f}",
+                      f"{each['wins']} / {each['losses']}",
+                      (f"{cost['engine_cpu']:.1f}×, {cost['p50']:.1f}×" if cost
+                       else "not measured"),
+                      f"{result['held_out'][each['label']]['ndcg@10']:.4f}")
+    out.print(table)
+    for label, short in shown.items():
+        if short != label:
+            out.print(Text(f"  {short[short.rindex('['):]} {label}"), soft_wrap=True)
+    out.print(Text(f"decision: {decision['reason']}"), soft_wrap=True)
     out.print(Text(f"recommended settings: {settings_text(result['settings'])}"),
               soft_wrap=True)

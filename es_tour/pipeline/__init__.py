@@ -10,7 +10,13 @@ from es_tour.pipeline._context import (
     doc_text,
     open_context,
 )
-from es_tour.pipeline._first_stage import LEXICAL_WEIGHT, LINEAR_DEPTH, interleave, rank_linear
+from es_tour.pipeline._first_stage import (
+    LEXICAL_WEIGHT,
+    LINEAR_DEPTH,
+    interleave,
+    linear_scores,
+    rank_linear,
+)
 from es_tour.pipeline._registry import (
     BUDGET_OPTIONS,
     METHODS,
@@ -62,6 +68,7 @@ __all__ = [
     "doc_text",
     "interleave",
     "label_mass",
+    "linear_scores",
     "open_context",
     "rank_linear",
     "register_method",

@@ -232,11 +232,8 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
     vector = await context.embed_query(query, timings)
     lexical, dense = await _legs(context, query, vector, max(k, depth), max(k, depth), timings,
                                  provenance)
-
-    async def bm25_of(ids: list[str]) -> list[Hit]:
-        return await context.bm25(query, len(ids), timings, ids=ids)
-
-    ranked, calls = await rank_linear(context, vector, dense[:depth], lexical[:depth], bm25_of,
+    ranked, calls = await rank_linear(context, vector, dense[:depth], lexical[:depth],
+                                      _bm25_of(context, query, timings),
                                       options.lexical_weight, timings)
     fused = {hit.id for hit in ranked}
     floor = ranked[-1].score if ranked else 0.0
@@ -250,7 +247,20 @@ async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequenc
                       bm25_of: Callable[[list[str]], Awaitable[list[Hit]]],
                       lexical_weight: float, timings: Timings) -> tuple[list[Hit], int]:
     """The union of `dense` (`context.knn`'s hits for `vector`) and `lexical`, best first by
-    `hybrid_scores`, and the engine calls made: at once, `bm25_of` gives the dense-only
+    `hybrid_scores` with `lexical_weight`, and the engine calls made (`linear_union`)."""
+    union, bm25, knn, calls = await linear_union(context, vector, dense, lexical, bm25_of,
+                                                 timings)
+    scores = hybrid_scores(bm25, knn, lexical_weight)
+    order = np.argsort(-scores, kind="stable")
+    return [replace(union[i], score=float(scores[i])) for i in order], calls
+
+
+async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],
+                       lexical: Sequence[Hit],
+                       bm25_of: Callable[[list[str]], Awaitable[list[Hit]]], timings: Timings
+                       ) -> tuple[list[Hit], np.ndarray, np.ndarray, int]:
+    """The union of `dense` (`context.knn`'s hits for `vector`) and `lexical`, each doc's
+    BM25 and kNN score, and the engine calls made: at once, `bm25_of` gives the dense-only
     docs their BM25 (0 where no query term matches) and a kNN call restricted to the
     lexical-only docs their kNN score (exact from a filter this small).
 
@@ -276,12 +286,30 @@ async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequenc
     bm25 |= {hit.id: hit.score for hit in more_bm25}
     knn |= {hit.id: hit.score for hit in more_knn}
     floor = min(knn.values(), default=0.0)  # a doc with no stored vector: kNN's last
-    scores = hybrid_scores(np.array([bm25.get(hit.id, 0.0) for hit in union]),
-                           np.array([knn.get(hit.id, floor) for hit in union]),
-                           lexical_weight)
-    order = np.argsort(-scores, kind="stable")
-    ranked = [replace(union[i], score=float(scores[i])) for i in order]
-    return ranked, int(bool(dense_only)) + int(bool(lexical_only))
+    return (union, np.array([bm25.get(hit.id, 0.0) for hit in union]),
+            np.array([knn.get(hit.id, floor) for hit in union]),
+            int(bool(dense_only)) + int(bool(lexical_only)))
+
+
+async def linear_scores(context: SearchContext, query: str, timings: Timings,
+                        depth: int = LINEAR_DEPTH) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """hybrid-linear's union for `query` (BM25's and kNN's top `depth`) with each doc's
+    BM25 and kNN score, before any weight ranks it: what a fit of `lexical_weight` reads."""
+    vector = await context.embed_query(query, timings)
+    lexical, dense = await _legs(context, query, vector, depth, depth, timings, Provenance())
+    union, bm25, knn, _ = await linear_union(context, vector, dense, lexical,
+                                             _bm25_of(context, query, timings), timings)
+    return [hit.id for hit in union], bm25, knn
+
+
+def _bm25_of(context: SearchContext, query: str, timings: Timings
+             ) -> Callable[[list[str]], Awaitable[list[Hit]]]:
+    """BM25's scores for `query` of the docs given, as `linear_union` asks for them."""
+
+    async def bm25_of(ids: list[str]) -> list[Hit]:
+        return await context.bm25(query, len(ids), timings, ids=ids)
+
+    return bm25_of
 
 
 def interleave(*rankings: Sequence[Hit]) -> list[Hit]:
