@@ -12,7 +12,8 @@ MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
 
 # a query whose nDCG@10 falls this far below the reference's counts as hurt
 HURT_AT = 0.2
-TIE = 1e-9  # nDCG differences closer than this are ties, not wins or losses
+# a query's nDCG@10 moved more than this: a win or a loss (closer is unchanged)
+CHANGED = 0.01
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> {doc id: relevance}
 Run = Mapping[str, Mapping[str, float]]  # query id -> {doc id: score}
@@ -41,8 +42,9 @@ def ndcg_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int = 10
 
 @dataclass(frozen=True)
 class Robustness:
-    """A method against a reference, query by query: the queries it ranks better (wins),
-    worse (losses) and worse by at least HURT_AT (hurt), of the queries both ran."""
+    """A method against a reference, query by query: the queries it ranks better (wins)
+    or worse (losses) by more than CHANGED, and worse by at least HURT_AT (hurt), of the
+    queries both ran."""
 
     wins: int
     losses: int
@@ -68,5 +70,6 @@ def robustness(ndcg: Mapping[str, float], reference: Mapping[str, float],
                hurt_at: float = HURT_AT) -> Robustness:
     """Per-query nDCG@10 (query id -> value) against the reference's on the same queries."""
     deltas = [ndcg[qid] - reference[qid] for qid in ndcg if qid in reference]
-    return Robustness(wins=sum(d > TIE for d in deltas), losses=sum(d < -TIE for d in deltas),
-                      hurt=sum(d <= -hurt_at + TIE for d in deltas), queries=len(deltas))
+    return Robustness(wins=sum(d > CHANGED for d in deltas),
+                      losses=sum(d < -CHANGED for d in deltas),
+                      hurt=sum(d <= -hurt_at + 1e-9 for d in deltas), queries=len(deltas))

@@ -30,7 +30,7 @@ import numpy as np
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import RUN_DEPTH, MethodSpec
-from es_tour.metrics import ranked, score_run
+from es_tour.metrics import ranked, robustness, score_run
 from es_tour.models import EnsembleLabeler, Member, ensemble_name, parse_ensemble
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
@@ -69,7 +69,6 @@ VALIDATION_SEED = 0
 PLAIN_BM25 = "bm25"
 LINEAR = "hybrid-linear"
 LEXICAL_GRID = tuple(step / 10 for step in range(11))
-CHANGED = 0.01  # a query's nDCG@10 moved more than this: a win or a loss
 # a refining method is kept where it beats the best labeler-free candidate by this much
 # nDCG@10 on the validation queries: about one standard error of that mean difference on
 # SciFact's 243 (0.011 to 0.014, per-query differences spreading 0.16 to 0.22, in tune's
@@ -347,8 +346,8 @@ class Decision:
 def wins_losses(mine: Mapping[str, float], theirs: Mapping[str, float]) -> tuple[int, int]:
     """Queries where `mine` beats `theirs` by more than `CHANGED` nDCG@10, and where it
     trails by more."""
-    deltas = np.array([mine[qid] - theirs[qid] for qid in theirs])
-    return int((deltas > CHANGED).sum()), int((deltas < -CHANGED).sum())
+    versus = robustness(mine, theirs)
+    return versus.wins, versus.losses
 
 
 def decide(candidates: Sequence[Measured], min_gain: float = MIN_GAIN,

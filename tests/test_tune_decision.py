@@ -10,8 +10,8 @@ import pytest
 
 from es_tour.cli.tune import LOAD_BENCH, _cost_of, measured_costs
 from es_tour.errors import ConfigError
+from es_tour.metrics import CHANGED
 from es_tour.tuning import (
-    CHANGED,
     Cost,
     LinearPool,
     Measured,

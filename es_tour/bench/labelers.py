@@ -47,11 +47,12 @@ from es_tour.bench.frontier import (
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
+from es_tour.metrics import CHANGED
 from es_tour.models import is_ensemble, labeler_encoder, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
 from es_tour.models._labelers import model_directory
 from es_tour.training import train_policy
-from es_tour.tuning import BASELINE, CHANGED, fused_spec, plain_spec, wins_losses
+from es_tour.tuning import BASELINE, fused_spec, plain_spec, wins_losses
 
 SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
