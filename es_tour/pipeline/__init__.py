@@ -13,6 +13,7 @@ from es_tour.pipeline._context import (
 from es_tour.pipeline._first_stage import LEXICAL_WEIGHT, LINEAR_DEPTH, interleave, rank_linear
 from es_tour.pipeline._registry import (
     BUDGET_OPTIONS,
+    FUSION_NAMES,
     METHODS,
     MethodFactory,
     build_method,
@@ -39,6 +40,7 @@ from es_tour.pipeline._warm import WarmReport, warm
 __all__ = [
     "BUDGET_OPTIONS",
     "DEFAULT_TEXT_FIELDS",
+    "FUSION_NAMES",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",
