@@ -11,7 +11,7 @@ ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-
 
 .PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
-	bench-labelers bench-ensemble engines-stop lint typecheck \
+	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
 
 # Bytecode is compiled ahead, since an environment with PYTHONDONTWRITEBYTECODE set never
@@ -73,6 +73,10 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy
+
+# docs/cli.md from the command line itself (tests/test_cli_reference.py keeps it in step)
+cli-docs: install
+	$(BIN)/python -m es_tour.cli.reference > docs/cli.md
 
 # Sets the budget frontier's 20-pair index.tour.* settings on the index (es_tour/recommended.py),
 # shows knn and bm25 against that method on a test query, compares methods, and ends by

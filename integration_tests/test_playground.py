@@ -73,7 +73,7 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus], 
     assert put.status_code == 200, put.text
     # no deadline to speak of: a degraded (round-0) answer would make runs differ
     config = ServerConfig(upstream=url, method=SERVER_METHOD, settings_ttl_s=0.0,
-                          deadline_ms=600_000)
+                          deadline_ms=600_000, playground=True)
     with BackgroundServer(config, sidecar_models) as server:
         yield Sidecar(engine, server.url)
 

@@ -53,7 +53,7 @@ def _saturated(url: str, sidecar_models: Models, holding: int = HOLDERS,
                **options: object) -> Iterator[tuple[str, list[Future]]]:
     """A sidecar with one worker and one refinement slot, `holding` long TOUR requests in
     flight."""
-    config = ServerConfig(upstream=url, model_workers=1, max_refinements=1, label_batch=8,
+    config = ServerConfig(upstream=url, model_threads=1, max_refinements=1, label_batch=8,
                           max_k=200, vector_store=False, **options)  # type: ignore[arg-type]
     with BackgroundServer(config, sidecar_models) as server, \
             ThreadPoolExecutor(HOLDERS) as clients:
@@ -119,7 +119,7 @@ def test_the_deadline_covers_model_time(upstream: str,
         sidecar_models: Models) -> None:
     """Alone on the server, a refinement with far more model work than its deadline stops
     after the labeler batch that is running (2 docs here) and answers round 0."""
-    config = ServerConfig(upstream=upstream, model_workers=1, label_batch=2, max_k=200,
+    config = ServerConfig(upstream=upstream, model_threads=1, label_batch=2, max_k=200,
                           vector_store=False)
     with BackgroundServer(config, sidecar_models) as server:
         started = time.monotonic()
@@ -133,7 +133,7 @@ def test_with_when_full_reject_a_burst_gets_one_slot_and_429s(upstream: str,
         sidecar_models: Models) -> None:
     """Requests that arrive together cannot all see the one slot free: one refines, the
     rest are refused at once rather than queued."""
-    config = ServerConfig(upstream=upstream, model_workers=1, max_refinements=1,
+    config = ServerConfig(upstream=upstream, model_threads=1, max_refinements=1,
                           when_full="reject", max_k=200, vector_store=False)
     with BackgroundServer(config, sidecar_models) as server, ThreadPoolExecutor(6) as clients:
         answers = list(clients.map(lambda n: _post(server.url, _long(n)), range(6)))

@@ -127,6 +127,17 @@ def test_health_answers_200_with_the_engine_up(ops: Ops) -> None:
     assert "default" in health["models"]["labelers"]
 
 
+def test_the_playground_is_off_by_default_and_its_paths_are_the_engines(ops: Ops) -> None:
+    # `es-tour serve` serves it only with --playground: its paths then answer as the engine
+    # answers any path it does not know
+    for path in ("/_tour/playground", "/_tour/playground/playground.js",
+                 "/_tour/playground/defaults"):
+        through = httpx.get(f"{ops.url}{path}", timeout=30)
+        direct = httpx.get(f"{ops.direct}{path}", timeout=30)
+        assert through.status_code == direct.status_code >= 400, path
+        assert through.text == direct.text, path
+
+
 def test_an_unsupported_method_on_an_endpoint_of_the_sidecar_is_a_405_in_the_engine_shape(
         ops: Ops) -> None:
     response = httpx.post(f"{ops.url}/_tour/health", timeout=30)

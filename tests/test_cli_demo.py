@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from es_tour.cli import demo
+from es_tour.cli._checks import engine_target
 from es_tour.cli._shared import LABEL_WIDTH, print_table, short_labels
 from es_tour.cli.demo import (
     DEMO_BUDGETS,
@@ -239,3 +240,9 @@ def test_the_bench_and_the_demo_share_one_frontier_setting() -> None:
 
     assert app.FRONTIER_20 is cost.FRONTIER_20 is FRONTIER_20
     assert demo.FRONTIER_20 is FRONTIER_20
+
+
+def test_the_demo_serves_the_playground_which_serve_leaves_off_unless_asked() -> None:
+    target = engine_target("opensearch", "http://127.0.0.1:9750")
+    assert demo.demo_sidecar(target).playground is True
+    assert ServerConfig(upstream=target.url).playground is False

@@ -34,6 +34,7 @@ def dataset(tmp_path: Path) -> Path:
     (["--split", "dev"], "no qrels for split [dev]"),
     (["--output", "/nonexistent/dir/r.json"], "/nonexistent/dir is not a directory"),
     (["--plot", "/"], "/ is a directory"),
+    (["--label-once", "--cold-labels"], "contradicts --cold-labels"),
 ])
 def test_eval_refuses_bad_input_before_any_work(dataset, args, message):
     result = runner.invoke(app, ["eval", "--dataset", str(dataset), "--url", CLOSED, *args])
@@ -71,6 +72,16 @@ def test_serve_refuses_an_unknown_log_level_before_it_listens():
                                  "--listen", "127.0.0.1:0"])
     assert result.exit_code == 1 and "--log-level must be one of" in result.output
     assert "sidecar on" not in result.output
+
+
+@pytest.mark.parametrize("option", ["--model-threads", "--model-workers"])
+def test_serve_takes_model_threads_by_its_old_name_too(option):
+    result = runner.invoke(app, ["serve", "--upstream", CLOSED, option, "0",
+                                 "--listen", "127.0.0.1:0"])
+    assert result.exit_code == 1 and "model_threads must be an integer >= 1, got 0" in (
+        result.output)
+    assert ("--model-workers is now --model-threads" in result.output) == (
+        option == "--model-workers")
 
 
 def test_models_evaluate_checks_every_name_before_it_encodes(dataset):

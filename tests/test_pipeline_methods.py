@@ -16,7 +16,8 @@ from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, Timings, build_method
 from es_tour.pipeline._first_stage import interleave
 from es_tour.pipeline._fusion import pool_scores
-from es_tour.tour import feedback_query, hybrid_scores
+from es_tour.pipeline._tour_loop import RocchioOptions
+from es_tour.tour import TourConfig, feedback_query, hybrid_scores
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -281,6 +282,25 @@ async def test_fusion_reorders_the_labelled_pool_by_phi_bm25_and_knn_scores(cont
 async def test_fusion_at_zero_weights_is_the_method_itself(context):
     plain = build_method("tour-hard", context, {"w_bm25": 0, "w_dense": 0})
     assert type(plain).__name__ == "TourMethod"
+
+
+async def test_fusion_weights_take_the_index_settings_names_too(context):
+    old = await build_method("rerank-hybrid", context,
+                             {"k": 20, "w_bm25": 1.0, "w_dense": 0.5}).search("q", 30)
+    new = await build_method("rerank-hybrid", context,
+                             {"k": 20, "bm25_weight": 1.0, "dense_weight": 0.5}).search("q", 30)
+    assert [h.id for h in new.hits] == [h.id for h in old.hits]
+    assert new.parameters["w_bm25"] == 1.0
+    with pytest.raises(ConfigError, match=r"given twice, as \[w_bm25\] and \[bm25_weight\]"):
+        build_method("rerank", context, {"w_bm25": 0.3, "bm25_weight": 0.3})
+
+
+def test_tour_and_rocchio_take_the_index_settings_names_of_their_options() -> None:
+    tour = TourConfig.from_mapping({"lambda": 0.25, "temperature": 0.3, "threshold": 0.7})
+    assert (tour.lam, tour.tau, tour.p) == (0.25, 0.3, 0.7)
+    assert RocchioOptions.from_mapping({"lambda": 0.2}).lam == 0.2
+    with pytest.raises(ConfigError, match="also lambda for lam"):
+        TourConfig.from_mapping({"lamda": 0.2})
 
 
 @pytest.mark.parametrize("options", [{"w_bm25": -1}, {"w_dense": "x"}])

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from es_tour.cli._errors import err_console
 from es_tour.cluster import DEFAULT_PORTS
 from es_tour.errors import ConfigError
 from es_tour.tls import PASSWORD_ENV, USER_ENV, UpstreamTls, env_credentials
 
 if TYPE_CHECKING:
     from es_tour.engines import ClientEngine
+
+T = TypeVar("T")
 
 # How every command that talks to an engine reaches an https one. Credentials come from
 # ES_TOUR_USER / ES_TOUR_PASSWORD only: argv is readable by any user of the machine.
@@ -31,6 +34,19 @@ VerifyCerts = Annotated[bool, typer.Option(
     "--verify-certs/--no-verify-certs",
     help="check an https engine's certificate and host name (off only for a throwaway "
          "node)")]
+
+
+def renamed(value: T, old_value: T | None, old_name: str, name: str) -> T:
+    """An option's value given under its name or its old one, which still works (hidden
+    from --help); saying which name replaces it."""
+    if old_value is None:
+        return value
+    old_name_used(old_name, name)
+    return old_value
+
+
+def old_name_used(old_name: str, name: str) -> None:
+    err_console.print(f"{old_name} is now {name}; the old name will go")
 
 
 def upstream_tls(ca_certs: Path | None, client_cert: Path | None, client_key: Path | None,

@@ -87,9 +87,9 @@ def demo_command(
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     if serve:
         parse_listen(listen)  # a bad --listen fails now, not after the comparison
-    # the sidecar the demo serves: the first comparison resolves the index's settings with
-    # its defaults, so it runs what the playground's right column will
-    config = ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls)
+    # the first comparison resolves the index's settings with the served sidecar's
+    # defaults, so it runs what the playground's right column will
+    config = demo_sidecar(target)
     qid, text = next(iter(data.queries("test").items()))
     relevant = data.qrels("test")[qid]
 
@@ -124,6 +124,12 @@ def demo_command(
     if serve:
         _serve_playground(config, data.name, pick.qid, data.queries("test")[pick.qid], listen,
                           chosen.method)
+
+
+def demo_sidecar(target: EngineTarget) -> ServerConfig:
+    """The sidecar the demo serves, in front of `target`, with the playground it ends on."""
+    return ServerConfig(upstream=target.url, engine=target.engine, upstream_tls=target.tls,
+                        playground=True)
 
 
 async def _first_comparison(context: SearchContext, config: ServerConfig, qid: str,

@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 
 from es_tour.cli._app import app
-from es_tour.cli._checks import CaCerts, ClientCert, ClientKey, VerifyCerts, engine_target, writable
+from es_tour.cli._checks import (
+    CaCerts,
+    ClientCert,
+    ClientKey,
+    VerifyCerts,
+    engine_target,
+    old_name_used,
+    writable,
+)
 from es_tour.cli._errors import clean_errors
 from es_tour.cli._shared import (
     CorpusVectors,
@@ -47,7 +55,10 @@ Budgets = Annotated[str | None, typer.Option(
 @clean_errors
 def eval_command(
     dataset: Dataset,
-    methods: Annotated[str, typer.Option(help="comma list of name[:key=value...]")] = DEMO_METHODS,
+    methods: Annotated[str, typer.Option(
+        help="comma list of name[:key=value...]; keys are the index.tour.* settings' names "
+             "(bm25_weight, dense_weight, lambda, ...) or the method's own option names "
+             "(w_bm25, w_dense, lam, ...)")] = DEMO_METHODS,
     split: Annotated[str, typer.Option(help="the qrels split to score on")] = "test",
     engine: Engine = "opensearch",
     url: Url = None,
@@ -57,9 +68,12 @@ def eval_command(
                                                     min=1)] = None,
     budgets: Budgets = None,
     cold_labels: Annotated[bool, typer.Option(
-        "--cold-labels/--label-once",
-        help="time each method with an empty label cache, or label each (query, doc) pair "
-             "once for the whole run (faster; latencies then hold only new labels)")] = False,
+        "--cold-labels/--no-cold-labels",
+        help="time each method with an empty label cache; off, each (query, doc) pair is "
+             "labelled once for the whole run (faster; latencies then hold only new "
+             "labels)")] = False,
+    label_once: Annotated[bool, typer.Option(
+        "--label-once", hidden=True, help="the old name of --no-cold-labels")] = False,
     corpus_vectors: CorpusVectors = None,
     against: Annotated[str, typer.Option(
         help="compare each method, query by query, with this labeler-free method (run "
@@ -75,8 +89,15 @@ def eval_command(
     client_key: ClientKey = None,
     verify_certs: VerifyCerts = True,
 ) -> None:
-    """Run methods over a split; print nDCG@10, Recall@100, MRR@10, latency, pairs scored and
-    each method's robustness against a labeler-free reference (hybrid-linear)."""
+    """Run search methods through the engine over a split; print nDCG@10, Recall@100,
+    MRR@10, latency, pairs scored and each method's robustness against a labeler-free
+    reference (hybrid-linear). (`es-tour models evaluate` scores a model alone, as an exact
+    dense retriever, with no engine and no method.)"""
+    if label_once:
+        if cold_labels:
+            raise ConfigError("--label-once (the old name of --no-cold-labels) contradicts "
+                              "--cold-labels")
+        old_name_used("--label-once", "--no-cold-labels")
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     specs = parse_methods(methods)

@@ -109,7 +109,9 @@ def evaluate(
         help="Also score apart the queries with a judged doc judged in this split, and the "
              "others: what a model tuned on that split can have memorised.")] = None,
 ) -> None:
-    """nDCG@10 of exact dense search over the whole corpus, one line per model."""
+    """nDCG@10 of each dual model alone: exact dense search over the whole corpus in
+    memory, with no engine and no search method, one line per model. (`es-tour eval`
+    scores search methods through the engine.)"""
     from es_tour.datasets import BeirDataset
     from es_tour.models import DualEncoder, model_path
     from es_tour.models._labelers import model_directory

@@ -15,10 +15,12 @@ from es_tour.cli._checks import (
     ClientKey,
     VerifyCerts,
     path_text,
+    renamed,
     upstream_tls,
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
+from es_tour.recommended import RECOMMENDED_METHOD
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
 from es_tour.server._workers import default_workers
@@ -36,7 +38,10 @@ def serve_command(
     engine: Annotated[str | None, typer.Option(
         help="opensearch or elasticsearch (default: detected from the upstream)")] = None,
     method: Annotated[str, typer.Option(
-        help="default method when neither request nor index names one")] = "tour-hard",
+        help="method run when neither the request's ext.tour nor the index's "
+             "index.tour.method names one; its options then come from the request, the "
+             "index's index.tour.* settings, or the method's own defaults (default: the "
+             "recommended method, es_tour/recommended.py)")] = RECOMMENDED_METHOD,
     labeler: Annotated[str, typer.Option(
         help="default labeler: a registry name, or a model directory (es-tour export, "
              "train-reranker), dual or cross")] = "default",
@@ -55,10 +60,13 @@ def serve_command(
         help="largest _search body read (413 past it)")] = 10 * 1024 * 1024,
     workers: Annotated[int | None, typer.Option(
         show_default=False,
-        help="processes serving on the one socket, each with its own models (default: the "
+        help="processes serving on the one socket, each with its own models and "
+             "--model-threads threads (default: the "
              "machine's cores, or the container's CPU quota)")] = None,
-    model_workers: Annotated[int, typer.Option(
-        help="threads running labeler batches, in each worker")] = 2,
+    model_threads: Annotated[int, typer.Option(
+        help="threads running labeler batches, in each worker process")] = 2,
+    model_workers: Annotated[int | None, typer.Option(
+        hidden=True, help="the old name of --model-threads")] = None,
     max_refinements: Annotated[int, typer.Option(
         help="TOUR requests refining at once, in each worker; others wait or get "
              "429")] = 4,
@@ -97,6 +105,10 @@ def serve_command(
         "--access-log/--no-access-log",
         help="log one line per request (method, path, status, ms, refined or why not); "
              "never query text or credentials")] = False,
+    playground: Annotated[bool, typer.Option(
+        "--playground/--no-playground",
+        help="serve the playground, a page comparing two methods, at /_tour/playground; "
+             "off, those paths go to the engine like any other")] = False,
 ) -> None:
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
@@ -105,7 +117,9 @@ def serve_command(
                           deadline_ms=deadline_ms, max_k=max_k, max_size=max_size,
                           max_rounds=max_rounds, max_top_k=max_top_k,
                           max_timeout_ms=max_timeout_ms, max_body_bytes=max_body_bytes,
-                          model_workers=model_workers, max_refinements=max_refinements,
+                          model_threads=renamed(model_threads, model_workers,
+                                                "--model-workers", "--model-threads"),
+                          max_refinements=max_refinements,
                           workers=default_workers() if workers is None else workers,
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           service_credentials=service_credentials,
@@ -114,7 +128,7 @@ def serve_command(
                                                     verify_certs),
                           client_cert_for_callers=client_cert_for_callers,
                           tls_cert=path_text(tls_cert), tls_key=path_text(tls_key),
-                          access_log=access_log)
+                          access_log=access_log, playground=playground)
     parse_listen(listen)
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
@@ -126,6 +140,8 @@ def serve_command(
         processes = f" ({config.workers} workers)" if config.workers > 1 else ""
         typer.echo(f"es-tour sidecar on {scheme}://{listen} -> {', '.join(config.upstreams)}"
                    f"{processes}")
+        if config.playground:
+            typer.echo(f"playground: {scheme}://{listen}/_tour/playground")
 
     serve_until_stopped(config, listen, log_level, ready)
 

@@ -19,6 +19,7 @@ from es_tour.pipeline._first_stage import (
 )
 from es_tour.pipeline._registry import (
     BUDGET_OPTIONS,
+    FUSION_NAMES,
     METHODS,
     MethodFactory,
     build_method,
@@ -45,6 +46,7 @@ from es_tour.pipeline._warm import WarmReport, warm
 __all__ = [
     "BUDGET_OPTIONS",
     "DEFAULT_TEXT_FIELDS",
+    "FUSION_NAMES",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from es_tour.errors import ConfigError
+from es_tour.options import field_names
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._first_stage import (
     Bm25Method,
@@ -31,6 +32,9 @@ from es_tour.pipeline._types import (
 from es_tour.tour import (
     TourConfig,
 )
+
+# final-score fusion's weights by the index settings' names -> FusionWeights' fields
+FUSION_NAMES = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
 
 MethodFactory = Callable[[SearchContext, Mapping[str, Any]], SearchMethod]
 
@@ -80,19 +84,20 @@ def build_method(
 ) -> SearchMethod:
     """The method called `name`, its options checked now rather than per query.
 
-    Every labelling method also takes `w_bm25` and `w_dense`, the weights of final-score
-    fusion (`FusedMethod`); both 0, the default, ranks by its own scores.
+    Every labelling method also takes `bm25_weight` and `dense_weight` (the index settings'
+    names; `w_bm25` and `w_dense`, their older spelling, still parse), the weights of
+    final-score fusion (`FusedMethod`); both 0, the default, ranks by its own scores.
     """
     factory = METHODS.get(name)
     if factory is None:
         raise ConfigError(f"unknown method [{name}]; choose one of: {', '.join(METHODS)}")
-    own = dict(options or {})
+    own = field_names(options or {}, FUSION_NAMES)
     weights = FusionWeights(**{key: own.pop(key) for key in ("w_bm25", "w_dense")
                                if key in own})
     method = factory(context, own)
     if not weights.active:
         return method
     if name not in BUDGET_OPTIONS:
-        raise ConfigError(f"w_bm25 and w_dense fuse the labeler's scores; [{name}] labels "
-                          "nothing")
+        raise ConfigError(f"bm25_weight and dense_weight fuse the labeler's scores; [{name}] "
+                          "labels nothing")
     return FusedMethod(method, context, weights)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -36,6 +36,8 @@ from es_tour.tour import (
 
 @dataclass(frozen=True)
 class RocchioOptions(MethodOptions):
+    USER_NAMES: ClassVar[dict[str, str]] = {"lambda": "lam"}  # the index setting's name
+
     k: int = 10
     k_prime: int = 3  # top-k' by the labeler are the positives, the rest negatives
     alpha: float = 1.0

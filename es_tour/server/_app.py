@@ -95,7 +95,9 @@ def create_app(config: ServerConfig, models: Models | None = None,
         log.exception("es-tour sidecar failed on %s %s", request.method, request.url.path)
         return _error(InternalError(), upstream.engine)
 
-    routes = [*playground_routes(config), Route("/{path:path}", handle, methods=METHODS)]
+    # without the playground its paths reach the engine, which answers them as unknown
+    routes = [*(playground_routes(config) if config.playground else []),
+              Route("/{path:path}", handle, methods=METHODS)]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crash})
     if config.access_log:
         app.add_middleware(AccessLog)

@@ -32,7 +32,7 @@ class ServerConfig:
       `top_k`, `ext.tour.timeout_ms`. Past a cap is a 400 naming it. Pages themselves go
       as deep as the engine's own `index.max_result_window`.
     max_body_bytes: the largest `_search` body the sidecar reads (413 past it).
-    model_workers: threads that run labeler batches (query embeddings get one more).
+    model_threads: threads that run labeler batches (query embeddings get one more).
     label_batch: docs per labeler batch; a cancelled refinement stops after the current one.
     max_refinements: TOUR requests refining at once in each worker process; the others
       wait or are refused.
@@ -61,6 +61,9 @@ class ServerConfig:
         callers otherwise and wants the certificate from every connection.
     tls_cert, tls_key: PEM certificate and key the sidecar itself listens with (https);
         None listens in plain http.
+    playground: serve the playground page under /_tour/playground (`es-tour serve
+        --playground`); off, those paths go to the engine like any path the sidecar does
+        not answer itself.
     window: how many of a search's first hits es-tour orders (`index.tour.window`); the
       engine's own order goes on past them.
     method, labeler, encoder, vector_field, text_fields, options: the server defaults,
@@ -77,7 +80,7 @@ class ServerConfig:
     max_top_k: int = 1000
     max_timeout_ms: int = 60_000
     max_body_bytes: int = 10 * 1024 * 1024
-    model_workers: int = 2
+    model_threads: int = 2
     label_batch: int = 16
     max_refinements: int = 4
     workers: int = 1
@@ -102,6 +105,7 @@ class ServerConfig:
     options: Mapping[str, Any] = field(default_factory=lambda: {"k": 10})
     preload: bool = True  # load the encoder and default labeler at startup, not on first use
     access_log: bool = False  # one line per request on the es_tour.server.access logger
+    playground: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -130,7 +134,7 @@ class ServerConfig:
         if self.when_full not in WHEN_FULL:
             raise ConfigError(f"when_full must be one of {list(WHEN_FULL)}, got {self.when_full!r}")
         for name in ("deadline_ms", "max_k", "max_size", "window", "max_rounds", "max_top_k",
-                     "max_timeout_ms", "max_body_bytes", "model_workers", "label_batch",
+                     "max_timeout_ms", "max_body_bytes", "model_threads", "label_batch",
                      "max_refinements", "workers", "retry_after_s", "max_connections",
                      "settings_cache_size"):
             value = getattr(self, name)

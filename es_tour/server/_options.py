@@ -1,7 +1,8 @@
 """Which method runs with which options: request `ext.tour` > `index.tour.*` > server defaults.
 
-The plugin's settings are named for users (`lambda`, `temperature`, `threshold`); the
-method option classes use the papers' names (`lam`, `tau`, `p`). One table maps them.
+The plugin's settings are named for users (`lambda`, `temperature`, `threshold`,
+`bm25_weight`); the method option classes use the papers' names (`lam`, `tau`, `p`,
+`w_bm25`). One table maps them; ext.tour and method strings take either name.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import es_tour.agents  # noqa: F401  (registers the agent methods)
 from es_tour.engines import VectorField
 from es_tour.errors import ConfigError
 from es_tour.models import is_ensemble, parse_ensemble
-from es_tour.pipeline import BUDGET_OPTIONS, METHODS, SearchContext, SearchMethod, build_method
+from es_tour.pipeline import (
+    BUDGET_OPTIONS,
+    FUSION_NAMES,
+    METHODS,
+    SearchContext,
+    SearchMethod,
+    build_method,
+)
 
 SETTINGS_PREFIX = "index.tour."
 # the first hits es-tour orders when neither a request nor its index says: ten pages of ten
@@ -44,8 +52,6 @@ _SETTING_NAMES: dict[str, dict[str, str]] = {
     # k: the kNN top docs labelled as feedback; a, b, c and pairs from the request
     "relevance-feedback": {"k": "k"},
 }
-# final-score fusion's weights, which every labelling method takes (`build_method`)
-_FUSION = {"bm25_weight": "w_bm25", "dense_weight": "w_dense"}
 # the labeler's pairs per query, for every method with a `budget` option; the rerankers'
 # budget is their window, set by `k`
 _BUDGET = {"budget": "budget"}
@@ -69,7 +75,7 @@ def setting_names(method: str) -> dict[str, str]:
     names = _SETTING_NAMES.get(method, _FIRST_STAGE)
     if method not in BUDGET_OPTIONS:
         return names
-    return names | (_BUDGET if BUDGET_OPTIONS[method] == "budget" else {}) | _FUSION
+    return names | (_BUDGET if BUDGET_OPTIONS[method] == "budget" else {}) | FUSION_NAMES
 
 
 def settings_for(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,6 +187,9 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
         if key in CONTEXT_KEYS:
             continue
         option = names.get(key, key)  # setting names and option names are both accepted
+        if origins.get(option) == "request":
+            raise ConfigError(f"ext.tour gives [{option}] twice: as [{key}] and by its "
+                              "other name")
         options[option], origins[option] = value, "request"
     text_fields = checked_text_fields(pick("text_fields"))
     labeler, encoder, vector_field = pick("labeler"), pick("encoder"), pick("vector_field")

@@ -38,7 +38,7 @@ class TourService:
     def __init__(self, config: ServerConfig, models: Models):
         self.config = config
         self.models = models
-        self.pool = ModelPool(config.model_workers)
+        self.pool = ModelPool(config.model_threads)
         self._loop = RefineLoop()  # everything below lives on it
         self._engine: ClientEngine | None = None
         self.store: VectorStore | None = None  # made with the engine adapter

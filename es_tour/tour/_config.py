@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from es_tour.errors import ConfigError
 from es_tour.options import check_bool, check_int, check_number, from_options
@@ -57,6 +57,10 @@ class TourConfig:
     stop most queries end at round 0, where TOUR is rerank of the top k; exploring, the
     round after labels k docs the moved query brings in.
     """
+
+    # the index settings' names of lam, tau and p, which requests and method strings take too
+    USER_NAMES: ClassVar[dict[str, str]] = {"lambda": "lam", "temperature": "tau",
+                                            "threshold": "p"}
 
     variant: str = DEFAULT_VARIANT
     lr: float = 0.2

@@ -106,3 +106,10 @@ def test_tour_exploration_options_pass_from_the_request_to_the_config() -> None:
     config = TourConfig.from_mapping(chosen.options)
     assert (config.explore, config.memory, config.budget, config.scale, config.standardize,
             config.stop) == (True, "all", 20, 20.0, True, "top10")
+
+
+def test_ext_tour_takes_the_settings_names_and_the_option_names_but_not_both() -> None:
+    chosen = resolve({"method": "tour-hard", "lambda": 0.4, "bm25_weight": 0.2}, {}, DEFAULTS)
+    assert chosen.options["lam"] == 0.4 and chosen.options["w_bm25"] == 0.2
+    with pytest.raises(ConfigError, match=r"gives \[lam\] twice"):
+        resolve({"method": "tour-hard", "lambda": 0.4, "lam": 0.3}, {}, DEFAULTS)

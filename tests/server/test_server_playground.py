@@ -21,8 +21,18 @@ STATIC = Path(__file__).parents[2] / "es_tour" / "server" / "static"
 
 @pytest.fixture
 def client() -> TestClient:
-    config = ServerConfig(upstream="http://127.0.0.1:1", method="tour-soft", preload=False)
+    config = ServerConfig(upstream="http://127.0.0.1:1", method="tour-soft", preload=False,
+                          playground=True)
     return TestClient(create_app(config))
+
+
+def test_the_playground_is_off_unless_asked_for() -> None:
+    config = ServerConfig(upstream="http://127.0.0.1:1", preload=False)
+    with TestClient(create_app(config)) as client:
+        for path in ("/_tour/playground", "/_tour/playground/defaults"):
+            # not answered by the sidecar: sent on to the engine, here unreachable
+            answer = client.get(path)
+            assert answer.status_code == 502 and answer.json()["error"]["type"], path
 
 
 def test_the_page_and_its_assets_come_from_the_sidecar_itself(client: TestClient) -> None:
