@@ -120,9 +120,10 @@ def tune_command(
         help="the least (wins - losses) / queries a labelling method may have against that "
              "candidate on the validation queries (a win or a loss: nDCG@10 moved over "
              "0.01)", min=-1, max=1)] = MIN_ROBUSTNESS,
-    costs: Annotated[Path, typer.Option(
+    costs: Annotated[Path | None, typer.Option(
         help="the load benchmark's JSON (make bench-load): each method's engine CPU and p50 "
-             "over a plain search, shown beside it")] = LOAD_BENCH,
+             "over a plain search, shown beside it [default: the checkout's "
+             "docs/benchmarks/load.json]")] = None,
     corpus_vectors: CorpusVectors = None,
     output: Output = None,
     ca_certs: CaCerts = None,
@@ -152,7 +153,7 @@ def tune_command(
     writable(output)
     console.print(f"{data.name}: {divided.describe()}"
                   + (f" (the first {len(fitting)} fitting queries)" if fit_queries else ""))
-    rule = Rule(min_gain, min_robustness, measured_costs(costs, target.engine))
+    rule = Rule(min_gain, min_robustness, measured_costs(costs or LOAD_BENCH, target.engine))
     results = asyncio.run(_tune(target, data, index or data.name, labeler, levels, names,
                                 divided, fitting, corpus_vectors, apply, rule))
     linear = results["labeler_free_fit"]
