@@ -100,8 +100,10 @@ typecheck: install
 # serving the playground on that method (the sidecar on 127.0.0.1:9201), on the compared test
 # query with the median nDCG@10 gain over knn among those it changed, until Ctrl-C, which
 # ends it with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is the last
-# line printed. `es-tour demo --no-serve` stops after the comparison.
-demo: install models $(OPENSEARCH_ZIP)
+# line printed. `es-tour demo --no-serve` stops after the comparison. It builds only what it
+# runs: the retriever, the default labeler and the OpenSearch 2.19.1 zip.
+demo: install $(OPENSEARCH_ZIP)
+	$(BIN)/es-tour models build retriever default
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
 
