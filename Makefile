@@ -4,10 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATASETS ?= $(abspath ../shared/datasets)
 export ES_TOUR_DATASETS := $(DATASETS)
+# The plugin's zips: for OpenSearch 2.19.1 and Elasticsearch 8.19.21 (JDK 17), and for the
+# engines' current majors, OpenSearch 3.5.0 and Elasticsearch 9.3.2 (JDK 21+, docs/plugin.md).
+OPENSEARCH_ZIP := plugin/target/tour-settings-0.1.0.zip
+ELASTICSEARCH_ZIP := plugin/target/tour-settings-es-0.1.0.zip
+OPENSEARCH_CURRENT_ZIP := plugin/target/opensearch-3.5.0/tour-settings-0.1.0.zip
+ELASTICSEARCH_CURRENT_ZIP := plugin/target/elasticsearch-9.3.2/tour-settings-es-0.1.0.zip
+PLUGIN_SOURCES := plugin/pom.xml $(shell find plugin/src -type f)
 # Indexes analyse text with the plugin's tour_english analyzer, so every node gets the plugin.
 START := $(BIN)/es-tour engine start
-OPENSEARCH := --engine opensearch --plugin plugin/target/tour-settings-0.1.0.zip
-ELASTICSEARCH := --engine elasticsearch --plugin plugin/target/tour-settings-es-0.1.0.zip
+OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
+ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
 .PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
@@ -30,14 +37,32 @@ $(VENV)/.installed: pyproject.toml
 models: install
 	$(BIN)/es-tour models build retriever default e5-small-v2
 
-# The zips for OpenSearch 2.19.1 and Elasticsearch 8.19.21 (JDK 17), then with -Pcurrent those for
-# OpenSearch 3.5.0 and Elasticsearch 9.3.2, whose jars need a JDK 21+ (docs/plugin.md).
-plugin: install
-	mvn -q -B -f plugin/pom.xml package
-	mvn -q -B -f plugin/pom.xml package -Pelasticsearch
-	jdk=$$($(BIN)/es-tour engine jdk --engine opensearch --version 3.5.0) && \
-		JAVA_HOME=$$jdk mvn -q -B -f plugin/pom.xml package -Pcurrent && \
-		JAVA_HOME=$$jdk mvn -q -B -f plugin/pom.xml package -Pelasticsearch,current
+# All four zips. A target that starts nodes depends on the zips of its engines alone: a
+# cold `make demo` builds one zip, not four. Each profile compiles in a build directory of its
+# own (target/, target/es/, target/<engine>-<version>/build/), so no build removes another's
+# zip; Maven runs one at a time (flock), since under make -j builds sharing a cold ~/.m2
+# would download the same artifacts at once.
+MVN := flock plugin/pom.xml mvn -q -B -f plugin/pom.xml package
+JDK_21 := $(BIN)/es-tour engine jdk --engine opensearch --version 3.5.0
+BOTH_ZIPS := $(OPENSEARCH_ZIP) $(ELASTICSEARCH_ZIP)
+plugin: $(OPENSEARCH_ZIP) $(ELASTICSEARCH_ZIP) $(OPENSEARCH_CURRENT_ZIP) $(ELASTICSEARCH_CURRENT_ZIP)
+
+# touch: Maven may leave a zip whose content did not change as it was
+$(OPENSEARCH_ZIP): $(PLUGIN_SOURCES)
+	$(MVN)
+	touch $@
+
+$(ELASTICSEARCH_ZIP): $(PLUGIN_SOURCES)
+	$(MVN) -Pelasticsearch
+	touch $@
+
+$(OPENSEARCH_CURRENT_ZIP): $(PLUGIN_SOURCES) | $(VENV)/.installed
+	jdk=$$($(JDK_21)) && JAVA_HOME=$$jdk $(MVN) -Pcurrent
+	touch $@
+
+$(ELASTICSEARCH_CURRENT_ZIP): $(PLUGIN_SOURCES) | $(VENV)/.installed
+	jdk=$$($(JDK_21)) && JAVA_HOME=$$jdk $(MVN) -Pelasticsearch,current
+	touch $@
 
 # Headless Chromium and its WebDriver from Debian, for the playground's browser tests
 # (Selenium is pointed at /usr/bin/chromium and /usr/bin/chromedriver: nothing is downloaded).
@@ -56,12 +81,8 @@ test: install
 	ES_TOUR_TEST_WORKERS=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(WORKER_SUITES)
 
 # tune --apply on all of SciFact reproduces the budget frontier's figure, on both engines:
-# ~10 min on 2 cores, so apart from `make test` (CI runs both). It uses the plugin zips
-# `make test` built, and builds them only when absent (a fresh clone running it alone).
-test-frontier: install
-	$(MAKE) models
-	test -f plugin/target/tour-settings-0.1.0.zip -a -f plugin/target/tour-settings-es-0.1.0.zip \
-		|| $(MAKE) plugin
+# ~10 min on 2 cores, so apart from `make test` (CI runs both).
+test-frontier: install models $(BOTH_ZIPS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m frontier -s \
 		integration_tests/test_frontier_reproduction.py
 
@@ -83,19 +104,21 @@ cli-docs: install
 # serving the playground on that method (the sidecar on 127.0.0.1:9201), on the compared test
 # query with the median nDCG@10 gain over knn among those it changed, until Ctrl-C, which
 # ends it with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is the last
-# line printed. `es-tour demo --no-serve` stops after the comparison.
-demo: install models plugin
+# line printed. `es-tour demo --no-serve` stops after the comparison. It builds only what it
+# runs: the retriever, the default labeler and the OpenSearch 2.19.1 zip.
+demo: install $(OPENSEARCH_ZIP)
+	$(BIN)/es-tour models build retriever default
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
 
 # docs/img/playground.png, taken by the playground's browser test against the test node.
-screenshot: install models plugin browser
+screenshot: install models $(BOTH_ZIPS) browser
 	ES_TOUR_PLAYGROUND_SCREENSHOT=$(abspath docs/img/playground.png) $(BIN)/python -m pytest \
 		-q -p no:cacheprovider integration_tests/test_playground.py -k "layout and opensearch"
 
 # Fine-tunes the SciFact reranker (about 25 minutes on two cores) into the model cache,
 # <ES_TOUR_HOME>/models/scifact-reranker; see docs/models.md.
-reranker: install models plugin
+reranker: install models $(OPENSEARCH_ZIP)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/es-tour train-reranker --dataset $(DATASETS)/scifact --engine opensearch
@@ -110,7 +133,7 @@ tuned-labeler: install models
 # Everything behind docs/RESULTS.md: both engines, the budget frontier, every method,
 # sweeps, models, proxy, ingest (about 2 hours). Trains the reranker first if the model
 # cache lacks it.
-bench: install models plugin
+bench: install models $(BOTH_ZIPS)
 	$(BIN)/python -c "import sys; from es_tour.paths import models_dir; \
 		sys.exit(not (models_dir() / 'scifact-reranker' / 'manifest.json').is_file())" \
 		|| $(MAKE) reranker
@@ -125,7 +148,7 @@ bench: install models plugin
 # labelers section (P1a, P1b, P2, cost, robustness) from its runs; P2's learned agent runs a
 # policy trained there with the chosen labeler (2.5-7 minutes on 809 train queries), and
 # `--only p2,gain` re-measures P2 and the chosen labeler's paired gain alone.
-bench-frontier: install models plugin
+bench-frontier: install models $(BOTH_ZIPS)
 	$(BIN)/python -c "import sys; from es_tour.paths import models_dir; \
 		sys.exit(not (models_dir() / 'bge-small-en-v1.5-scifact-queries' / 'manifest.json').is_file())" \
 		|| $(MAKE) tuned-labeler
@@ -134,19 +157,19 @@ bench-frontier: install models plugin
 	$(BIN)/python -m es_tour.bench.frontier --dataset $(DATASETS)/scifact --out docs/benchmarks
 	$(MAKE) bench-labelers
 
-bench-labelers: install models plugin
+bench-labelers: install models $(OPENSEARCH_ZIP)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.labelers --dataset $(DATASETS)/scifact --out docs
 
 # docs/benchmarks/ensemble.md: each registry encoder's spread, and ensembles reranking one
 # labelled pool, standardised per query or by spread (about 15 minutes)
-bench-ensemble: install models plugin
+bench-ensemble: install models $(OPENSEARCH_ZIP)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.ensemble --dataset $(DATASETS)/scifact
 
 # The same pipeline on 20 queries, written to a scratch directory (make test runs it too,
 # as integration_tests/test_bench_smoke.py).
-bench-smoke: install models plugin
+bench-smoke: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench --dataset $(DATASETS)/scifact --smoke --labeler retriever \
@@ -155,7 +178,7 @@ bench-smoke: install models plugin
 # docs/benchmarks/semantics.md, and docs/sidecar.md's table of what is refined: each request shape of
 # integration_tests/test_sidecar_semantics.py sent to the engine and to the sidecar, on both
 # engines, with its verdict (make test runs the same suite; a few minutes on two cores)
-bench-semantics: install models plugin
+bench-semantics: install models $(BOTH_ZIPS)
 	ES_TOUR_SEMANTICS_PAGE=docs/benchmarks/semantics.md $(BIN)/python -m pytest -q -p no:cacheprovider \
 		integration_tests/test_sidecar_semantics.py
 
@@ -168,7 +191,7 @@ bench-models: install models
 # 3 repeats (about 30 min; warming scifact-app's vector store the first time takes longer,
 # see docs/benchmarks/cost.md)
 PROXY_BASELINE ?= 036aa75
-bench-proxy: install models plugin
+bench-proxy: install models $(OPENSEARCH_ZIP)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/es-tour index --dataset $(DATASETS)/scifact --engine opensearch
 	$(BIN)/python -m es_tour.bench.proxy --upstream http://127.0.0.1:9200 --index scifact \
@@ -179,7 +202,7 @@ bench-proxy: install models plugin
 # _msearch, query_string) from the SciFact test queries through the sidecar on both engines,
 # over the index scifact-app (SciFact with synthetic year/topic, which the bench indexes).
 # The first ingest embeds the corpus with the retriever (cached in the model cache after).
-bench-app: install models plugin
+bench-app: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.app --dataset $(DATASETS)/scifact --output docs/benchmarks/app.md
@@ -190,7 +213,7 @@ bench-app: install models plugin
 # hybrid-linear in its own run on OpenSearch: sections of the same page. Their stores are
 # seeded from the model cache's corpus vectors where it holds them (else warm embeds).
 COST_LABELERS = bge-small-en-v1.5^1+e5-small-v2^0.25 bge-small-en-v1.5
-bench-cost: install models plugin
+bench-cost: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.cost --dataset $(DATASETS)/scifact --output docs/benchmarks/cost.md
@@ -206,7 +229,7 @@ bench-cost: install models plugin
 # same run, then on scifact-app grown 20 times on OpenSearch (about 25 minutes on two
 # cores; building the grown index the first time adds its build time).
 LOAD_BASELINE ?= 2e9867d
-bench-load: install models plugin
+bench-load: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.load --dataset $(DATASETS)/scifact \

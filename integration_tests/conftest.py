@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -79,6 +80,30 @@ async def engine(
 ) -> AsyncIterator[ClientEngine]:
     async with connect(request.param, nodes[request.param].url) as adapter:
         yield adapter
+
+
+# The suite's own learned-agent policy, by registry name (a request names a policy, never
+# a path); the default policy, or any other `es-tour train-agent` left in the model cache,
+# is never read, so what a machine's cache holds changes no result.
+LEARNED_POLICY = f"it-acting-{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def learned_policy() -> Iterator[str]:
+    """LEARNED_POLICY in the registry for the session: trees fitted on made-up trials, which
+    weigh every kind of candidate (`term^0.5`, `+term`, ...), at threshold 0, so that it acts
+    in every round it has a candidate (an agent that refines is the one whose query could
+    show what it may not). Sidecar worker processes read it from the same registry."""
+    import numpy as np
+
+    from es_tour.agents import FEATURES, TreePolicy, fit_trees, policy_dir
+
+    trials = np.random.default_rng(13).random((200, len(FEATURES)))
+    trees = fit_trees(trials, (trials[:, 0] + trials[:, 1] > 1.0).astype(int))
+    directory = policy_dir(LEARNED_POLICY)
+    TreePolicy(trees, threshold=0.0).save(directory, {"training": {"made_by": "conftest"}})
+    yield LEARNED_POLICY
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 SCIFACT_INDEX = "scifact"

@@ -9,19 +9,29 @@ vectors ingest already cached, so the smoke run takes minutes on two cores.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 
+from es_tour.agents import policy_dir
 from es_tour.bench.__main__ import main
 from es_tour.bench.retrieval import ALL_METHODS
 
 
 @pytest.fixture(scope="module")
 def smoke_run(nodes, scifact, scifact_index, tmp_path_factory):
+    """The smoke run, the same whatever the model cache holds: no `make reranker` model is
+    read, and its policy goes under a name of its own (not `make bench`'s), removed after."""
     out = tmp_path_factory.mktemp("bench")
-    main(["--dataset", str(scifact.root), "--opensearch", nodes["opensearch"].url,
-          "--elasticsearch", nodes["elasticsearch"].url, "--index", scifact_index,
-          "--labeler", "retriever", "--out", str(out), "--smoke"])
+    policy = f"it-bench-smoke-{os.getpid()}"
+    try:
+        main(["--dataset", str(scifact.root), "--opensearch", nodes["opensearch"].url,
+              "--elasticsearch", nodes["elasticsearch"].url, "--index", scifact_index,
+              "--labeler", "retriever", "--out", str(out), "--smoke", "--no-cross-encoder",
+              "--policy", policy])
+    finally:
+        shutil.rmtree(policy_dir(policy), ignore_errors=True)
     return out, json.loads((out / "results.json").read_text())
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from es_tour.agents import parse
 from es_tour.agents._environment import TourStep
 from es_tour.bench.semantics import REFINED
 from es_tour.cli import app
@@ -39,13 +39,13 @@ from es_tour.engines import connect
 from es_tour.errors import ConfigError
 from es_tour.ingest import ingest
 from es_tour.models import DualEncoderLabeler
-from es_tour.paths import models_dir
 from es_tour.pipeline import doc_text, store_index
 from es_tour.recommended import FRONTIER_20
 from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
 from es_tour.server._options import method_names
 from es_tour.tls import UpstreamTls
 from integration_tests.conftest import (
+    LEARNED_POLICY,
     PLUGIN_ZIPS,
     SCIFACT,
     TEST_PORTS,
@@ -54,6 +54,9 @@ from integration_tests.conftest import (
 )
 from integration_tests.test_sidecar_semantics import INDEX as SEMANTICS_INDEX
 from integration_tests.test_sidecar_semantics import SHAPES as SEMANTICS_SHAPES
+
+# every method runs, the learned agent on the suite's own policy
+pytestmark = pytest.mark.usefixtures("learned_policy")
 
 SECURED_PORT = TEST_PORTS["opensearch"] + 30
 INDEX_A, INDEX_B = "tour-a-scifact", "tour-b-scifact"
@@ -64,11 +67,12 @@ DLS_TOPIC = "biology"  # what `reader-dls` may see (es_tour.cluster._security.DL
 DOCS = 120
 QUERY = "vitamin D deficiency"
 SMALL = {"k": 5, "max_rounds": 1}  # the labeler runs on a shared CPU
-# Options each method needs beyond SMALL (the oracle reads relevance judgements).
+# Options each method needs beyond SMALL (the oracle reads relevance judgements; the
+# learned agent runs the suite's own policy, never the model cache's default).
 EXTRA: dict[str, dict[str, Any]] = {
     "oracle-agent": {"qrels": {"q": {"4983": 1}}, "queries": {"q": QUERY}},
+    "learned-agent": {"policy": LEARNED_POLICY},
 }
-POLICY = models_dir() / "agent-policy"  # what learned-agent loads by default
 _ROUNDS = {"tour-hard", "tour-soft", "rm3-agent", "learned-agent", "oracle-agent"}
 
 
@@ -190,11 +194,6 @@ def test_reader_a_gets_the_engines_403_for_b_with_and_without_tour_through_every
     direct = _search(secured.url, INDEX_B, reader_a)
     assert _search(sidecar, INDEX_B, reader_a).json() == direct.json()
     for method in method_names():
-        if method == "learned-agent" and not POLICY.is_dir():
-            # no policy is built here: the agent cannot start, for either reader
-            refused = _search(sidecar, INDEX_B, reader_a, _options(method))
-            assert refused.status_code != 200 and "hits" not in refused.json()
-            continue
         _forbidden(_search(sidecar, INDEX_B, reader_a, _options(method)))
         allowed = _search(sidecar, INDEX_B, reader_ab, _options(method))
         assert allowed.status_code == 200, (method, allowed.text)
@@ -425,11 +424,6 @@ def _app_search(url: str, auth: tuple[str, str] | None, tour: dict[str, Any] | N
     return _http().post(f"{url}/{APP}/_search", json=request, auth=auth)
 
 
-def _methods() -> list[str]:
-    """Every registry method that can run here (learned-agent needs a built policy)."""
-    return [method for method in method_names() if method != "learned-agent" or POLICY.is_dir()]
-
-
 def _service(secured: LocalNode) -> dict[str, str]:
     return {"service_credentials": ":".join(_as(secured, "es-tour-service"))}
 
@@ -493,7 +487,7 @@ def test_the_application_user_gets_the_engines_status_first_and_through_every_me
             assert answer.status_code == 200, (name, answer.text)
             assert ("ext" in answer.json()) == service, name
             assert answer.json()["hits"]["hits"], name
-        for method in _methods():
+        for method in method_names():
             answer = _app_search(server.url, app, _options(method), highlight=HIGHLIGHT)
             assert answer.status_code == 200, (method, answer.text)
             assert answer.json()["ext"]["tour"]["method"] == method
@@ -513,7 +507,7 @@ def test_a_dls_user_sees_no_doc_outside_its_topic_through_any_method(
         first = _app_search(server.url, dls, highlight=HIGHLIGHT)  # by the index's settings
         assert first.json()["ext"]["tour"]["method"] == "hybrid-tour"
         assert _docs_named(first) and _docs_named(first) <= biology
-        for method in _methods():
+        for method in method_names():
             for page in (0, 5):
                 mine = _app_search(server.url, dls, _options(method), highlight=HIGHLIGHT,
                                    **{"from": page})
@@ -553,9 +547,14 @@ QUERY_KEYS = frozenset({"lucene", "query", "dq", "chosen"})
 
 
 def _query_terms(value: Any, under: str = "") -> set[str]:
-    """The words of the query text anywhere in a trace, lower-cased."""
+    """The terms of the query text anywhere in a trace, read as the refinement grammar
+    parses it: q0's words, lower-cased, and each refinement's term, its operator and boost
+    apart (`+mice` and `mice^4` are the term `mice`). TOUR's own action names no term."""
     if isinstance(value, str):
-        return set(re.findall(r"[a-z0-9]+", value.lower())) if under in QUERY_KEYS else set()
+        if under not in QUERY_KEYS or value == TourStep().render():
+            return set()
+        query = parse(value)
+        return {*query.text.lower().split(), *(refinement.term for refinement in query.refinements)}
     if isinstance(value, dict):
         return set().union(*(_query_terms(item, key) for key, item in value.items()))
     if isinstance(value, list):
@@ -564,9 +563,8 @@ def _query_terms(value: Any, under: str = "") -> set[str]:
 
 
 def _trace_terms(answer: httpx.Response) -> set[str]:
-    """The query terms of an answer's trace, less the words of TOUR's own action."""
-    action = set(re.findall(r"[a-z0-9]+", TourStep().render()))
-    return _query_terms(answer.json().get("ext", {}).get("tour", {})) - action
+    """The query terms of an answer's trace."""
+    return _query_terms(answer.json().get("ext", {}).get("tour", {}))
 
 
 def _hidden_sentences() -> list[str]:
@@ -589,7 +587,7 @@ def test_an_fls_user_never_gets_the_hidden_field_and_is_labelled_from_what_it_se
     sentences = _hidden_sentences()
     app_saw_text = app_saw_terms = False
     with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
-        for method in _methods():
+        for method in method_names():
             theirs = _app_search(server.url, app, _options(method), highlight=HIGHLIGHT)
             their_hits = theirs.json()["hits"]["hits"]
             app_saw_text |= any("text" in hit["_source"] for hit in their_hits) and any(

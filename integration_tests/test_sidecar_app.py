@@ -21,21 +21,22 @@ from es_tour.cluster import NodeStatus
 from es_tour.datasets import FIRST_YEAR, TOPICS, YEARS, BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.ingest import index_spec
-from es_tour.paths import models_dir
 from es_tour.server import PASSTHROUGH_HEADER, BackgroundServer, Models, ServerConfig
 from es_tour.server._options import method_names
-from integration_tests.conftest import remember_scifact
+from integration_tests.conftest import LEARNED_POLICY, remember_scifact
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-app"
 DOCS = 300
 QUERY = "vitamin D deficiency and bone health"
 SMALL = {"k": 5, "max_rounds": 1}  # the labeler runs on a shared CPU
-# the oracle reads judgements; a learned agent needs a policy built (test_agents builds one)
+# the oracle reads judgements; the learned agent runs the suite's own policy, never the
+# model cache's default
 EXTRA: dict[str, dict[str, Any]] = {"oracle-agent": {"qrels": {"q": {"4983": 1}},
-                                                     "queries": {"q": QUERY}}}
-METHODS = [m for m in method_names()
-           if m != "learned-agent" or (models_dir() / "agent-policy").is_dir()]
+                                                     "queries": {"q": QUERY}},
+                                    "learned-agent": {"policy": LEARNED_POLICY}}
+METHODS = method_names()
+pytestmark = pytest.mark.usefixtures("learned_policy")
 ROUNDS = {"tour-hard", "tour-soft", "rm3-agent", "learned-agent", "oracle-agent",
           "hybrid-tour", "tour-agent"}
 

@@ -22,7 +22,13 @@ from typing import Any
 
 from rich.console import Console
 
-from es_tour.agents import AgentOptions, CorpusLabeler, LearnedOptions, policy_dir
+from es_tour.agents import (
+    AgentOptions,
+    CorpusLabeler,
+    LearnedOptions,
+    check_policy_name,
+    policy_dir,
+)
 from es_tour.bench import proxy, results
 from es_tour.bench._commands import bench_parser, portable_command
 from es_tour.bench._machine import machine, now
@@ -87,7 +93,7 @@ def code_defaults() -> dict[str, Any]:
 
 async def run(
     dataset: BeirDataset, urls: dict[str, str], index: str, labeler_name: str,
-    cross_encoder: Path | None, plan: Plan,
+    cross_encoder: Path | None, plan: Plan, policy: str = "bench",
 ) -> dict[str, Any]:
     started = time.perf_counter()
     retriever = DualEncoder(model_path(spec("retriever").name))
@@ -104,7 +110,6 @@ async def run(
         "test_queries": len(test_ids), "sweep_queries": plan.sweep_queries,
         "defaults": code_defaults(), "engines": {},
     }
-    policy = "bench"  # the policy's registry name: learned-agent takes names, never paths
     for position, (engine_name, url) in enumerate(urls.items()):
         context = SearchContext(connect(engine_name, url), index, retriever, labeler)
         async with context.engine:
@@ -198,13 +203,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cross-encoder", type=Path, default=_trained_reranker(),
                         help="a cross model directory (default: `make reranker`'s output, "
                              "when built)")
+    parser.add_argument("--no-cross-encoder", dest="cross_encoder", action="store_const",
+                        const=None, help="no fine-tuned reranker's section, built or not")
+    parser.add_argument("--policy", default="bench", type=check_policy_name,
+                        help="registry name the learned agent's policy is trained into "
+                             "(learned-agent takes names, never paths)")
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     dataset = BeirDataset(args.dataset)
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     collected = asyncio.run(run(dataset, urls, args.index or dataset.name, args.labeler,
-                                args.cross_encoder, SMOKE if args.smoke else FULL))
+                                args.cross_encoder, SMOKE if args.smoke else FULL,
+                                args.policy))
     given = sys.argv[1:] if argv is None else argv
     collected["command"] = portable_command("python -m es_tour.bench", given)
     args.out.mkdir(parents=True, exist_ok=True)

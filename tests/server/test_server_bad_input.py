@@ -111,9 +111,10 @@ def test_a_learned_policy_is_a_registry_name_never_a_path(policy) -> None:
     assert "exist" not in str(error.value)
 
 
-def test_an_untrained_policy_is_a_404_that_names_no_path() -> None:
+def test_an_untrained_policy_is_a_404_that_names_no_path(tmp_path, monkeypatch) -> None:
     from es_tour.agents import learned_agent
 
+    monkeypatch.setenv("ES_TOUR_HOME", str(tmp_path))  # a registry of its own: empty
     name = "no-such-policy-trained"
     assert not policy_dir(name).exists()
     with pytest.raises(NotFoundError) as error:
