@@ -28,5 +28,10 @@ RUN if [ "$BUILD_MODELS" = "1" ]; then \
 
 USER es-tour
 EXPOSE 9201
+# /_tour/health answers 200 while the sidecar serves and its engine answers, 503 when the
+# engine does not (it waits up to 5 s for it); urlopen raises on a 503 or a refused
+# connection, so python exits 1: unhealthy. The slim image has no curl.
+HEALTHCHECK --interval=10s --timeout=10s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9201/_tour/health', timeout=8)"]
 ENTRYPOINT ["es-tour", "serve", "--listen", "0.0.0.0:9201"]
 CMD ["--upstream", "http://opensearch:9200"]

@@ -41,6 +41,8 @@ NOTES = {
     "labeler": "(dual or cross; a directory `es-tour export` or `train-reranker` wrote; an "
                "ensemble's scores are each member's over its spread, weighted and summed)",
     "encoder": "(a dual model of the vector field's dimension, checked at first use)",
+    "vector_store_shards": "(primary shards of a labeler vector store this index's docs are "
+                           "the first to fill; unset, the index's own `number_of_shards`)",
 }
 
 

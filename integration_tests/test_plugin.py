@@ -23,7 +23,8 @@ def put_settings(url: str, settings: dict) -> httpx.Response:
 def test_valid_tour_settings_are_stored(engine_url):
     response = put_settings(
         engine_url,
-        {"tour.enabled": True, "tour.method": "tour-soft", "tour.k": 20, "tour.lambda": 0.3},
+        {"tour.enabled": True, "tour.method": "tour-soft", "tour.k": 20, "tour.lambda": 0.3,
+         "tour.vector_store_shards": 2},
     )
     assert response.status_code == 200
     stored = httpx.get(f"{engine_url}/{INDEX}/_settings?flat_settings=true").json()
@@ -31,6 +32,7 @@ def test_valid_tour_settings_are_stored(engine_url):
     assert settings["index.tour.method"] == "tour-soft"
     assert settings["index.tour.k"] == "20"
     assert settings["index.tour.enabled"] == "true"
+    assert settings["index.tour.vector_store_shards"] == "2"
 
 
 @pytest.mark.parametrize(
@@ -46,6 +48,8 @@ def test_valid_tour_settings_are_stored(engine_url):
         ("tour.pool", "rrf", "valid options are [interleave, hybrid-linear]"),
         ("tour.lexical", "oracle", "valid options are [rm3, none]"),
         ("tour.budget", 0, "must be >= 1"),
+        ("tour.vector_store_shards", 0, "must be >= 1"),
+        ("tour.vector_store_shards", 1025, "must be <= 1024"),
         ("tour.bm25_weight", -1, "must be >= 0.0"),
         ("tour.dense_weight", 11, "must be <= 10.0"),
         ("tour.no_such_setting", 1, "unknown setting"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,7 @@ from es_tour.server import (
     ServerConfig,
 )
 from integration_tests.conftest import SMALL_REFINE, TOPIC_TEXTS, index_texts
+from tests.test_compose import HEALTH_PATH, dockerfile_health
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-sidecar-ops"
@@ -161,3 +164,21 @@ def test_health_answers_503_when_the_upstream_is_unreachable(
     health = response.json()
     assert health["status"] == "upstream_unavailable"
     assert health["upstream"] == {"reachable": False, "status": None}
+
+
+def _image_health_check(sidecar: str) -> int:
+    """Exit status of the Dockerfile's HEALTHCHECK command, pointed at `sidecar` (the
+    image's own listen address is the one thing replaced)."""
+    _, command = dockerfile_health()
+    code = command[2].replace(f"http://127.0.0.1:9201{HEALTH_PATH}", f"{sidecar}{HEALTH_PATH}")
+    assert sidecar in code
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          timeout=30).returncode
+
+
+def test_the_images_health_check_passes_only_while_the_sidecar_and_its_engine_answer(
+        ops: Ops, closed_port: str, sidecar_models: Models) -> None:
+    assert _image_health_check(ops.url) == 0
+    assert _image_health_check(closed_port) == 1  # no sidecar
+    with BackgroundServer(ServerConfig(upstream=closed_port), sidecar_models) as server:
+        assert _image_health_check(server.url) == 1  # a sidecar without its engine

@@ -220,3 +220,34 @@ async def test_warming_an_alias_warms_the_index_behind_it(
         finally:
             await http.post(f"{cluster.url}/_aliases", json={
                 "actions": [{"remove": {"index": INDEX, "alias": alias}}]})
+
+
+async def _store_shards(adapter: ClientEngine, store: str) -> str:
+    return str((await adapter.settings(store))["index.number_of_shards"])
+
+
+async def test_the_store_takes_its_source_indexs_shards_unless_the_index_sets_its_own(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    source = f"{INDEX}-two-shards"
+    async with httpx.AsyncClient() as http:
+        await http.delete(f"{cluster.url}/{source}")
+        made = await http.put(f"{cluster.url}/{source}", json={
+            "settings": {"number_of_shards": 2, "number_of_replicas": 0}})
+        assert made.status_code == 200, made.text
+        for i, text in enumerate(TEXTS[:4]):
+            await http.put(f"{cluster.url}/{source}/_doc/{i}", json={"title": "", "text": text})
+        await adapter.refresh(source)
+        try:
+            await adapter.delete_index(cluster.store)
+            await warm(adapter, source, _fresh(labeler), DEFAULT_TEXT_FIELDS)
+            assert await _store_shards(adapter, cluster.store) == "2"
+
+            await adapter.delete_index(cluster.store)
+            await adapter.put_settings(source, {"index.tour.vector_store_shards": 3})
+            await warm(adapter, source, _fresh(labeler), DEFAULT_TEXT_FIELDS)
+            assert await _store_shards(adapter, cluster.store) == "3"
+        finally:
+            await adapter.delete_index(cluster.store)
+            await http.delete(f"{cluster.url}/{source}")

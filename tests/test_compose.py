@@ -1,7 +1,11 @@
-"""docker-compose.yml: `docker compose config` when the CLI can check it offline, else the YAML."""
+"""docker-compose.yml: `docker compose config` when the CLI can check it offline, else the YAML;
+the Dockerfile's health check, and the secured profile's services, read statically (no engine
+runs containers here)."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import shutil
@@ -13,6 +17,7 @@ import pytest
 import yaml
 
 from es_tour import paths
+from es_tour.server._ops import HEALTH_TIMEOUT_S
 
 ROOT = Path(__file__).parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -29,7 +34,7 @@ def _compose_cli() -> bool:
 def _compose_config_errors() -> list[str]:
     """`docker compose config` over both profiles; empty when it accepts the file."""
     errors = []
-    for profile in ([], ["--profile", "elasticsearch"]):
+    for profile in ([], ["--profile", "elasticsearch"], ["--profile", "secure"]):
         result = subprocess.run(["docker", "compose", "-f", str(COMPOSE), *profile, "config",
                                  "--quiet"], capture_output=True, text=True, timeout=60, cwd=ROOT)
         if result.returncode != 0:
@@ -107,3 +112,70 @@ def test_building_models_in_the_image_installs_what_the_build_needs() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert any(req.startswith("torch") for req in extras["export"])
+
+
+SIDECARS = ("sidecar", "sidecar-es", "sidecar-secure")
+HEALTH_PATH = "/_tour/health"
+
+
+def _services() -> dict:
+    return dict(yaml.safe_load(COMPOSE.read_text())["services"])
+
+
+def dockerfile_health() -> tuple[dict[str, str], list[str]]:
+    """(options, exec-form command) of the Dockerfile's HEALTHCHECK."""
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    match = re.search(r"^HEALTHCHECK((?: --[\w-]+=\S+)*)\s+CMD (\[.*\])$", text, re.M)
+    assert match, "the Dockerfile declares a HEALTHCHECK with an exec-form CMD"
+    options = dict(re.findall(r"--([\w-]+)=(\S+)", match.group(1)))
+    return options, json.loads(match.group(2))
+
+
+def test_the_image_is_healthy_while_its_sidecar_answers_on_its_health_endpoint() -> None:
+    options, command = dockerfile_health()
+    assert command[:2] == ["python", "-c"], "the slim image has no curl"
+    code = command[2]
+    ast.parse(code)  # valid Python
+    listen = re.search(r'"--listen", "0\.0\.0\.0:(\d+)"', DOCKERFILE.read_text())
+    assert listen, "the image's sidecar listens on a fixed port"
+    assert f"http://127.0.0.1:{listen.group(1)}{HEALTH_PATH}" in code
+    # the endpoint waits up to HEALTH_TIMEOUT_S for the engine: the probe must wait longer
+    probe_timeout = re.search(r"timeout=(\d+)", code)
+    assert probe_timeout, "the probe gives up on its own"
+    assert HEALTH_TIMEOUT_S < float(probe_timeout.group(1)) < float(options["timeout"].rstrip("s"))
+
+
+def test_every_sidecar_runs_the_images_health_check_and_its_ui_waits_for_it() -> None:
+    services = _services()
+    sidecars = {name for name, s in services.items() if s.get("build") == "."}
+    assert sidecars == set(SIDECARS)
+    _, command = dockerfile_health()
+    for name in SIDECARS:
+        assert services[name]["healthcheck"]["test"] == ["CMD", *command], name
+    for ui, sidecar in (("dashboards", "sidecar"), ("kibana", "sidecar-es"),
+                        ("dashboards-secure", "sidecar-secure")):
+        assert services[ui]["depends_on"] == {sidecar: {"condition": "service_healthy"}}, ui
+
+
+def test_the_secure_profile_runs_opensearch_with_security_behind_an_https_sidecar() -> None:
+    services = _services()
+    secure = {n for n, s in services.items() if "secure" in s.get("profiles", [])}
+    assert secure == {"opensearch-secure", "sidecar-secure", "dashboards-secure"}
+    engine = services["opensearch-secure"]
+    assert engine["build"] == services["opensearch"]["build"], "the plugin is installed"
+    for service in (engine, services["dashboards-secure"]):
+        environment = service["environment"]
+        assert not any(key.startswith("DISABLE_") for key in environment)
+        assert "plugins.security.disabled" not in environment
+    assert "OPENSEARCH_INITIAL_ADMIN_PASSWORD" in engine["environment"]
+    assert "https://localhost:9200" in " ".join(engine["healthcheck"]["test"])
+    sidecar = services["sidecar-secure"]
+    upstream = sidecar["command"][sidecar["command"].index("--upstream") + 1]
+    assert upstream == "https://opensearch-secure:9200"
+    # its own identity is the engine's admin; callers' credentials pass through unchanged
+    service_user = sidecar["environment"]["ES_TOUR_SERVICE_CREDENTIALS"]
+    password = engine["environment"]["OPENSEARCH_INITIAL_ADMIN_PASSWORD"]
+    assert service_user == f"admin:{password}"
+    assert sidecar["depends_on"] == {"opensearch-secure": {"condition": "service_healthy"}}
+    assert "http://sidecar-secure:9201" in \
+        services["dashboards-secure"]["environment"]["OPENSEARCH_HOSTS"]

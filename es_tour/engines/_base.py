@@ -248,17 +248,17 @@ class ClientEngine(TermVectors):
 
     async def create_side_index(
         self, name: str, properties: Mapping[str, Any], *, replace: bool = False,
-        hidden: bool = False,
+        hidden: bool = False, shards: int = 1,
     ) -> bool:
-        """A small index of records (one shard, a replica where a second node can hold it,
-        these field mappings, no vectors), such as judgements; `hidden`: one that no
-        wildcard or `_all` names (`index.hidden`). Returns False when it exists (made by
-        another caller meanwhile, too) and `replace` is not set."""
+        """An index of records (`shards` primaries, one by default, a replica where a second
+        node can hold it, these field mappings, no vectors), such as judgements; `hidden`:
+        one that no wildcard or `_all` names (`index.hidden`). Returns False when it exists
+        (made by another caller meanwhile, too) and `replace` is not set."""
         if await self._client.indices.exists(index=name):
             if not replace:
                 return False
             await self.delete_index(name)
-        settings: dict[str, Any] = {"number_of_shards": 1, "auto_expand_replicas": "0-1"}
+        settings: dict[str, Any] = {"number_of_shards": shards, "auto_expand_replicas": "0-1"}
         if hidden:
             settings["hidden"] = True
         body = {"settings": settings,

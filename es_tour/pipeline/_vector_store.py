@@ -13,7 +13,8 @@ hidden docs are never asked for. The store is read and written with the sidecar'
 identity (its service credentials, its client certificate), which callers lack: an
 embedding leaks its text. Reads are bounded by `READ_TIMEOUT_S`; writes go in batches off
 the request path. A store that is missing, slow, unreachable or refused costs speed,
-never an error.
+never an error. A store is made with the primary shards of the index whose docs first fill
+it: its `index.tour.vector_store_shards` when set, else its own `index.number_of_shards`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ log = logging.getLogger("es_tour.store")
 STORE_PREFIX = "es-tour-vectors-"
 STORE_FIELDS = {"index": {"type": "keyword"}, "doc_id": {"type": "keyword"},
                 "vector": {"type": "binary"}}
+# a source index's explicit shard count for the store its docs are the first to fill
+SHARDS_SETTING = "index.tour.vector_store_shards"
 READ_TIMEOUT_S = 1.0  # past it the docs are embedded: a slow store must not slow searches
 RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
 FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
@@ -193,13 +196,29 @@ class VectorStore:
         when any is not written."""
         with self._engine.engine_errors():
             if store not in self._created:
-                await self._engine.create_side_index(store, STORE_FIELDS, hidden=True)
+                if not await self._engine.exists(store):
+                    source = next(iter(records.values()))["index"]
+                    await self._engine.create_side_index(
+                        store, STORE_FIELDS, hidden=True, shards=await self.shards_for(source))
                 self._created.add(store)
             report = await self._engine.bulk_index(
                 store, [{"_id": i, **record} for i, record in records.items()], max_retries=1)
         self.counts.written += report.indexed
         if report.failed:
             raise EngineError(500, {"error": report.failed[0]})
+
+    async def shards_for(self, source: str) -> int:
+        """Primary shards of a store that `source`'s docs are the first to fill: its
+        SHARDS_SETTING when set, else its own shard count; 1 when the sidecar's identity
+        may not read its settings (the store is then made as before the setting existed)."""
+        try:
+            with self._engine.engine_errors():
+                settings = await self._engine.settings(source)
+        except EngineError as exc:
+            log.warning("cannot read the settings of [%s] (%s): its vector store gets one "
+                        "shard", source, _reason(exc))
+            return 1
+        return int(settings.get(SHARDS_SETTING) or settings.get("index.number_of_shards", 1))
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.counts.failures += 1

@@ -70,6 +70,10 @@ public final class TourSettings {
     public static final int WINDOW_MIN = 1;
     /** Upper bound of {@link #WINDOW}, inclusive: the sidecar's default cap on a window. */
     public static final int WINDOW_MAX = 1000;
+    /** Lower bound of {@link #VECTOR_STORE_SHARDS}, inclusive. */
+    public static final int VECTOR_STORE_SHARDS_MIN = 1;
+    /** Upper bound of {@link #VECTOR_STORE_SHARDS}, inclusive: the engines' own cap on an index's shards. */
+    public static final int VECTOR_STORE_SHARDS_MAX = 1024;
     /**
      * What a model setting ({@link #LABELER}, {@link #ENCODER}) must match: a registry name, or the
      * path of a model directory on the sidecar's host (letters, digits, {@code . _ ~ / + -}).
@@ -200,10 +204,19 @@ public final class TourSettings {
      */
     public static final Setting<String> ENCODER = model("encoder", "retriever");
 
+    /**
+     * Primary shards of the labeler vector store ({@code es-tour-vectors-*}) that this index's docs
+     * are the first to fill. Integer in [1, 1024]; default 1. The sidecar reads only a set value;
+     * unset, the store takes this index's {@code index.number_of_shards}.
+     */
+    public static final Setting<Integer> VECTOR_STORE_SHARDS = Setting.intSetting(
+        PREFIX + "vector_store_shards", 1, VECTOR_STORE_SHARDS_MIN, VECTOR_STORE_SHARDS_MAX,
+        Property.IndexScope, Property.Dynamic);
+
     private static final List<Setting<?>> ALL = List.of(
         ENABLED, METHOD, K, MAX_ROUNDS, LR, LAMBDA, TEMPERATURE, THRESHOLD, FIRST_STAGE, POOL, LEXICAL,
         BUDGET, WINDOW, LEXICAL_WEIGHT, BM25_WEIGHT, DENSE_WEIGHT, VECTOR_FIELD, TEXT_FIELDS, LABELER,
-        ENCODER);
+        ENCODER, VECTOR_STORE_SHARDS);
 
     private TourSettings() {}
 

@@ -54,12 +54,13 @@ public class TourSettingsTest {
         assertEquals(List.of("title", "text"), TourSettings.TEXT_FIELDS.get(Settings.EMPTY));
         assertEquals("default", TourSettings.LABELER.get(Settings.EMPTY));
         assertEquals("retriever", TourSettings.ENCODER.get(Settings.EMPTY));
+        assertEquals(1, (int) TourSettings.VECTOR_STORE_SHARDS.get(Settings.EMPTY));
     }
 
     @Test
     public void test_all_when_listed_then_every_setting_is_index_scoped_dynamic_and_prefixed_once() {
         List<Setting<?>> all = TourSettings.all();
-        assertEquals(20, all.size());
+        assertEquals(21, all.size());
         Set<String> keys = new HashSet<>();
         for (Setting<?> setting : all) {
             assertTrue(setting.getKey(), setting.getKey().startsWith(TourSettings.PREFIX));
@@ -115,6 +116,13 @@ public class TourSettingsTest {
         assertEquals(1000, (int) read(TourSettings.WINDOW, "1000"));
         assertRejectedEchoingValue(TourSettings.WINDOW, "0");
         assertRejectedEchoingValue(TourSettings.WINDOW, "1001");
+    }
+
+    @Test
+    public void test_vector_store_shards_when_outside_1_to_1024_then_rejected() {
+        assertEquals(1024, (int) read(TourSettings.VECTOR_STORE_SHARDS, "1024"));
+        assertRejectedEchoingValue(TourSettings.VECTOR_STORE_SHARDS, "0");
+        assertRejectedEchoingValue(TourSettings.VECTOR_STORE_SHARDS, "1025");
     }
 
     @Test
