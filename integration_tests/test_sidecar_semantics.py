@@ -17,6 +17,7 @@ what is refined is rewritten from them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -179,6 +180,55 @@ SHAPES = [
     Shape("wildcard target", _q(), PASSED, target="it-semantics*"),
     Shape("filtered alias", _q(), REFINED, "every hit has the alias's topic, biology",
           target=ALIAS, holds=_meta(lambda m: m["topic"] == "biology")),
+    *(Shape(f"?{key}={value}", _q(), verdict, kept or Shape.kept, params={key: value},
+            holds=holds)
+      for key, value, verdict, kept, holds in [
+          ("timeout", "30s", REFINED, "the engine's search timeout on each engine call", None),
+          ("request_cache", "true", REFINED, "", None),
+          ("preference", "_local", REFINED, "", None),
+          ("allow_partial_search_results", "false", REFINED, "", None),
+          ("ignore_unavailable", "true", REFINED, "", None),
+          ("allow_no_indices", "true", REFINED, "", None),
+          ("expand_wildcards", "open", REFINED, "", None),
+          ("max_concurrent_shard_requests", "3", REFINED, "", None),
+          ("pre_filter_shard_size", "1", REFINED, "", None),
+          ("batched_reduce_size", "2", REFINED, "", None),
+          ("ccs_minimize_roundtrips", "false", REFINED, "", None),
+          ("search_type", "query_then_fetch", REFINED, "", None),
+          ("track_total_hits", "100", REFINED, "the total stops at 100 with relation gte", None),
+          ("track_total_hits", "false", REFINED, "no hits.total, as the engine gives none", None),
+          ("track_scores", "true", REFINED, "", None),
+          ("size", "5", REFINED, "a page of 5", None),
+          ("from", "3", REFINED, "the page from 3", None),
+          ("sort", "_score", REFINED, "", None),
+          ("_source", "false", REFINED, "hits without _source", None),
+          ("_source_excludes", "text", REFINED, "", None),
+          ("stored_fields", "_none_", REFINED, "hits without _id, as the engine's", None),
+          ("docvalue_fields", "year", REFINED, "the engine's fields", None),
+          ("explain", "true", REFINED, "every hit has the engine's _explanation",
+           lambda hit: "_explanation" in hit),
+          ("version", "true", REFINED, "every hit has its _version",
+           lambda hit: "_version" in hit),
+          ("seq_no_primary_term", "true", REFINED, "every hit has its _seq_no",
+           lambda hit: "_seq_no" in hit and "_primary_term" in hit),
+          ("rest_total_hits_as_int", "true", REFINED, "the total as a number", None),
+          ("pretty", "true", REFINED, "", None),
+          ("human", "true", REFINED, "", None),
+          ("error_trace", "true", REFINED, "", None),
+          ("routing", "a", PASSED, "", None),
+          ("sort", "year:desc", PASSED, "", None),
+          ("terminate_after", "50", PASSED, "", None),
+          ("filter_path", "hits.total,hits.hits._id", PASSED, "", None),
+          ("q", "vitamin", PASSED, "", None),
+          ("df", "title", PASSED, "", None),
+          ("analyzer", "standard", PASSED, "", None),
+          ("default_operator", "AND", PASSED, "", None),
+          ("lenient", "true", PASSED, "", None),
+          ("ignore_throttled", "false", PASSED, "", None),
+          ("include_named_queries_score", "true", PASSED, "", None),
+          ("request_timeout", "30", PASSED, "", None),
+          ("ignore", "404", PASSED, "", None),
+      ]),
 ]
 VERDICTS: dict[tuple[str, str], Verdict] = {}
 
@@ -275,6 +325,63 @@ def test_every_shape_keeps_the_engines_meaning(pair: Pair, shape: Shape) -> None
     # the window's hits come first, in es-tour's order
     scores = [hit["_score"] for hit in hits[: len(mine["ext"]["tour"]["hits"])]]
     assert scores == sorted(scores, reverse=True)
+
+
+# URL parameters with values the engines refuse, or take at their edge: the sidecar answers
+# the engine's status (the engine judges each: it goes on to the engine's own calls)
+EDGE_PARAMS = [("timeout", "1nanos"), ("size", "-1"), ("from", "x"), ("request_cache", "maybe"),
+               ("batched_reduce_size", "1"), ("max_concurrent_shard_requests", "0"),
+               ("pre_filter_shard_size", "0"), ("search_type", "bogus"),
+               ("track_total_hits", "lots"), ("allow_partial_search_results", "maybe"),
+               ("expand_wildcards", "bogus"), ("explain", "yes"), ("preference", "_shards:x"),
+               ("timeout", "soon"), ("docvalue_fields", "nope"), ("sort", "_score:asc")]
+
+
+@pytest.mark.parametrize(("key", "value"), EDGE_PARAMS,
+                         ids=[f"{key}={value}" for key, value in EDGE_PARAMS])
+def test_a_parameter_the_engine_refuses_gets_the_engines_status(pair: Pair, key: str,
+                                                                value: str) -> None:
+    shape = Shape(key, _q(), REFINED, params={key: value})
+    theirs, ours = _send(pair.direct, shape), _send(pair.sidecar, shape)
+    assert ours.status_code == theirs.status_code, (ours.text[:500], theirs.text[:500])
+    if theirs.status_code != 200:
+        assert ours.json()["error"]["type"] == theirs.json()["error"]["type"]
+
+
+# `_msearch` URL parameters: the engine applies most to each search; filter_path prunes the
+# whole answer and `explain` is no `_msearch` parameter, so those pass the call through
+MSEARCH_PARAMS = [("typed_keys", "true"), ("rest_total_hits_as_int", "true"),
+                  ("search_type", "dfs_query_then_fetch"), ("max_concurrent_searches", "2"),
+                  ("pre_filter_shard_size", "1"), ("max_concurrent_shard_requests", "3"),
+                  ("ccs_minimize_roundtrips", "false"), ("pretty", "true"),
+                  ("filter_path", "responses.hits.total"), ("explain", "true")]
+
+
+@pytest.mark.parametrize(("key", "value"), MSEARCH_PARAMS,
+                         ids=[f"{key}={value}" for key, value in MSEARCH_PARAMS])
+def test_msearch_url_parameters_keep_the_engines_meaning(pair: Pair, key: str,
+                                                         value: str) -> None:
+    lines = [{"index": INDEX}, {**_q(), "aggs": AGGS, "size": 5}]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+
+    def send(url: str) -> httpx.Response:
+        return httpx.post(f"{url}/_msearch", params={key: value}, content=body, timeout=300,
+                          headers={"content-type": "application/x-ndjson"})
+
+    theirs, ours = send(pair.direct), send(pair.sidecar)
+    assert ours.status_code == theirs.status_code, (ours.text[:500], theirs.text[:500])
+    if theirs.status_code != 200:
+        assert ours.json()["error"]["type"] == theirs.json()["error"]["type"]
+        return
+    (mine,), (engines,) = ours.json()["responses"], theirs.json()["responses"]
+    if key in ("filter_path", "explain"):
+        assert ours.headers.get(PASSTHROUGH_HEADER)
+        assert _comparable(mine) == _comparable(engines)
+        return
+    assert "ext" in mine and PASSTHROUGH_HEADER not in ours.headers, mine.get("error")
+    assert mine["hits"]["total"] == engines["hits"]["total"]
+    assert mine["aggregations"] == engines["aggregations"]
+    assert len(mine["hits"]["hits"]) == len(engines["hits"]["hits"]) == 5
 
 
 def _ids(pair: Pair, start: int, size: int) -> list[str]:

@@ -36,6 +36,7 @@ from es_tour.server._request import (
     SearchRequest,
     check_path,
     inflated,
+    msearch_params,
     msearch_target,
     parse_body,
     parse_msearch,
@@ -171,6 +172,11 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     the admission slots), the rest go to the engine as one `_msearch`, and the answers come
     back in order in the engine's shape, an item's error in its place."""
     started = time.perf_counter()
+    try:
+        each = msearch_params(request.query_params)
+    except Passthrough as verdict:
+        _log_passthrough(service, "POST", default_index, verdict)
+        return await upstream.forward(request, reason=verdict.header())
     raw = await read_body(request, service.config.max_body_bytes)
     try:
         items = parse_msearch(inflated(raw, request.headers.get("content-encoding"),
@@ -182,7 +188,7 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     for item in items:
         try:
             settings = await _settings(upstream, item.index, request.headers)
-            plans.append((servable(item.index, item.params, item.body, settings,
+            plans.append((servable(item.index, {**each, **item.params}, item.body, settings,
                                    service.config.text_fields), settings))
         except Passthrough as verdict:
             _log_passthrough(service, "POST", item.index, verdict)
@@ -221,7 +227,8 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
     if degraded:
         headers[DEGRADED_HEADER] = degraded
     return _json({"took": round((time.perf_counter() - started) * 1000),
-                  "responses": responses}, 200, engine, headers=headers)
+                  "responses": responses}, 200, engine, headers=headers,
+                 pretty=request.query_params.get("pretty", "false") in ("", "true"))
 
 
 async def _nothing() -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ class Reason(Enum):
     MIN_SCORE = "min_score cuts on the engine's score"
     TERMINATE_AFTER = "terminate_after stops the engine's collection early"
     INDICES_BOOST = "indices_boost weighs several indices"
+    ROUTING = "routing searches some of the index's shards, and the rounds search all"
     # the query: no text to refine, or scores no refinement keeps
     NO_TEXT = "no query text"
     EMPTY_TEXT = "empty query text"

@@ -41,17 +41,20 @@ _UNSERVED = {"collapse": Reason.COLLAPSE, "rescore": Reason.RESCORE,
              "search_after": Reason.SEARCH_AFTER, "pit": Reason.PIT, "suggest": Reason.SUGGEST,
              "profile": Reason.PROFILE, "min_score": Reason.MIN_SCORE,
              "terminate_after": Reason.TERMINATE_AFTER, "indices_boost": Reason.INDICES_BOOST}
+# URL parameters likewise: each passes the request through
+_UNSERVED_PARAMS = {"scroll": Reason.SCROLL, "terminate_after": Reason.TERMINATE_AFTER,
+                    "routing": Reason.ROUTING}
 # URL parameters the sidecar honours: each goes on to the engine's own calls (`_fetch`), or
 # says how the answer is printed.
 PARAMS = frozenset({"size", "from", "_source", "_source_includes", "_source_excludes",
                     "stored_fields", "docvalue_fields", "explain", "version",
                     "seq_no_primary_term", "pretty", "human", "error_trace", "timeout",
                     "rest_total_hits_as_int", "track_total_hits", "request_cache",
-                    "preference", "routing", "ignore_unavailable", "allow_no_indices",
+                    "preference", "ignore_unavailable", "allow_no_indices",
                     "expand_wildcards", "typed_keys", "search_type",
                     "allow_partial_search_results", "ccs_minimize_roundtrips",
                     "max_concurrent_shard_requests", "pre_filter_shard_size",
-                    "batched_reduce_size"})
+                    "batched_reduce_size", "sort", "track_scores"})
 # ... of which these shape the sidecar's own answer, and never reach the engine
 _PRINTING = frozenset({"pretty", "human", "error_trace"})
 
@@ -143,6 +146,26 @@ class MsearchItem:
         """The header's search parameters, as the URL of one `_search` would carry them."""
         return {key: str(value).lower() if isinstance(value, bool) else str(value)
                 for key, value in self.header.items() if key != "index"}
+
+
+# `_msearch` URL parameters that the engine applies to each search: each refined search
+# gets them as its own (its header's win) ...
+_MSEARCH_EACH = frozenset({"search_type", "typed_keys", "rest_total_hits_as_int",
+                           "pre_filter_shard_size", "max_concurrent_shard_requests",
+                           "ccs_minimize_roundtrips"})
+# ... and those of the whole call: how many at once (the sidecar's slots bound its own), and
+# how the answer is printed
+_MSEARCH_WHOLE = frozenset({"max_concurrent_searches", *_PRINTING})
+
+
+def msearch_params(params: Mapping[str, str]) -> dict[str, str]:
+    """The `_msearch` URL parameters each of its searches takes; Passthrough for one the
+    sidecar cannot honour for a whole answer (`filter_path` prunes it), which the engine
+    answers (or refuses) for all its searches."""
+    for key in params:
+        if key not in _MSEARCH_EACH | _MSEARCH_WHOLE:
+            raise Passthrough(Reason.PARAMETER, key=key)
+    return {key: value for key, value in params.items() if key in _MSEARCH_EACH}
 
 
 def parse_msearch(raw: bytes, default_index: str) -> list[MsearchItem]:
@@ -263,9 +286,9 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     filters (None: every field is text)."""
     if not target or any(c in target for c in ",*") or target == "_all":
         raise Passthrough(Reason.MULTI_INDEX)
-    if "scroll" in params:
-        raise Passthrough(Reason.SCROLL)
     for key in params:
+        if key in _UNSERVED_PARAMS:
+            raise Passthrough(_UNSERVED_PARAMS[key])
         if key not in PARAMS:
             raise Passthrough(Reason.PARAMETER, key=key)
     for key in body:
@@ -292,6 +315,8 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
     if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
                                    or timeout_ms < 1):
         raise ConfigError(f"ext.tour.timeout_ms must be an integer >= 1, got {shown(timeout_ms)}")
+    if "stored_fields" in params:  # the URL's wins, as the engine reads it; `_fetch` reads it
+        body = {**body, "stored_fields": params["stored_fields"].split(",")}
     size = _count("size", params.get("size", body.get("size", 10)))
     if size == 0:  # counts and facets only: the engine's answer is the whole answer
         raise Passthrough(Reason.SIZE_0)
@@ -300,7 +325,7 @@ def parse_search(target: str, params: Mapping[str, str], body: Mapping[str, Any]
         from_=_count("from", params.get("from", body.get("from", 0))),
         body=_as_the_engine_reads({key: value for key, value in body.items() if key != "ext"}),
         params={key: value for key, value in params.items()
-                if key not in ("size", "from") and key not in _PRINTING},
+                if key not in ("size", "from", "stored_fields") and key not in _PRINTING},
         filters=(*parts.filters, *filter(None, [_mapping(body, "post_filter")])),
         lexical=body.get("query") if parts.texts else None, tour=tour,
         timeout_ms=timeout_ms, explicit=explicit,

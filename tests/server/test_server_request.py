@@ -12,6 +12,7 @@ from es_tour.server._passthrough import Passthrough, Reason
 from es_tour.server._request import (
     MalformedJson,
     inflated,
+    msearch_params,
     parse_body,
     parse_search,
     search_target,
@@ -63,6 +64,13 @@ def test_es_knn_and_opensearch_knn_both_give_the_vector_and_its_field() -> None:
     ("a", {}, {"query": {"match": {"t": "q"}}, "stats": ["group"]},
      "unsupported body key [stats]"),
     ("a", {"q": "text:q"}, {}, "unsupported parameter [q]"),
+    ("a", {"filter_path": "hits"}, {"query": {"match": {"t": "q"}}},
+     "unsupported parameter [filter_path]"),
+    ("a", {"terminate_after": "5"}, {"query": {"match": {"t": "q"}}},
+     "terminate_after stops the engine's collection early"),
+    ("a", {"routing": "r"}, {"query": {"match": {"t": "q"}}},
+     "routing searches some of the index's shards, and the rounds search all"),
+    ("a", {"sort": "year:desc"}, {"query": {"match": {"t": "q"}}}, "sort by a field"),
 ])
 def test_what_cannot_be_served_passes_through_with_its_reason(target, params, body, reason) -> None:
     with pytest.raises(Passthrough) as verdict:
@@ -89,6 +97,20 @@ def test_fetch_options_from_the_body_and_the_url_go_to_the_engine_as_sent() -> N
                            explicit=False)
     assert request.body == body and request.params == {"_source_includes": "t*"}
     assert request.from_ == 3
+
+
+def test_the_url_stored_fields_wins_over_the_body_as_the_engine_reads_it() -> None:
+    request = parse_search("x", {"stored_fields": "_none_", "sort": "_score"},
+                           {"query": {"match": {"t": "q"}}, "stored_fields": ["x"]},
+                           explicit=False)
+    assert request.body["stored_fields"] == ["_none_"] and request.params == {"sort": "_score"}
+
+
+def test_msearch_url_parameters_go_to_each_search_or_pass_the_call_through() -> None:
+    assert msearch_params({"typed_keys": "true", "max_concurrent_searches": "2",
+                           "pretty": ""}) == {"typed_keys": "true"}
+    with pytest.raises(Passthrough, match="filter_path"):
+        msearch_params({"filter_path": "responses.hits"})
 
 
 def test_a_passthrough_reason_is_a_safe_short_header_value() -> None:
