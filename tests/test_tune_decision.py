@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from es_tour.cli.tune import LOAD_BENCH, _cost_of, measured_costs
+from es_tour.cli.tune import LOAD_BENCH, _cost_of, measured_costs, stale_settings
 from es_tour.errors import ConfigError
 from es_tour.metrics import CHANGED
 from es_tour.tuning import (
@@ -156,3 +156,13 @@ def test_the_committed_load_benchmark_prices_the_frontiers_20_pair_method():
     for engine in ("opensearch", "elasticsearch"):
         cost = _cost_of(tour, measured_costs(LOAD_BENCH, engine))
         assert cost is not None and cost.engine_cpu > 1 and cost.p50 > 1
+
+
+def test_apply_resets_an_earlier_methods_settings_but_keeps_where_the_docs_are():
+    current = {"index.tour.pool": "interleave", "index.tour.budget": "40",
+               "index.tour.method": "tour-hard", "index.tour.vector_field": "emb",
+               "index.tour.text_fields": "body", "index.tour.encoder": "e5-small-v2",
+               "index.tour.vector_store_shards": "4", "index.number_of_shards": "2"}
+    written = {"index.tour.method": "hybrid-linear", "index.tour.lexical_weight": 0.4}
+    assert stale_settings(current, written) == {"index.tour.pool": None,
+                                                "index.tour.budget": None}

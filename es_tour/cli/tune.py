@@ -290,13 +290,24 @@ def _decision_facts(decision: Decision) -> dict[str, Any]:
                           for each in decision.standings]}
 
 
+# where the index's text and vectors are, and how its store is sharded: facts of the index,
+# not of the method tune chose, so --apply keeps them
+KEPT_ON_APPLY = tuple(f"{SETTINGS_PREFIX}{name}" for name in
+                      ("encoder", "text_fields", "vector_field", "vector_store_shards"))
+
+
 async def _stale(context: SearchContext, index: str, settings: Mapping[str, Any]
                  ) -> dict[str, None]:
-    """The index's other index.tour.* settings, each to be reset: what tune writes is all
-    the index then runs (a pool or budget left from an earlier method would linger)."""
     with context.engine.engine_errors():
-        flat = await context.engine.settings(index)
-    return {key: None for key in flat if key.startswith(SETTINGS_PREFIX) and key not in settings}
+        return stale_settings(await context.engine.settings(index), settings)
+
+
+def stale_settings(current: Mapping[str, Any], written: Mapping[str, Any]) -> dict[str, None]:
+    """The index's other index.tour.* method settings, each to be reset: what tune writes is
+    all the index then runs (a pool or budget left from an earlier method would linger);
+    KEPT_ON_APPLY's stay."""
+    return {key: None for key in current if key.startswith(SETTINGS_PREFIX)
+            and key not in written and key not in KEPT_ON_APPLY}
 
 
 def measured_costs(path: Path, engine: str) -> list[tuple[dict[str, Any], Cost]]:
