@@ -30,7 +30,8 @@ SAMPLE, SEED = 100, 13  # test queries, fixed sample
 # or 200, the learned agent scored 0.6873 against hre's 0.6861; from 100, 0.6845
 TRAIN_QUERIES = 150
 ACTS_ON = 3  # measured: the policy acted on 6 of the 100 and gained +0.0014 over hre
-# "keeps up": the learned agent ties hre (docs/RESULTS.md, P2), so on 100 queries the sign
+# "keeps up": the learned agent ties hre (docs/RESULTS.md, "The learned agent against
+# HRE"), so on 100 queries the sign
 # of their difference is noise: +0.0012 (0.6873 against 0.6861; 2026-11-26, int8 docs
 # embedded in batches, a CPU with AVX2 alone), -0.0017 (0.6809 against 0.6825; 2026-11-27,
 # one doc a model run, a CPU with VNNI). Within the 0.003 the project holds ties to.
