@@ -30,7 +30,7 @@ import numpy as np
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
 from es_tour.evaluation import RUN_DEPTH, MethodSpec
-from es_tour.metrics import ranked, robustness, score_run
+from es_tour.metrics import Robustness, ranked, robustness, score_run
 from es_tour.models import EnsembleLabeler, Member, ensemble_name, parse_ensemble
 from es_tour.pipeline import (
     BUDGET_OPTIONS,
@@ -319,16 +319,19 @@ class Standing:
 
     candidate: Measured
     gain: float  # mean nDCG@10 over the best labeler-free candidate's
-    wins: int
-    losses: int
+    versus: Robustness  # query by query against it
 
     @property
-    def robustness(self) -> float:
-        return (self.wins - self.losses) / len(self.candidate.ndcg)
+    def wins(self) -> int:
+        return self.versus.wins
+
+    @property
+    def losses(self) -> int:
+        return self.versus.losses
 
     def pays(self, min_gain: float, min_robustness: float) -> bool:
         return (self.candidate.refining and self.gain >= min_gain - 1e-9
-                and self.robustness >= min_robustness - 1e-9)
+                and self.versus.index >= min_robustness - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -343,13 +346,6 @@ class Decision:
     standings: list[Standing]
 
 
-def wins_losses(mine: Mapping[str, float], theirs: Mapping[str, float]) -> tuple[int, int]:
-    """Queries where `mine` beats `theirs` by more than `CHANGED` nDCG@10, and where it
-    trails by more."""
-    versus = robustness(mine, theirs)
-    return versus.wins, versus.losses
-
-
 def decide(candidates: Sequence[Measured], min_gain: float = MIN_GAIN,
            min_robustness: float = MIN_ROBUSTNESS) -> Decision:
     """Keep the best refining candidate that pays: it beats the best labeler-free one by
@@ -360,9 +356,8 @@ def decide(candidates: Sequence[Measured], min_gain: float = MIN_GAIN,
     if not free or len(free) == len(candidates):
         raise ConfigError("decide needs labeler-free and refining candidates")
     best_free = max(free, key=lambda each: (each.mean, -free.index(each)))
-    standings = [Standing(each, each.mean - best_free.mean, *wins_losses(each.ndcg,
-                                                                        best_free.ndcg))
-                 for each in candidates]
+    standings = [Standing(each, each.mean - best_free.mean,
+                          robustness(each.ndcg, best_free.ndcg)) for each in candidates]
     refining = [each for each in standings if each.candidate.refining]
     paying = [each for each in refining if each.pays(min_gain, min_robustness)]
     queries = len(best_free.ndcg)

@@ -10,7 +10,7 @@ import pytest
 
 from es_tour.cli.tune import LOAD_BENCH, _cost_of, measured_costs, stale_settings
 from es_tour.errors import ConfigError
-from es_tour.metrics import CHANGED
+from es_tour.metrics import CHANGED, robustness
 from es_tour.tuning import (
     Cost,
     LinearPool,
@@ -20,7 +20,6 @@ from es_tour.tuning import (
     fused_spec,
     labeler_free,
     plain_spec,
-    wins_losses,
 )
 
 QUERIES = [f"q{i}" for i in range(10)]
@@ -93,7 +92,8 @@ def test_wins_and_losses_are_moves_over_the_threshold():
     theirs = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
     mine = {"a": 0.5 + CHANGED * 2, "b": 0.5 + CHANGED / 2, "c": 0.5 - CHANGED / 2,
             "d": 0.5 - CHANGED * 2}
-    assert wins_losses(mine, theirs) == (1, 1)
+    versus = robustness(mine, theirs)
+    assert (versus.wins, versus.losses) == (1, 1)
 
 
 def test_decide_needs_both_kinds_of_candidate():

@@ -47,16 +47,15 @@ from es_tour.bench.frontier import (
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodReport, MethodSpec, evaluate
-from es_tour.metrics import CHANGED
+from es_tour.metrics import CHANGED, HURT_AT, robustness
 from es_tour.models import is_ensemble, labeler_encoder, parse_ensemble
 from es_tour.models._corpus_cache import cached_corpus_embeddings
 from es_tour.models._labelers import model_directory
 from es_tour.training import train_policy
-from es_tour.tuning import BASELINE, fused_spec, plain_spec, wins_losses
+from es_tour.tuning import BASELINE, fused_spec, plain_spec
 
 SINGLE_ROUND = ("rerank", BASELINE, "rerank:first_stage=hybrid-linear")  # one labelled pool
 PLAIN = MethodSpec.parse("hybrid-linear")  # what robustness is counted against
-HURT = 0.2  # a loss this large is counted apart
 PARTS = ("p2", "gain")  # what --only can re-measure alone
 POLICY_PREFIX = "labelers-"  # + the labeler's name as a registry name: P2's policy
 SECTION_START = "<!-- labelers section: python -m es_tour.bench.labelers -->"
@@ -112,13 +111,12 @@ def p1b(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def changes(mine: Mapping[str, float], theirs: Mapping[str, float]) -> dict[str, Any]:
     """Query-by-query wins and losses (moves over `CHANGED`), the robustness index
-    (wins − losses) / queries, and the share of queries hurt by `HURT` or more."""
+    (wins − losses) / queries, and the share of queries hurt by `HURT_AT` or more."""
+    versus = robustness(mine, theirs)
     deltas = np.array([mine[qid] - theirs[qid] for qid in theirs])
-    wins, losses = wins_losses(mine, theirs)
-    return {"queries": len(deltas), "wins": wins, "losses": losses,
-            "unchanged": len(deltas) - wins - losses,
-            "robustness_index": round((wins - losses) / len(deltas), 4),
-            "hurt": int((deltas <= -HURT).sum()),
+    return {"queries": versus.queries, "wins": versus.wins, "losses": versus.losses,
+            "unchanged": versus.queries - versus.wins - versus.losses,
+            "robustness_index": round(versus.index, 4), "hurt": versus.hurt,
             "mean_delta": round(float(deltas.mean()), 4)}
 
 
@@ -316,7 +314,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"query: {robust['wins']} wins, {robust['losses']} losses, "
                   f"{robust['unchanged']} unchanged (moves over {CHANGED}); robustness index "
                   f"{robust['robustness_index']:+.2f}; {robust['hurt']} queries "
-                  f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT} or more.", ""]
+                  f"({robust['hurt'] / robust['queries']:.1%}) lose {HURT_AT} or more.", ""]
     if report.get("gain"):
         gain = report["gain"]
         chosen_name = report["labelers"][report["chosen"]]["name"]
