@@ -56,10 +56,10 @@ class ExactStore:
         return [Hit(i, 1.0, {"title": i, "embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
 
     async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=(),
-                   ids_only=False):
+                   ids_only=False, keyed=False):
         order = _within(np.argsort(-BM25, kind="stable"), ids)[:k]
         return [Hit(f"d{i}", float(BM25[i]),
-                    {} if ids_only else
+                    {} if ids_only or keyed else
                     {"title": f"d{i}", **({} if "embedding" in exclude else
                                           {"embedding": DOCS[i].tolist()})}) for i in order]
 
@@ -162,8 +162,8 @@ async def test_hybrid_linear_ranks_both_lists_union_by_z_scored_bm25_and_similar
     # two more calls: the kNN-only docs' BM25 and the BM25-only docs' kNN score; the
     # engine's scores rank the union, so no stored vector crosses the wire
     assert result.pairs_scored == 0 and result.engine_calls == 4
-    # every call reads ids and scores: no source, no stored vector crosses the wire
-    assert set(context.engine.returned) == {"ids"}
+    # every call reads ids (or doc keys) and scores: no source, no stored vector crosses
+    assert set(context.engine.returned) <= {"ids", "keys"}
 
 
 async def test_rerank_over_hybrid_linear_labels_its_top_k_and_keeps_the_rest(context):
@@ -220,7 +220,7 @@ async def test_relevance_feedback_labels_the_knn_top_budget_then_searches_once_w
     assert context.engine.sent[-1] == pytest.approx(moved / np.linalg.norm(moved), abs=1e-6)
     # kNN as deep as rerank's, the labelled docs' text and vectors, then the feedback
     # search: ids and scores alone, no source crosses the wire but the labelled docs'
-    assert set(context.engine.returned) == {"ids"} and result.engine_calls == 3
+    assert set(context.engine.returned) <= {"ids", "keys"} and result.engine_calls == 3
     # labelled docs first by φ, then the feedback search's other docs in its order
     assert [h.id for h in result.hits[:20]] == sorted(top, key=lambda d: -PHI[d])
     feedback = [f"d{i}" for i in np.argsort(-(DOCS @ moved), kind="stable")]
@@ -280,7 +280,7 @@ async def test_fusion_reorders_the_labelled_pool_by_phi_bm25_and_knn_scores(cont
 
 
 async def test_fusion_at_zero_weights_is_the_method_itself(context):
-    plain = build_method("tour-hard", context, {"w_bm25": 0, "w_dense": 0})
+    plain = build_method("tour-hard", context, {"w_bm25": 0, "w_dense": 0}, by_id=False)
     assert type(plain).__name__ == "TourMethod"
 
 

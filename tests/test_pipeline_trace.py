@@ -27,7 +27,8 @@ class Store:
         return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False):
+    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
+                   keyed=False):
         return [Hit(f"d{i}", float(100 - i), {"title": f"d{i}"}) for i in range(40, 40 + k)]
 
 

@@ -127,7 +127,7 @@ class HybridTourMethod:
             if options.pool == "hybrid-linear":
                 depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
             dense, (sparse, asked) = await asyncio.gather(
-                context.knn(q, depth, timings, returns="ids"),
+                context.knn(q, depth, timings, returns="keys"),
                 self._top(lexical, depth, seen, timings))
             calls += 1 + asked
             new_docs = (provenance.add(round_no, [h.id for h in dense], "knn")
@@ -236,11 +236,11 @@ class HybridTourMethod:
 
     async def _bm25(self, query: Query, k: int, timings: Timings,
                     ids: list[str] | None = None) -> list[Hit]:
-        """The Lucene query q_t's top k (among `ids`, if given): ids and scores."""
+        """The Lucene query q_t's top k (among `ids`, if given): doc keys and scores."""
         compiled = compile_bool(query, self.context.text_fields, self.context.lexical_query)
         with timings.engine():
             return await self.context.engine.bool_search(self.context.index, compiled, k,
-                                                         ids=ids, ids_only=True)
+                                                         ids=ids, keyed=True)
 
     def _source(self, hit: Hit) -> dict[str, Any]:
         return {key: value for key, value in hit.source.items()

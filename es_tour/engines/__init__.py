@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._json import dumps as json_bytes
+from es_tour.engines._keys import ids_query
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -19,6 +20,7 @@ from es_tour.engines._types import (
     SearchEngine,
     TermStats,
     VectorField,
+    key_seq_no,
 )
 from es_tour.errors import ConfigError
 from es_tour.tls import UpstreamTls, uses_https
@@ -67,6 +69,8 @@ __all__ = [
     "TermStats",
     "VectorField",
     "connect",
+    "ids_query",
     "json_bytes",
+    "key_seq_no",
     "text_query",
 ]

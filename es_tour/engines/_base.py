@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from es_tour.engines._batch import SearchBatch, answer_or_error, identity
 from es_tour.engines._hits import read_hits, source_value
+from es_tour.engines._keys import DOC_IDS_KEPT, SHARDED_KEPT, KeyedSearches, ids_query
 from es_tour.engines._termvectors import TermVectors
 from es_tour.engines._types import (
     BulkReport,
@@ -32,8 +33,6 @@ from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamE
 _BULK_CHUNK = 500
 
 
-# the names of the filters that tell `_scores_of` which doc a hit is
-_NAMED = "_tour_id:"
 # identities refused `_msearch` kept, and for how long (a role may be granted it meanwhile)
 MSEARCH_REFUSALS_KEPT = 4096
 MSEARCH_REFUSAL_TTL_S = 300.0
@@ -41,7 +40,7 @@ MSEARCH_REFUSAL_TTL_S = 300.0
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
 
-class ClientEngine(TermVectors):
+class ClientEngine(TermVectors, KeyedSearches):
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
@@ -64,10 +63,12 @@ class ClientEngine(TermVectors):
         # the vector field whose vectors this view reads from doc values, not `_source`
         self._doc_value_vectors: str | None = None
         self._batch = self._new_batch()
+        self._doc_ids = LRUCache(maxsize=DOC_IDS_KEPT)
         # identities (a digest of their headers) the engine refused `_msearch`: shared by
         # every view, never by two identities
         self._msearch_refused: TTLCache[str, bool] = TTLCache(
             maxsize=MSEARCH_REFUSALS_KEPT, ttl=MSEARCH_REFUSAL_TTL_S)
+        self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
 
     def _new_batch(self) -> SearchBatch:
         """A batch of this view's own: searches batched together share its identity."""
@@ -76,14 +77,21 @@ class ClientEngine(TermVectors):
     async def _search_one(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(await self._client.search(index=index, body=dict(body)))
 
+    def _view(self) -> ClientEngine:
+        """A copy of this engine that shares its connections (closing it leaves them open)
+        but batches its own searches and remembers its own doc keys."""
+        view = copy.copy(self)
+        view._owns_client = False
+        view._batch = view._new_batch()
+        view._doc_ids = LRUCache(maxsize=DOC_IDS_KEPT)
+        return view
+
     def with_headers(self, headers: Mapping[str, str]) -> ClientEngine:
         """This engine sending `headers` (a caller's credentials) on every call, over the
         same connection pool; closing it leaves the pool open."""
-        view = copy.copy(self)
+        view = self._view()
         view._headers = dict(headers)
         view._client = self._bind(self._raw, view._headers)
-        view._owns_client = False
-        view._batch = view._new_batch()
         return view
 
     def as_own_identity(self) -> ClientEngine:
@@ -91,31 +99,25 @@ class ClientEngine(TermVectors):
         (the sidecar's service credentials, or none), over the connections that show the
         client certificate kept to the process's own calls (`UpstreamTls.own_calls_only`).
         Without such a certificate, the same connections as every other call."""
-        view = copy.copy(self)
+        view = self._view()
         view._client = (self._own_raw if self._headers is None
                         else self._bind(self._own_raw, self._headers))
-        view._owns_client = False
-        view._batch = view._new_batch()
         return view
 
     def with_filters(self, filters: Sequence[Mapping[str, Any]]) -> ClientEngine:
         """This engine keeping only docs that match every query of `filters` in each
         search: BM25 and any query DSL as a bool filter, kNN with the engine's own filtered
         kNN. A request's constraints, kept by every round of every method."""
-        view = copy.copy(self)
+        view = self._view()
         view._filters = (*self._filters, *filters)
-        view._owns_client = False
-        view._batch = view._new_batch()
         return view
 
     def with_doc_value_vectors(self, field: str) -> ClientEngine:
         """This engine reading `field`'s stored vectors from doc values, for an index whose
         `_source` lacks them: each call that would return them in `_source` asks for them the
         engine's way (`_vector_request`) and fills Hit.vector."""
-        view = copy.copy(self)
+        view = self._view()
         view._doc_value_vectors = field
-        view._owns_client = False
-        view._batch = view._new_batch()
         return view
 
     def _vectors_wanted(self, exclude: Sequence[str]) -> str | None:
@@ -130,7 +132,7 @@ class ClientEngine(TermVectors):
         raise NotImplementedError
 
     def _constraints(self, ids: Sequence[str] | None) -> list[Mapping[str, Any]]:
-        return [*self._filters, *([] if ids is None else [_ids_filter(ids)])]
+        return [*self._filters, *([] if ids is None else [ids_query(ids)])]
 
     @contextmanager
     def engine_errors(self) -> Iterator[None]:
@@ -315,9 +317,10 @@ class ClientEngine(TermVectors):
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         ids_only: bool = False,
+        keyed: bool = False,
     ) -> list[Hit]:
         return await self.bool_search(index, text_query(text, fields), k, ids=ids,
-                                      exclude=exclude, ids_only=ids_only)
+                                      exclude=exclude, ids_only=ids_only, keyed=keyed)
 
     async def knn(
         self,
@@ -331,9 +334,11 @@ class ClientEngine(TermVectors):
         returns: KnnReturns = "vectors",
     ) -> list[Hit]:
         """Approximate kNN. `returns`: "vectors" (the source with the stored vectors, so
-        callers can compute q·c), "text" (the source without them) or "ids" (no source).
-        Each 384-d vector is ~8 KB of JSON, so callers ask only for what they read."""
-        if ids is not None and returns == "ids":
+        callers can compute q·c), "text" (the source without them), "ids" (no source) or
+        "keys" (no stored field at all: each hit named by its doc key where the index has
+        one shard, see `keyed_search`). Each 384-d vector is ~8 KB of JSON, so callers ask
+        only for what they read."""
+        if ids is not None and returns in ("ids", "keys"):
             clause = self._knn_clause(np.asarray(vector, dtype=np.float32).tolist(), k,
                                       num_candidates or max(k, 100), field,
                                       self._constraints(ids))
@@ -345,15 +350,17 @@ class ClientEngine(TermVectors):
             field,
             self._constraints(ids),
         )
+        if returns == "keys":
+            return await self.keyed_search(index, {"size": k, **body})
         if returns == "text":
             body["_source"] = {"excludes": [field]}
         elif returns == "ids":
             body["_source"] = False
         elif returns != "vectors":
-            raise ValueError(f"returns must be vectors, text or ids, got {returns!r}")
+            raise ValueError(f"returns must be vectors, text, ids or keys, got {returns!r}")
         asked, fetched = self._asking_vectors(
             {"size": k, **body}, self._vectors_wanted(() if returns == "vectors" else (field,)))
-        return read_hits(await self._batch.search(index, asked), field, fetched)
+        return await self._search_hits(index, asked, field, fetched, ids)
 
     async def bool_search(
         self,
@@ -364,45 +371,29 @@ class ClientEngine(TermVectors):
         ids: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         ids_only: bool = False,
+        keyed: bool = False,
     ) -> list[Hit]:
         """Any query DSL; `exclude` drops source fields (vectors) the caller does not need,
         `ids_only` the whole source: a pool leg reads ids and scores, and the engine then
-        neither loads nor filters a source (most of a search's cost)."""
-        if ids is not None and ids_only:
+        neither loads nor filters a source (most of a search's cost). `keyed`: no stored
+        field at all, each hit named by its doc key where the index has one shard
+        (`keyed_search`)."""
+        if ids is not None and (ids_only or keyed):
             return await self._scores_of(
                 index, {"bool": {"must": [query], "filter": self._constraints(None)}}, ids)
         constraints = self._constraints(ids)
         if constraints:
             query = {"bool": {"must": [query], "filter": constraints}}
         body: dict[str, Any] = {"size": k, "query": query}
+        if keyed:
+            return await self.keyed_search(index, body)
         if ids_only:
             body["_source"] = False
-            return read_hits(await self._batch.search(index, body), None)
+            return await self._search_hits(index, body, None, None, ids)
         if exclude:
             body["_source"] = {"excludes": list(exclude)}
         asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
-        return read_hits(await self._batch.search(index, asked), None, fetched)
-
-    async def _scores_of(self, index: str, query: Mapping[str, Any], ids: Sequence[str]
-                         ) -> list[Hit]:
-        """`query`'s scores of the docs of `ids` it matches, best first, read without
-        loading a stored field: loading each hit's `_id` is most of a search's cost (about
-        0.1 ms a hit on two cores), and these ids are known. Each id is a named filter, and
-        a hit names its own in `matched_queries`."""
-        unique = list(dict.fromkeys(ids))
-        named = {"bool": {"should": [{"ids": {"values": [doc], "_name": _NAMED + doc}}
-                                     for doc in unique]}}
-        body = {"size": len(unique), "stored_fields": "_none_", "track_total_hits": False,
-                "query": {"bool": {"must": [query], "filter": [named]}}}
-        answer = await self._batch.search(index, body)
-        hits = []
-        for hit in answer["hits"]["hits"]:
-            doc = next((name[len(_NAMED):] for name in hit.get("matched_queries", ())
-                        if name.startswith(_NAMED)), None)
-            if doc is not None:
-                hits.append(Hit(doc, float(hit.get("_score") or 0.0), {}, None,
-                                hit.get("_index")))
-        return hits
+        return await self._search_hits(index, asked, None, fetched, ids)
 
     def _asking_vectors(self, body: dict[str, Any], field: str | None
                         ) -> tuple[dict[str, Any], str | None]:
@@ -464,7 +455,7 @@ class ClientEngine(TermVectors):
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
-        body: dict[str, Any] = {"size": len(unique), "query": _ids_filter(unique),
+        body: dict[str, Any] = {"size": len(unique), "query": ids_query(unique),
                                 "track_total_hits": False}
         if include is not None:
             body["_source"] = {"includes": list(include)}
@@ -474,10 +465,9 @@ class ClientEngine(TermVectors):
                 body["_source"] = {"excludes": list(exclude)}
             wanted = self._vectors_wanted(exclude)
         asked, fetched = self._asking_vectors(body, wanted)
-        response = await self._batch.search(index, asked)
         found: dict[str, Hit] = {}
-        for hit in read_hits(response, None, fetched):  # an alias over several: the first
-            found.setdefault(hit.id, hit)
+        for hit in await self._search_hits(index, asked, None, fetched, unique):
+            found.setdefault(hit.id, hit)  # an alias over several: the first
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
 
@@ -580,10 +570,6 @@ def text_query(text: str, fields: Sequence[str]) -> dict[str, Any]:
     to the sidecar to be ranked as those runs rank (its BM25 leg is the request's query)."""
     return {"bool": {"should": [
         {"multi_match": {"query": text, "fields": list(fields), "type": "most_fields"}}]}}
-
-
-def _ids_filter(ids: Sequence[str]) -> dict[str, Any]:
-    return {"ids": {"values": list(ids)}}
 
 
 def _contains(actual: Any, expected: Any) -> bool:

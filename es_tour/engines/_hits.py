@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from es_tour.engines._types import Hit
+from es_tour.engines._types import Hit, doc_key
 
 
 def source_value(source: Mapping[str, Any], field: str) -> Any:
@@ -21,11 +21,19 @@ def source_value(source: Mapping[str, Any], field: str) -> Any:
 
 
 def read_hits(response: Mapping[str, Any], vector_field: str | None,
-          fetched: str | None = None) -> list[Hit]:
+              fetched: str | None = None, keys: Mapping[int, str] | None = None,
+              *, keyed: bool = False) -> list[Hit]:
     """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
-    under `fetched` (vectors read from doc values)."""
+    under `fetched` (vectors read from doc values). `keyed`: each hit named by its doc key
+    (a search that loaded no `_id`); `keys`: the doc keys a search asked for by sequence
+    number, each hit with one of them named by it."""
     hits = []
     for hit in response["hits"]["hits"]:
+        seq_no = hit.get("_seq_no")
+        if keyed:
+            doc = doc_key(seq_no)
+        else:
+            doc = keys.get(seq_no, hit["_id"]) if keys else hit["_id"]
         source = hit.get("_source", {})
         vector = None
         if vector_field is not None and vector_field in source:
@@ -34,6 +42,6 @@ def read_hits(response: Mapping[str, Any], vector_field: str | None,
         if values and values[0] is not None:  # one vector per doc, as a list of one
             vector = np.asarray(values[0], dtype=np.float32)
         # a search sorted by something else than the score has none
-        hits.append(Hit(hit["_id"], float(hit.get("_score") or 0.0), source, vector,
+        hits.append(Hit(doc, float(hit.get("_score") or 0.0), source, vector,
                         hit.get("_index")))
     return hits

@@ -24,6 +24,7 @@ from es_tour.pipeline._registry import (
     MethodFactory,
     build_method,
     register_method,
+    with_doc_ids,
 )
 from es_tour.pipeline._relevance_feedback import (  # registers relevance-feedback
     RelevanceFeedbackOptions,
@@ -77,4 +78,5 @@ __all__ = [
     "store_index",
     "trace_dict",
     "warm",
+    "with_doc_ids",
 ]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from es_tour.engines import ClientEngine, Hit, KnnReturns
+from es_tour.engines import ClientEngine, Hit, KnnReturns, key_seq_no
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler, vector_labelers
 from es_tour.pipeline._types import Timings
@@ -179,13 +179,15 @@ class SearchContext:
                            timings: Timings, labels: LabelCache) -> None:
         step = len(new) if self.pool is None else self.label_batch
         store = self.store
-        lacked = [] if store is None else await store.fill(self.labeler, index, new)
+        # the labeler and its store know docs by `_id`; the text fetch met each doc key's
+        named = [(doc if key_seq_no(doc) is None else self.engine.known_id(doc), text)
+                 for doc, text in new]
+        lacked = [] if store is None else await store.fill(self.labeler, index, named)
         try:
             with timings.model():
                 for start in range(0, len(new), step):
-                    batch = new[start: start + step]
-                    labels.update([doc_id for doc_id, _ in batch],
-                                  await self._score(query, batch, index))
+                    labels.update([doc for doc, _ in new[start: start + step]],
+                                  await self._score(query, named[start: start + step], index))
         finally:  # what was embedded is kept, even by a search cut at its deadline
             if store is not None:
                 store.keep(lacked)
@@ -267,24 +269,26 @@ class SearchContext:
             )
 
     def lexical_search(self, query: str, k: int, *, ids: Sequence[str] | None = None,
-                       exclude: Sequence[str] = (), ids_only: bool = False
-                       ) -> Awaitable[list[Hit]]:
+                       exclude: Sequence[str] = (), ids_only: bool = False,
+                       keyed: bool = False) -> Awaitable[list[Hit]]:
         """The engine's BM25 call for the search's text `query` (untimed): the request's
         own lexical query when it has one, else the text over the text fields."""
         if self.lexical_query is not None:
             return self.engine.bool_search(self.index, self.lexical_query, k, ids=ids,
-                                           exclude=exclude, ids_only=ids_only)
+                                           exclude=exclude, ids_only=ids_only, keyed=keyed)
         return self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
-                                exclude=exclude, ids_only=ids_only)
+                                exclude=exclude, ids_only=ids_only, keyed=keyed)
 
     async def bm25(
         self, query: str, k: int, timings: Timings, ids: Sequence[str] | None = None,
-        with_vectors: bool = False,
+        with_vectors: bool = False, keyed: bool = False,
     ) -> list[Hit]:
         """BM25 hits: ids and scores (`with_text` reads the text of those labelled), or
-        `with_vectors` their whole sources, stored vectors too."""
+        `with_vectors` their whole sources, stored vectors too; `keyed`, doc keys and
+        scores (`ClientEngine.keyed_search`)."""
         with timings.engine():
-            return await self.lexical_search(query, k, ids=ids, ids_only=not with_vectors)
+            return await self.lexical_search(query, k, ids=ids, ids_only=not with_vectors,
+                                             keyed=keyed)
 
 
 def open_context(

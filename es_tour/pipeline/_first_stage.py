@@ -163,11 +163,13 @@ def _recorded(hits: list[Hit], retriever: str, provenance: Provenance) -> list[H
 
 
 async def _legs(context: SearchContext, query: str, vector: np.ndarray, lexical_k: int,
-                dense_k: int, timings: Timings, provenance: Provenance
+                dense_k: int, timings: Timings, provenance: Provenance, *, keyed: bool = True
                 ) -> tuple[list[Hit], list[Hit]]:
-    """BM25's and kNN's hits (ids and scores), asked together: one round trip."""
-    lexical, dense = await asyncio.gather(context.bm25(query, lexical_k, timings),
-                                          context.knn(vector, dense_k, timings, returns="ids"))
+    """BM25's and kNN's hits (doc keys, or with `keyed` False `_id`s, and scores), asked
+    together: one round trip."""
+    lexical, dense = await asyncio.gather(
+        context.bm25(query, lexical_k, timings, keyed=keyed),
+        context.knn(vector, dense_k, timings, returns="keys" if keyed else "ids"))
     return _recorded(lexical, "bm25", provenance), _recorded(dense, "knn", provenance)
 
 
@@ -185,7 +187,7 @@ class KnnMethod(_FirstStage):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         vector = await self.context.embed_query(query, timings)
-        hits = await self.context.knn(vector, k, timings, returns="ids")
+        hits = await self.context.knn(vector, k, timings, returns="keys")
         return _recorded(hits, "knn", provenance), 1
 
 
@@ -296,7 +298,8 @@ async def linear_scores(context: SearchContext, query: str, timings: Timings,
     """hybrid-linear's union for `query` (BM25's and kNN's top `depth`) with each doc's
     BM25 and kNN score, before any weight ranks it: what a fit of `lexical_weight` reads."""
     vector = await context.embed_query(query, timings)
-    lexical, dense = await _legs(context, query, vector, depth, depth, timings, Provenance())
+    lexical, dense = await _legs(context, query, vector, depth, depth, timings, Provenance(),
+                                 keyed=False)  # the fit reads them beside judged `_id`s
     union, bm25, knn, _ = await linear_union(context, vector, dense, lexical,
                                              _bm25_of(context, query, timings), timings)
     return [hit.id for hit in union], bm25, knn

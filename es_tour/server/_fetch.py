@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from es_tour.engines import ClientEngine
+from es_tour.engines import ClientEngine, ids_query
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
@@ -58,7 +58,7 @@ def fetch_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
     """The request's own body, fetching exactly `ids`: its query scores and names them
     (highlight, matched_queries, explain), and docs the refinement found that the query
     does not match come back too."""
-    query: dict[str, Any] = {"bool": {"filter": [_ids(ids)]}}
+    query: dict[str, Any] = {"bool": {"filter": [ids_query(ids)]}}
     if "query" in body:
         query["bool"]["should"] = [body["query"]]
     # Elasticsearch's top-level knn would add its own nearest docs to the page
@@ -81,7 +81,7 @@ def rest_body(body: Mapping[str, Any], window: Sequence[str], from_: int, size: 
     page = {**_without(body, _NOT_ON_A_PAGE), **_NO_TOTAL, "from": from_, "size": size}
     if not window:
         return page
-    left_out = {"bool": {"must_not": [_ids(window)]}}
+    left_out = {"bool": {"must_not": [ids_query(window)]}}
     knn = body.get("knn")
     if "query" in body or not isinstance(knn, Mapping):
         page["query"] = {"bool": {"must": [body.get("query", {"match_all": {}})],
@@ -150,7 +150,3 @@ def _page_params(params: Mapping[str, str]) -> dict[str, str]:
 
 def _without(body: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if key not in keys}
-
-
-def _ids(ids: Sequence[str]) -> dict[str, Any]:
-    return {"ids": {"values": list(ids)}}

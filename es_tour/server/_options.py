@@ -102,9 +102,11 @@ def check_method(name: str) -> str:
     return name
 
 
-def build(name: str, context: SearchContext, options: Mapping[str, Any]) -> SearchMethod:
-    """The method called `name` (a pipeline method or an agent), its options checked now."""
-    return build_method(check_method(name), context, options)
+def build(name: str, context: SearchContext, options: Mapping[str, Any], *,
+          by_id: bool = True) -> SearchMethod:
+    """The method called `name` (a pipeline method or an agent), its options checked now;
+    `by_id` as `build_method` takes it."""
+    return build_method(check_method(name), context, options, by_id=by_id)
 
 
 def index_settings(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -132,7 +132,9 @@ class Planner:
                                 chosen.vector_field, self._pool, config.label_batch,
                                 request.lexical, store, query_vectors=given)
         # every option checked here; a learned policy is read from disk: off the loop too
-        method = await asyncio.to_thread(build, chosen.method, context, chosen.options)
+        # its pool legs may name docs by doc key: the page resolves those it shows
+        method = await asyncio.to_thread(build, chosen.method, context, chosen.options,
+                                         by_id=False)
         self._check_caps(request, chosen, encoder.dimension)
         return RefinePlan(request, request.text, chosen, engine, context, method,
                           request.timeout_ms or config.deadline_ms)

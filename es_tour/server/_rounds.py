@@ -99,7 +99,7 @@ class Rounds:
         k = max(depth, int(chosen.options.get("k", depth)), 1)
         try:
             result = await asyncio.wait_for(
-                build(FALLBACK, plan.context, {"k": k}).search(plan.text, depth),
+                build(FALLBACK, plan.context, {"k": k}, by_id=False).search(plan.text, depth),
                 FALLBACK_TIMEOUT_MS / 1000)
         except TimeoutError:
             raise UpstreamTimeoutError(

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.pipeline import ModelPool, Timings, VectorStore
+from es_tour.pipeline import ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import fetch_page, overview_alongside, overview_body, plan_page
 from es_tour.server._loop import RefineLoop
@@ -98,6 +99,10 @@ class TourService:
                 with as_caller.engine_errors():
                     ranked = await _unless_failed(ranking, overview)
                     page = plan_page(ranked.window, request.from_, request.size)
+                    # the page's docs by `_id`: a pool leg may have named some by doc key
+                    result = await with_doc_ids(ranked.result, plan.context, page.ids)
+                    page = replace(page, ids=tuple(map(plan.context.engine.known_id,
+                                                       page.ids)))
                     fetched, counted = await fetch_page(
                         as_caller, request.index, request.body, request.params,
                         ranked.window, page, with_overview=alongside)
@@ -105,7 +110,7 @@ class TourService:
             finally:
                 _settle(overview, ranking)
         took = time.perf_counter() - started
-        result, chosen = ranked.result, plan.chosen
+        chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
                             result.timings.model_ms)
         extra = {"index": request.index, "origins": chosen.origins,

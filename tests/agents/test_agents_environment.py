@@ -26,7 +26,8 @@ class FakeEngine:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False):
+    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
+                  keyed=False):
         self.calls.append(("bm25", text, ids))
         return [_hit(f"d{i}") for i in range(20, 20 + k)]
 
@@ -35,11 +36,18 @@ class FakeEngine:
         self.calls.append(("knn", k, returns))
         return [Hit(f"d{i}", 1.0) for i in range(50, 50 + k)]
 
+    def known_id(self, doc):  # the fake names every doc by its _id
+        return doc
+
+    async def doc_ids(self, index, docs):
+        return list(docs)
+
     async def docs_by_id(self, index, ids, *, exclude=(), include=None):
         self.calls.append(("docs_by_id", tuple(ids), tuple(exclude)))
         return [_hit(doc) for doc in ids]
 
-    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False):
+    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False,
+                  keyed=False):
         self.calls.append(("bool", query, None if ids is None else len(ids)))
         start = 60 if ids is not None else 5
         return [_hit(f"d{i}") for i in range(start, start + k)]

@@ -32,14 +32,22 @@ class FakeEngine:
         order = [i for i in np.argsort(-(DOCS @ vector), kind="stable")
                  if ids is None or f"d{i}" in ids][:k]
         return [Hit(f"d{i}", float(DOCS[i] @ vector),
-                    {} if returns == "ids" else {"title": f"d{i}"},
+                    {} if returns in ("ids", "keys") else {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False):
+    async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
+                  keyed=False):
         return [_stored(f"d{i}", exclude) for i in range(90, 90 + min(k, 10))]
 
-    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False):
+    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False,
+                  keyed=False):
         return [_stored(f"d{i}", exclude) for i in range(90, 90 + min(k, 10))]
+
+    def known_id(self, doc):  # the fake names every doc by its _id
+        return doc
+
+    async def doc_ids(self, index, docs):
+        return list(docs)
 
     async def docs_by_id(self, index, ids, *, exclude=(), include=None):
         self.docs_read.append(tuple(ids))

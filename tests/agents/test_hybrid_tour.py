@@ -42,16 +42,23 @@ class FakeEngine:
         if returns == "vectors":
             self.fetched.append([f"d{i}" for i in order])
         return [Hit(f"d{i}", float(DOCS[i] @ vector),
-                    {} if returns == "ids" else {"title": f"d{i}"},
+                    {} if returns in ("ids", "keys") else {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False):
+    async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False,
+                  keyed=False):
         self.queries.append(query)
         self.restricted.append(None if ids is None else list(ids))
         musts = [clause["multi_match"]["query"] for clause in query["bool"].get("must", [])]
         docs = [d for d in BM25_ORDER if all(term in TERMS[d] for term in musts)
                 and (ids is None or d in ids)][:k]
-        return [Hit(d, bm25(d), {} if ids_only else _source(d, exclude)) for d in docs]
+        return [Hit(d, bm25(d), {} if ids_only or keyed else _source(d, exclude)) for d in docs]
+
+    def known_id(self, doc):  # the fake names every doc by its _id
+        return doc
+
+    async def doc_ids(self, index, docs):
+        return list(docs)
 
     async def docs_by_id(self, index, ids, *, exclude=(), include=None):
         if include is None or "embedding" in include:  # stored vectors read

@@ -1,0 +1,131 @@
+"""Doc keys: pool legs that load no stored field, naming each hit by its `_seq_no`.
+
+Loading each hit's `_id` (a stored field) is most of a search's cost, about 0.14 ms a hit
+on two cores; `_seq_no` is a doc value, and unique among the live docs of one shard. A
+search of a one-shard index asks for it alone, and the few docs a caller then shows are
+named by their `_id`s (`doc_ids`), most of them met already by the search that read their
+text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cachetools import LRUCache
+
+from es_tour.engines._batch import SearchBatch
+from es_tour.engines._hits import read_hits
+from es_tour.engines._types import Hit, doc_key, key_seq_no
+
+# doc keys whose `_id` a view remembers (a search's own view: one request's in the sidecar)
+DOC_IDS_KEPT = 65536
+# indices or aliases known to span several shards, remembered by every view
+SHARDED_KEPT = 4096
+# the names of the filters that tell `_scores_of` which doc a hit is
+_NAMED = "_tour_id:"
+
+
+class KeyedSearches:
+    """The doc-key searches of an engine adapter (`ClientEngine`), over its batch."""
+
+    _batch: SearchBatch
+    # doc key -> `_id`, for the keys this view's searches have met with their `_id`s
+    _doc_ids: LRUCache[str, str]
+    # indices (or aliases) whose searches span several shards, where a sequence number
+    # names no single doc: their pool legs load `_id`s
+    _sharded: LRUCache[str, bool]
+
+    async def keyed_search(self, index: str, body: Mapping[str, Any]) -> list[Hit]:
+        """`body`'s hits with their scores, each named by its doc key: the search loads no
+        stored field, its hits read `_seq_no` from doc values, and it counts no total. Where
+        `index` spans several shards a sequence number names no single doc: the search is
+        sent again loading `_id`s, and later ones load them at once."""
+        if index not in self._sharded:
+            asked = {**body, "stored_fields": "_none_", "seq_no_primary_term": True,
+                     "track_total_hits": False}
+            answer = await self._batch.search(index, asked)
+            if answer.get("_shards", {}).get("total", 1) <= 1:
+                return read_hits(answer, None, keyed=True)
+            self._sharded[index] = True
+        return read_hits(await self._batch.search(
+            index, {**body, "_source": False, "track_total_hits": False}), None)
+
+    async def _search_hits(self, index: str, body: Mapping[str, Any], vector_field: str | None,
+                           fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:
+        """`body`'s hits, those of a search restricted to `ids` named as `ids` names them
+        (a doc key, or an `_id`)."""
+        keys = _keys_by_seq_no(ids or ())
+        if keys:
+            body = {**body, "seq_no_primary_term": True}
+        answer = await self._batch.search(index, dict(body))
+        self._learn_ids(answer)
+        return read_hits(answer, vector_field, fetched, keys)
+
+    def _learn_ids(self, answer: Mapping[str, Any]) -> None:
+        """Remember the `_id` of each hit that came with its sequence number."""
+        for hit in answer["hits"]["hits"]:
+            if "_seq_no" in hit and "_id" in hit:
+                self._doc_ids[doc_key(hit["_seq_no"])] = hit["_id"]
+
+    def known_id(self, doc: str) -> str:
+        """The `_id` of `doc` where this view has met it; `doc` itself otherwise (an `_id`,
+        or a key no search of this view has resolved)."""
+        return self._doc_ids.get(doc, doc)
+
+    async def doc_ids(self, index: str, docs: Sequence[str]) -> list[str]:
+        """The `_id` of each of `docs` (doc keys or `_id`s), in order: those this view has
+        not met, in one search that loads their `_id`s alone. A doc deleted meanwhile keeps
+        its key."""
+        unknown = [doc for doc in dict.fromkeys(docs)
+                   if key_seq_no(doc) is not None and doc not in self._doc_ids]
+        if unknown:
+            body = {"size": len(unknown), "_source": False, "seq_no_primary_term": True,
+                    "track_total_hits": False, "query": ids_query(unknown)}
+            self._learn_ids(await self._batch.search(index, body))
+        return [self.known_id(doc) for doc in docs]
+
+    async def _scores_of(self, index: str, query: Mapping[str, Any], ids: Sequence[str]
+                         ) -> list[Hit]:
+        """`query`'s scores of the docs of `ids` it matches, best first, read without
+        loading a stored field: loading each hit's `_id` is most of a search's cost (about
+        0.1 ms a hit on two cores), and these ids are known. Each id is a named filter, and
+        a hit names its own in `matched_queries`."""
+        unique = list(dict.fromkeys(ids))
+        named = {"bool": {"should": [_named_doc(doc) for doc in unique]}}
+        body = {"size": len(unique), "stored_fields": "_none_", "track_total_hits": False,
+                "query": {"bool": {"must": [query], "filter": [named]}}}
+        answer = await self._batch.search(index, body)
+        by_name = {_NAMED + doc: doc for doc in unique}
+        hits = []
+        for hit in answer["hits"]["hits"]:
+            doc = next((by_name[name] for name in hit.get("matched_queries", ())
+                        if name in by_name), None)
+            if doc is not None:
+                hits.append(Hit(doc, float(hit.get("_score") or 0.0), {}, None,
+                                hit.get("_index")))
+        return hits
+
+
+def ids_query(docs: Sequence[str]) -> dict[str, Any]:
+    """A filter on the docs of `docs`: `_id`s, doc keys (by `_seq_no`), or both."""
+    keys = _keys_by_seq_no(docs)
+    ids = [doc for doc in docs if key_seq_no(doc) is None]
+    if not keys:
+        return {"ids": {"values": ids}}
+    by_seq_no = {"terms": {"_seq_no": list(keys)}}
+    if not ids:
+        return by_seq_no
+    return {"bool": {"should": [{"ids": {"values": ids}}, by_seq_no]}}
+
+
+def _named_doc(doc: str) -> dict[str, Any]:
+    """A filter on one doc (an `_id` or a doc key), named for `_scores_of` to read back."""
+    seq_no = key_seq_no(doc)
+    if seq_no is None:
+        return {"ids": {"values": [doc]}, "_name": _NAMED + doc}
+    return {"term": {"_seq_no": {"value": seq_no, "_name": _NAMED + doc}}}
+
+
+def _keys_by_seq_no(docs: Iterable[str]) -> dict[int, str]:
+    return {seq_no: doc for doc in docs if (seq_no := key_seq_no(doc)) is not None}
