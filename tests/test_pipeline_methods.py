@@ -94,9 +94,10 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
     # every labelled doc ranks above every doc the labeler never saw, which fill the depth
     assert [h.id for h in result.hits[: len(ranking)]] == ranking
     assert len(result.hits) == 50 and len({h.id for h in result.hits}) == 50
-    # rounds fetch vectors for k docs; the one call below them reads ids and scores alone
-    assert context.engine.returned == ["vectors"] * len(result.rounds) + ["ids"]
-    assert result.engine_calls == len(result.rounds) + 1
+    # each round reads doc keys and scores, then the text and stored vectors of the k docs
+    # it labels; the one call below them reads doc keys and scores alone
+    assert context.engine.returned == ["keys", "ids"] * len(result.rounds) + ["keys"]
+    assert result.engine_calls == 2 * len(result.rounds) + 1
 
 
 async def test_query_vectors_reach_the_engine_at_unit_length(context):

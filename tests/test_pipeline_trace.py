@@ -27,6 +27,9 @@ class Store:
         return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+        return [Hit(d, 0.0, {"title": d}, DOCS[int(d[1:])]) for d in ids]
+
     async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
                    keyed=False):
         return [Hit(f"d{i}", float(100 - i), {"title": f"d{i}"}) for i in range(40, 40 + k)]

@@ -115,7 +115,7 @@ class RelevanceFeedbackMethod:
 
         timings, round_started = Timings(), time.perf_counter()
         # as deep as rerank's first stage, so at k = budget both label the same docs
-        first = await self.context.knn(q, max(size, options.seeds), timings, returns="ids")
+        first = await self.context.knn(q, max(size, options.seeds), timings, returns="keys")
         seeds = first[:options.seeds]
         trace0 = await self._label_round(0, query, first, seeds, labels, provenance, sources,
                                          timings)
@@ -127,7 +127,7 @@ class RelevanceFeedbackMethod:
         timings, round_started = Timings(), time.perf_counter()
         rest = options.pair_budget - len(labels)
         depth = min(max(size, len(labels) + rest), MAX_K)
-        found = await self.context.knn(moved, depth, timings, returns="ids")
+        found = await self.context.knn(moved, depth, timings, returns="keys")
         to_label = [hit for hit in found if hit.id not in labels][:max(rest, 0)]
         trace1 = await self._label_round(1, query, found, to_label, labels, provenance,
                                          sources, timings)

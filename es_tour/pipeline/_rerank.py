@@ -56,12 +56,13 @@ class RerankMethod(_Rerank):
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> tuple[list[Hit], int]:
         if self.options.first_stage == "bm25":
-            return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
+            hits = await self.context.bm25(query, k, timings, keyed=True)
+            return _recorded(hits, "bm25", provenance), 1
         if self.options.first_stage == "hybrid-linear":
             return await linear_hybrid(self.context, query, k, self.options, timings,
                                        provenance)
         vector = await self.context.embed_query(query, timings)
-        hits = await self.context.knn(vector, k, timings, returns="ids")
+        hits = await self.context.knn(vector, k, timings, returns="keys")
         return _recorded(hits, "knn", provenance), 1
 
     def _parameters(self) -> dict[str, Any]:

@@ -180,20 +180,26 @@ class TourMethod:
         rounds: list[RoundTrace] = []
         labels = LabelCache()
         provenance = Provenance()
-        pairs = 0
+        pairs = calls = 0
         for round_no in range(plan.max_rounds + 1):
             timings = Timings()
             round_started = time.perf_counter()
             # exploring, the ranking must reach k docs past every one labelled so far
             depth = min(plan.k + len(labels), MAX_K) if plan.explore else plan.k
-            hits = await self.context.knn(q, depth, timings)
+            hits = await self.context.knn(q, depth, timings, returns="keys")
             new_docs = provenance.add(round_no, [h.id for h in hits], "knn")
             window = [h for h in hits if h.id not in labels][: plan.k] if plan.explore else hits
             to_label = self._within_budget(window, labels, plan, pairs)
+            # the text and stored vectors of the docs no earlier round read, in one call
+            unread = [h for h in to_label if h.id not in vectors]
+            read = {h.id: h for h in await self.context.with_text(unread, timings,
+                                                                  vectors=True)}
+            calls += 1 + bool(unread)
+            to_label = [read.get(h.id, h) for h in to_label]
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
-            for hit in to_label:
+            for hit in read.values():
                 vectors[hit.id] = self.context.stored_vector(hit)
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]
@@ -222,9 +228,8 @@ class TourMethod:
             rounds.append(trace)
             if stop:
                 break
-        calls = len(rounds)
         if size > len(ranking):  # deeper than the docs labelled: the engine's order below
-            below = await self.context.knn(q, size, total, returns="ids")
+            below = await self.context.knn(q, size, total, returns="keys")
             calls += 1
             # found with the last round's query, so they show that round (outside its trace)
             provenance.add(rounds[-1].round, [h.id for h in below], "knn")
