@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from es_tour.datasets import BeirDataset
-from es_tour.engines import ClientEngine, IndexSpec
+from es_tour.engines import ClientEngine, IndexSpec, key_seq_no
 from es_tour.ingest import IngestError, index_spec, ingest
 
 DIM = 64
@@ -171,3 +171,39 @@ async def test_ingest_never_rebuilds_an_index_es_tour_did_not_make(engine, scifa
 
 async def test_version_matches_pinned_distribution(engine, nodes):
     assert await engine.version() == nodes[engine.name].version
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
+        engine, sample, shards):
+    """A keyed leg loads no `_id` where one shard holds the index: the same docs and scores
+    as the `_id`-loading leg, named `_seq_no:N`, each resolved to its own `_id` (by the
+    text fetch that reads it, or by `doc_ids`) and read back by key in a score-only call.
+    Across two shards a sequence number names no single doc: the leg names them by `_id`."""
+    spec = IndexSpec(f"it-keys-{shards}", DIM, shards=shards)
+    await engine.create_index(spec, replace=True)
+    await engine.bulk_index(spec.name, sample)
+    await engine.refresh(spec.name)
+    view = engine.with_filters([])  # a request's own view, remembering its own keys
+    vector = np.asarray(sample[3]["embedding"], dtype=np.float32)
+    by_id = await view.knn(spec.name, vector, 20, returns="ids")
+    keyed = await view.knn(spec.name, vector, 20, returns="keys")
+    lexical = await view.bm25(spec.name, sample[5]["title"], 20, keyed=True)
+    assert [h.score for h in keyed] == pytest.approx([h.score for h in by_id])
+    if shards == 2:
+        assert [h.id for h in keyed] == [h.id for h in by_id]
+        assert all(key_seq_no(h.id) is None for h in lexical)
+        return
+    assert all(key_seq_no(h.id) is not None for h in [*keyed, *lexical])
+    texts = await view.docs_by_id(spec.name, [h.id for h in keyed[:5]], include=["title"])
+    assert [h.id for h in texts] == [h.id for h in keyed[:5]]  # named as asked
+    titles = {doc["_id"]: doc["title"] for doc in sample}
+    assert [h.source["title"] for h in texts] == [titles[h.id] for h in by_id[:5]]
+    assert await view.doc_ids(spec.name, [h.id for h in keyed]) == [h.id for h in by_id]
+    # a score-only call restricted to keys reads each hit's key back from its `_seq_no`
+    rescored = await view.knn(spec.name, vector, 20, ids=[h.id for h in keyed[::2]],
+                              returns="keys")
+    assert {h.id: h.score for h in rescored} == pytest.approx(
+        {h.id: h.score for h in keyed[::2]})
+    # a fresh view has met no key: it resolves them in one search of its own
+    assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
