@@ -447,3 +447,22 @@ def test_past_the_deadline_round_0_results_come_back_degraded(sidecar: Sidecar) 
     assert tour["degraded"] is True and tour["fallback"] == "knn"
     assert tour["method"] == "tour-hard"
     assert len(response.json()["hits"]["hits"]) == 3
+
+
+@pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
+def test_the_page_and_each_rounds_top_10_name_docs_by_id(sidecar: Sidecar, method: str) -> None:
+    """Pool legs name docs by `_seq_no` key; everything a caller reads of them is by `_id`:
+    the page (the engine's own hits), `ext.tour.hits` and each round's top 10. Docs below
+    that no search fetched may stay keys; they are the same docs the engine's ids give."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
+            "ext": {"tour": {"method": method}}}
+    response = _search(sidecar.url, PLAIN, body)
+    tour = _tour(response)
+    page = [hit["_id"] for hit in response.json()["hits"]["hits"]]
+    plain = _search(sidecar.direct, PLAIN, {"query": {"match_all": {}}, "size": 1000,
+                                                "_source": False}).json()
+    ids = {hit["_id"] for hit in plain["hits"]["hits"]}
+    assert len(page) == 10 and set(page) <= ids
+    assert [hit["_id"] for hit in tour["hits"]] == page
+    for trace in tour["rounds"]:
+        assert trace["ranking"] and set(trace["ranking"][:10]) <= ids

@@ -29,6 +29,7 @@ from es_tour.server._rounds import Rounds
 from es_tour.server._stats import Stats
 
 T = TypeVar("T")
+TRACED_TOP = 10  # each round's top docs named by `_id` in the trace (its nDCG@10's)
 
 
 class TourService:
@@ -99,8 +100,11 @@ class TourService:
                 with as_caller.engine_errors():
                     ranked = await _unless_failed(ranking, overview)
                     page = plan_page(ranked.window, request.from_, request.size)
-                    # the page's docs by `_id`: a pool leg may have named some by doc key
-                    result = await with_doc_ids(ranked.result, plan.context, page.ids)
+                    # the page's docs, and each round's top 10 the trace shows, by `_id`: a
+                    # pool leg may have named some by doc key
+                    shown = [*page.ids, *(doc for trace in ranked.result.rounds
+                                          for doc in trace.ranking[:TRACED_TOP])]
+                    result = await with_doc_ids(ranked.result, plan.context, shown)
                     page = replace(page, ids=tuple(map(plan.context.engine.known_id,
                                                        page.ids)))
                     fetched, counted = await fetch_page(
