@@ -47,8 +47,12 @@ FRONTIER_20: dict[str, Any] = {
     "index.tour.pool": "hybrid-linear", "index.tour.lexical": "none", "index.tour.k": 10,
     "index.tour.budget": 20, "index.tour.bm25_weight": 0.3, "index.tour.dense_weight": 0.0,
 }
-# the method `es-tour serve` runs when neither a request nor its index names one
+# the method `es-tour serve` runs when neither a request nor its index names one, with
+# these options (by their setting names) where neither gives them
 RECOMMENDED_METHOD: str = FRONTIER_20["index.tour.method"]
+RECOMMENDED_OPTIONS: dict[str, Any] = {
+    key.removeprefix("index.tour."): value for key, value in FRONTIER_20.items()
+    if key not in ("index.tour.enabled", "index.tour.method")}
 # the same choice as an `es-tour eval` method label
 FRONTIER_LABEL = "hybrid-tour:budget=20:k=10:pool=hybrid-linear:lexical=none:w_bm25=0.3"
 # why, in one line

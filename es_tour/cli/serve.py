@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -20,7 +20,7 @@ from es_tour.cli._checks import (
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
-from es_tour.recommended import RECOMMENDED_METHOD
+from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
 from es_tour.server._workers import default_workers
@@ -40,8 +40,9 @@ def serve_command(
     method: Annotated[str, typer.Option(
         help="method run when neither the request's ext.tour nor the index's "
              "index.tour.method names one; its options then come from the request, the "
-             "index's index.tour.* settings, or the method's own defaults (default: the "
-             "recommended method, es_tour/recommended.py)")] = RECOMMENDED_METHOD,
+             "index's index.tour.* settings, or the method's own defaults; the default, "
+             "the recommended method (es_tour/recommended.py), comes with its recommended "
+             "options")] = RECOMMENDED_METHOD,
     labeler: Annotated[str, typer.Option(
         help="default labeler: a registry name, or a model directory (es-tour export, "
              "train-reranker), dual or cross")] = "default",
@@ -113,6 +114,7 @@ def serve_command(
     """Proxy every request to --upstream; answer `_search` on TOUR-enabled indices (or with
     ext.tour) with the configured method, in the engine's own response shape."""
     config = ServerConfig(upstream=",".join(upstream), engine=engine, method=method,
+                          options=server_options(method),
                           labeler=labeler, encoder=encoder,
                           deadline_ms=deadline_ms, max_k=max_k, max_size=max_size,
                           max_rounds=max_rounds, max_top_k=max_top_k,
@@ -151,3 +153,9 @@ def serve_until_stopped(config: ServerConfig, listen: str, log_level: str,
     """The sidecar in the foreground; Ctrl-C ends it with exit status 0 and one line."""
     serve(config, listen, log_level, ready=ready)
     err_console.print("sidecar stopped")
+
+
+def server_options(method: str) -> dict[str, Any]:
+    """The options `serve` runs its default method with: the recommended method's own,
+    or for another method its defaults, k 10 a round."""
+    return dict(RECOMMENDED_OPTIONS) if method == RECOMMENDED_METHOD else {"k": 10}

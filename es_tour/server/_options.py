@@ -178,9 +178,11 @@ def resolve(request: Mapping[str, Any], settings: Mapping[str, Any],
     method = check_method(str(pick("method")))
     names = setting_names(method)
     options: dict[str, Any] = {}
+    # the server's options are its own method's; another method takes only their depth
+    own_method = origins["method"] == "server"
     for key, value in defaults.get("options", {}).items():
         option = names.get(key, key)
-        if option in names.values():
+        if option in names.values() and (own_method or option == "k"):
             options[option], origins[option] = value, "server"
     for key, value in settings.items():
         if key in names:

@@ -113,3 +113,22 @@ def test_ext_tour_takes_the_settings_names_and_the_option_names_but_not_both() -
     assert chosen.options["lam"] == 0.4 and chosen.options["w_bm25"] == 0.2
     with pytest.raises(ConfigError, match=r"gives \[lam\] twice"):
         resolve({"method": "tour-hard", "lambda": 0.4, "lam": 0.3}, {}, DEFAULTS)
+
+
+def test_serve_runs_the_recommended_method_with_its_recommended_options() -> None:
+    from es_tour.cli.serve import server_options
+    from es_tour.recommended import FRONTIER_20, RECOMMENDED_METHOD
+
+    defaults = ServerConfig(upstream="http://h:9200", method=RECOMMENDED_METHOD,
+                            options=server_options(RECOMMENDED_METHOD)).defaults()
+    chosen = resolve({}, {}, defaults)
+    assert chosen.method == "hybrid-tour"
+    expected = {key.removeprefix("index.tour."): value for key, value in FRONTIER_20.items()
+                if key not in ("index.tour.enabled", "index.tour.method")}
+    as_settings = {"w_bm25": "bm25_weight", "w_dense": "dense_weight"}
+    assert {as_settings.get(key, key): value for key, value in chosen.options.items()} == expected
+    # a request naming another method takes the server's depth, not its method's options
+    other = resolve({"method": "rerank-hybrid"}, {}, defaults)
+    assert other.options == {"k": 10} and other.origins["k"] == "server"
+    # another server method keeps its own defaults
+    assert server_options("tour-hard") == {"k": 10}
