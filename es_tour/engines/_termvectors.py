@@ -4,7 +4,7 @@ read by single-doc `_termvectors` calls, which the `read` action group grants.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from es_tour.engines._types import TermStats
@@ -17,6 +17,8 @@ class TermVectors:
     """The term-vector reads of an engine adapter (`ClientEngine`), over its client."""
 
     _client: Any
+    # the `_id` of a doc key a search of this view met (`KeyedSearches.known_id`)
+    known_id: Callable[[str], str]
 
     async def analyzed_tokens(self, index: str, text: str, *, field: str = "text"
                               ) -> list[str]:
@@ -44,7 +46,8 @@ class TermVectors:
     ) -> TermStats:
         """Term vectors of `ids` with document frequencies: one `_termvectors` call per doc
         (the `read` action group grants it; OpenSearch Security checks `_mtermvectors` as
-        a cluster action), TERM_VECTOR_CONCURRENCY at a time."""
+        a cluster action), TERM_VECTOR_CONCURRENCY at a time. A doc key is read by the
+        `_id` this view met it with, and keeps its key in the answer."""
         tf: dict[str, dict[str, int]] = {}
         df: dict[str, int] = {}
         doc_count = 0
@@ -56,7 +59,8 @@ class TermVectors:
         async def one(doc_id: str) -> Mapping[str, Any]:
             async with limit:  # a doc deleted meanwhile: found false
                 return dict(await self._client.termvectors(
-                    index=index, id=doc_id, fields=list(fields), term_statistics=True,
+                    index=index, id=self.known_id(doc_id), fields=list(fields),
+                    term_statistics=True,
                     field_statistics=True, positions=False, offsets=False, payloads=False))
 
         for doc_id, doc in zip(unique, await asyncio.gather(*map(one, unique)), strict=True):
