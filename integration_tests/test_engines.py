@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from es_tour.datasets import BeirDataset
-from es_tour.engines import ClientEngine, IndexSpec, key_seq_no
+from es_tour.engines import ClientEngine, IndexSpec, key_seq_no, text_query
 from es_tour.ingest import IngestError, index_spec, ingest
 
 DIM = 64
@@ -207,3 +207,60 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
         {h.id: h.score for h in keyed[::2]})
     # a fresh view has met no key: it resolves them in one search of its own
     assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
+
+
+@pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
+async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sample,
+                                                                      similarity):
+    """On OpenSearch, BM25's and kNN's legs, asked together, are the legs asked apart, and
+    each hit brings the other retriever's score of it: its BM25 as a call restricted to it
+    gives it (0 where no term matches), and its q·c, cosine on a cosine field (whose
+    vectors here are not unit length). Elasticsearch writes no such script: the legs are
+    asked apart. Across two shards neither engine asks them together."""
+    spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}", DIM, similarity=similarity)
+    scale = 2.0 if similarity == "cosine" else 1.0
+    docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
+    await engine.create_index(spec, replace=True)
+    await engine.bulk_index(spec.name, docs)
+    await engine.refresh(spec.name)
+    view = engine.with_filters([])
+    field = await view.vector_field(spec.name, "embedding")
+    vector = np.asarray(sample[3]["embedding"], dtype=np.float32) + 0.05
+    vector /= np.linalg.norm(vector)
+    text = sample[5]["title"]
+
+    def legs(index: str):
+        return view.hybrid_legs(index, vector, text_query(text, spec.text_fields), 20,
+                                field="embedding", similarity=similarity, num_candidates=100)
+
+    if engine.name == "elasticsearch":
+        assert field.similarity is None and await legs(spec.name) is None
+        return
+    assert field.similarity == similarity
+    sparse, dense = await legs(spec.name)
+    apart_sparse = await view.bm25(spec.name, text, 20, keyed=True)
+    apart_dense = await view.knn(spec.name, vector, 20, returns="keys")
+    assert [(h.id, h.score) for h in sparse] == [(h.id, pytest.approx(h.score))
+                                                 for h in apart_sparse]
+    assert {h.id for h in dense} == {h.id for h in apart_dense}
+    ids = await view.doc_ids(spec.name, [h.id for h in [*sparse, *dense]])
+    stored = {doc["_id"]: np.asarray(doc["embedding"]) for doc in docs}
+    expected = {key: float(vector @ stored[i]) / (np.linalg.norm(stored[i]) if similarity
+                                                 == "cosine" else 1.0)
+                for key, i in zip([h.id for h in [*sparse, *dense]], ids, strict=True)}
+    assert {h.id: h.other_score for h in sparse} == pytest.approx(
+        {h.id: expected[h.id] for h in sparse}, abs=1e-5)
+    assert [h.score for h in dense] == pytest.approx([expected[h.id] for h in dense], abs=1e-5)
+    assert [h.score for h in dense] == sorted((h.score for h in dense), reverse=True)
+    restricted = await view.bm25(spec.name, text, 20, ids=[h.id for h in dense], keyed=True)
+    bm25 = {h.id: h.score for h in restricted}
+    assert {h.id: h.other_score for h in dense} == pytest.approx(
+        {h.id: bm25.get(h.id, 0.0) for h in dense})
+    assert any(h.other_score == 0.0 for h in dense) or len(bm25) == len(dense)
+    sharded = IndexSpec(f"{spec.name}-2", DIM, similarity=similarity, shards=2)
+    await engine.create_index(sharded, replace=True)
+    await engine.bulk_index(sharded.name, docs)
+    await engine.refresh(sharded.name)
+    assert await legs(sharded.name) is None
+    for name in (spec.name, sharded.name):
+        await engine.delete_index(name)

@@ -388,3 +388,32 @@ async def test_fusion_asks_only_for_the_side_it_weighs_and_the_scores_it_lacks(c
     assert calls == 1 and context.engine.sent == []
     assert bm25.tolist() == [1.5, float(BM25[7]), float(BM25[150])]
     assert dense.tolist() == [0.0, 0.0, 0.0]
+
+
+async def test_legs_that_bring_each_others_scores_rank_the_union_with_no_more_calls():
+    """A hybrid pool whose legs carry the other retriever's score of each hit
+    (`Hit.other_score`) ranks the union as if each missing score had been asked, and asks
+    nothing more; a hit without one (a doc with no vector) is still asked for."""
+    from es_tour.pipeline._first_stage import linear_union
+
+    asked: list[list[str]] = []
+
+    class Context:
+        async def knn(self, vector, k, timings, ids=None, returns="vectors"):
+            asked.append(list(ids))
+            return []
+
+    async def bm25_of(ids: list[str]) -> list[Hit]:
+        asked.append(list(ids))
+        return []
+
+    dense = [Hit("a", 0.9, other_score=3.0), Hit("b", 0.8, other_score=0.0)]
+    lexical = [Hit("c", 5.0, other_score=0.7), Hit("a", 3.0, other_score=0.9)]
+    union, bm25, knn, calls = await linear_union(Context(), np.ones(2), dense, lexical,
+                                                 bm25_of, Timings())
+    assert [h.id for h in union] == ["a", "c", "b"]
+    assert bm25.tolist() == [3.0, 5.0, 0.0] and knn.tolist() == [0.9, 0.7, 0.8]
+    assert (calls, asked) == (0, [])
+    lexical.append(Hit("d", 1.0))  # no q·c came with it
+    *_, calls = await linear_union(Context(), np.ones(2), dense, lexical, bm25_of, Timings())
+    assert (calls, asked) == (1, [["d"]])

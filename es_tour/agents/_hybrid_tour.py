@@ -126,7 +126,9 @@ class HybridTourMethod:
             depth = options.k + len(seen.sources) if rounds else max(options.k, size)
             if options.pool == "hybrid-linear":
                 depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
-            dense, (sparse, asked) = await asyncio.gather(
+            scored = (await self._scored_legs(q, lexical, depth, seen, timings)
+                      if options.pool == "hybrid-linear" else None)
+            dense, (sparse, asked) = scored or await asyncio.gather(
                 context.knn(q, depth, timings, returns="keys"),
                 self._top(lexical, depth, seen, timings))
             calls += 1 + asked
@@ -202,6 +204,22 @@ class HybridTourMethod:
                             list(rounds), pairs, calls + env.budget.engine_calls, total,
                             parameters,
                             lexical_scores=dict(seen.bm25.get(Query(query), {})))
+
+    async def _scored_legs(self, q: np.ndarray, lexical: Query, depth: int, seen: _Session,
+                           timings: Timings) -> tuple[list[Hit], tuple[list[Hit], int]] | None:
+        """kNN's and the Lucene query's top `depth`, each hit with the other's score, in one
+        round trip (`SearchContext.hybrid_legs`), as `_top`'s answer is; None where the
+        engine cannot. The Lucene query is asked again each round: its hits' q·c moved
+        with q."""
+        compiled = compile_bool(lexical, self.context.text_fields, self.context.lexical_query)
+        legs = await self.context.hybrid_legs(q, compiled, depth, timings)
+        if legs is None:
+            return None
+        sparse, dense = legs
+        seen.bm25.setdefault(lexical, {}).update(
+            [(hit.id, hit.score) for hit in sparse]
+            + [(hit.id, hit.other_score) for hit in dense if hit.other_score is not None])
+        return dense, (sparse, 1)
 
     async def _top(self, lexical: Query, depth: int, seen: _Session, timings: Timings
                    ) -> tuple[list[Hit], int]:

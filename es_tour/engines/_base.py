@@ -19,6 +19,7 @@ from cachetools import LRUCache, TTLCache
 
 from es_tour.engines._batch import SearchBatch, answer_or_error, identity
 from es_tour.engines._hits import read_hits, source_value
+from es_tour.engines._hybrid import HybridLegs
 from es_tour.engines._keys import DOC_IDS_KEPT, SHARDED_KEPT, KeyedSearches, ids_query
 from es_tour.engines._termvectors import TermVectors
 from es_tour.engines._types import (
@@ -40,7 +41,7 @@ MSEARCH_REFUSAL_TTL_S = 300.0
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
 
-class ClientEngine(TermVectors, KeyedSearches):
+class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
@@ -69,6 +70,8 @@ class ClientEngine(TermVectors, KeyedSearches):
         self._msearch_refused: TTLCache[str, bool] = TTLCache(
             maxsize=MSEARCH_REFUSALS_KEPT, ttl=MSEARCH_REFUSAL_TTL_S)
         self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
+        # indices where `hybrid_legs`' script failed (painless off, say): shared too
+        self._unscripted: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
 
     def _new_batch(self) -> SearchBatch:
         """A batch of this view's own: searches batched together share its identity."""
@@ -490,10 +493,11 @@ class ClientEngine(TermVectors, KeyedSearches):
                 await self._client.clear_scroll(body={"scroll_id": scroll_id})
 
     async def vector_field(self, index: str, field: str) -> VectorField:
-        """`field` as one doc of `index` holds it: its dimension, and whether `_source`
-        keeps its vectors (an index may exclude them to save disk). Read by a search, not
-        the mapping, so any caller who may search the index may ask; an index with no vector
-        yet says None and in_source. A ConfigError (400) when `field` holds no vectors."""
+        """`field` as one doc of `index` holds it: its dimension and whether `_source` keeps
+        its vectors (an index may exclude them to save disk), read by a search, not the
+        mapping, so any caller who may search the index may ask; an index with no vector
+        yet says None and in_source. Its similarity where the mapping says
+        (`_field_similarity`). A ConfigError (400) when `field` holds no vectors."""
         # The whole `_source`, as later searches read it: Elasticsearch 9.x leaves vectors out
         # of it by default (index.mapping.exclude_source_vectors) yet returns a field named in
         # `_source` includes, which would read as in_source.
@@ -508,13 +512,15 @@ class ClientEngine(TermVectors, KeyedSearches):
         hits = response["hits"]["hits"]
         if not hits:
             return VectorField(field, None, True)
+        similarity = await self._field_similarity(index, field)
         in_source = source_value(hits[0].get("_source", {}), field)
         if isinstance(in_source, list):
-            return VectorField(field, len(in_source), True)
+            return VectorField(field, len(in_source), True, similarity)
         values = hits[0].get("fields", {}).get(key)
         if values and isinstance(values[0], list):
-            return VectorField(field, len(values[0]), False)
+            return VectorField(field, len(values[0]), False, similarity)
         raise no_vectors
+
 
     async def settings(self, index: str) -> dict[str, Any]:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""

@@ -22,11 +22,12 @@ def source_value(source: Mapping[str, Any], field: str) -> Any:
 
 def read_hits(response: Mapping[str, Any], vector_field: str | None,
               fetched: str | None = None, keys: Mapping[int, str] | None = None,
-              *, keyed: bool = False) -> list[Hit]:
+              *, keyed: bool = False, other: str | None = None) -> list[Hit]:
     """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
     under `fetched` (vectors read from doc values). `keyed`: each hit named by its doc key
     (a search that loaded no `_id`); `keys`: the doc keys a search asked for by sequence
-    number, each hit with one of them named by it."""
+    number, each hit with one of them named by it; `other`: the script field that holds
+    each hit's `other_score`."""
     hits = []
     for hit in response["hits"]["hits"]:
         seq_no = hit.get("_seq_no")
@@ -41,7 +42,9 @@ def read_hits(response: Mapping[str, Any], vector_field: str | None,
         values = hit.get("fields", {}).get(fetched) if fetched else None
         if values and values[0] is not None:  # one vector per doc, as a list of one
             vector = np.asarray(values[0], dtype=np.float32)
+        others = hit.get("fields", {}).get(other) if other else None
         # a search sorted by something else than the score has none
         hits.append(Hit(doc, float(hit.get("_score") or 0.0), source, vector,
-                        hit.get("_index")))
+                        hit.get("_index"),
+                        float(others[0]) if others and others[0] is not None else None))
     return hits

@@ -24,6 +24,8 @@ DOC_IDS_KEPT = 65536
 SHARDED_KEPT = 4096
 # the names of the filters that tell `_scores_of` which doc a hit is
 _NAMED = "_tour_id:"
+# what a keyed search asks on top of its body: no stored field, each hit's `_seq_no`, no total
+_KEYED = {"stored_fields": "_none_", "seq_no_primary_term": True, "track_total_hits": False}
 
 
 class KeyedSearches:
@@ -41,15 +43,24 @@ class KeyedSearches:
         stored field, its hits read `_seq_no` from doc values, and it counts no total. Where
         `index` spans several shards a sequence number names no single doc: the search is
         sent again loading `_id`s, and later ones load them at once."""
-        if index not in self._sharded:
-            asked = {**body, "stored_fields": "_none_", "seq_no_primary_term": True,
-                     "track_total_hits": False}
-            answer = await self._batch.search(index, asked)
-            if answer.get("_shards", {}).get("total", 1) <= 1:
-                return read_hits(answer, None, keyed=True)
-            self._sharded[index] = True
+        hits = await self.unsharded_search(index, body)
+        if hits is not None:
+            return hits
         return read_hits(await self._batch.search(
             index, {**body, "_source": False, "track_total_hits": False}), None)
+
+    async def unsharded_search(self, index: str, body: Mapping[str, Any],
+                               other: str | None = None) -> list[Hit] | None:
+        """`body`'s hits named by doc keys, as `keyed_search` asks, each with the script
+        field `other` as its `other_score`; None where `index` spans several shards (and
+        from then on)."""
+        if index in self._sharded:
+            return None
+        answer = await self._batch.search(index, {**body, **_KEYED})
+        if answer.get("_shards", {}).get("total", 1) > 1:
+            self._sharded[index] = True
+            return None
+        return read_hits(answer, None, keyed=True, other=other)
 
     async def _search_hits(self, index: str, body: Mapping[str, Any], vector_field: str | None,
                            fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:

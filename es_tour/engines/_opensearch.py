@@ -13,9 +13,13 @@ from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._json import OpenSearchSerializer
-from es_tour.engines._types import IndexSpec
+from es_tour.engines._types import IndexSpec, Similarity
 
-_SPACE = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
+_SPACE: dict[Similarity, str] = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
+# the k-NN plugin's painless function of each similarity, and a similarity of each space type
+_FUNCTION = {"dot_product": "innerProduct", "cosine": "cosineSimilarity"}
+_SIMILARITY: dict[str | None, Similarity] = {
+    space: similarity for similarity, space in _SPACE.items()}
 CLIENT_TIMEOUT_S = 60
 # knn_vector doc values answer neither docvalue_fields nor the fields API, but a script
 # reads them (the k-NN plugin's painless extension): one script field per hit. The value is
@@ -75,6 +79,24 @@ class OpenSearchEngine(ClientEngine):
                 "parameters": {"m": 16, "ef_construction": 100},
             },
         }
+
+    def _dense_script(self, similarity: Similarity) -> str | None:
+        # the k-NN plugin's painless extension: q·c as its kNN compares them (raw, an affine
+        # map of its score where q·c >= 0); a doc without a vector gets none
+        return (f"if (doc[params.f].size() == 0) {{ return null; }} "
+                f"return {_FUNCTION[similarity]}(params.q, doc[params.f]);")
+
+    async def _field_similarity(self, index: str, field: str) -> Similarity | None:
+        # the `read` action group grants field mappings; an alias may name several indices
+        try:
+            answer = await self._client.indices.get_field_mapping(index=index, fields=field)
+        except TransportError:
+            return None
+        spaces = set()
+        for mappings in answer.values():
+            for leaf in mappings.get("mappings", {}).get(field, {}).get("mapping", {}).values():
+                spaces.add(leaf.get("space_type") or leaf.get("method", {}).get("space_type"))
+        return _SIMILARITY.get(spaces.pop()) if len(spaces) == 1 else None
 
     def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
         script = {"source": _VECTOR_SCRIPT, "params": {"field": field}}

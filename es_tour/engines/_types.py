@@ -61,16 +61,21 @@ class Hit:
     source: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = None
     index: str | None = None
+    # the other retriever's score of the doc where a hybrid leg asked for it: its BM25 on a
+    # kNN leg, its q·c on a BM25 leg (`ClientEngine.hybrid_legs`)
+    other_score: float | None = None
 
 
 @dataclass(frozen=True)
 class VectorField:
     """What an index's mapping says of one vector field: its dimension (None until the
-    engine has seen a vector) and whether `_source` keeps its vectors."""
+    engine has seen a vector), whether `_source` keeps its vectors, and its similarity."""
 
     name: str
     dimension: int | None
     in_source: bool
+    # how its kNN compares vectors, where the mapping says and es-tour can script it
+    similarity: Similarity | None = None
 
 
 @dataclass(frozen=True)

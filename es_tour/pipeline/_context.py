@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from es_tour.engines import ClientEngine, Hit, KnnReturns, key_seq_no
+from es_tour.engines import ClientEngine, Hit, KnnReturns, Similarity, key_seq_no, text_query
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, Labeler, vector_labelers
 from es_tour.pipeline._types import Timings
@@ -121,6 +121,9 @@ class SearchContext:
     # query text -> its vector: across an evaluation's methods when latency is not measured;
     # in the sidecar, one request's own (the vector it brought, or its one embedding)
     query_vectors: dict[str, np.ndarray] | None = None
+    # how the vector field's kNN compares vectors, where known (`ClientEngine.vector_field`):
+    # hybrid pools then ask both legs with each other's scores in one round trip
+    vector_similarity: Similarity | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -224,7 +227,8 @@ class SearchContext:
                         vectors: bool = False) -> list[Hit]:
         """`hits` holding their text fields (and, with `vectors`, their stored vectors):
         those a pool leg found without a source are fetched in one ids search, as this
-        caller sees them (field-level security applies), in the same call as any vectors.
+        caller sees them (field-level security applies), in the same call as any vectors
+        (then with their whole source).
         Pool legs return ids and scores only; the text of the few docs labelled is all a
         search reads. A doc deleted meanwhile keeps an empty source."""
         wanted = [hit.id for hit in hits
@@ -232,10 +236,11 @@ class SearchContext:
                                         and self.vector_field not in hit.source)]
         if not wanted:
             return list(hits)
-        fields = [*self.text_fields, *([self.vector_field] if vectors else [])]
+        # with vectors, the whole `_source` as stored: the engine then copies it, where
+        # picking fields out of it parses it, vectors and all (twice the engine CPU, measured)
         with timings.engine():
-            found = {hit.id: hit for hit in await self.engine.docs_by_id(self.index, wanted,
-                                                                          include=fields)}
+            found = {hit.id: hit for hit in await self.engine.docs_by_id(
+                self.index, wanted, include=None if vectors else self.text_fields)}
         filled = []
         for hit in hits:
             doc = found.get(hit.id)
@@ -267,6 +272,26 @@ class SearchContext:
                 ids=ids,
                 returns=returns,
             )
+
+    async def hybrid_legs(self, vector: np.ndarray, lexical: Mapping[str, Any], k: int,
+                          timings: Timings) -> tuple[list[Hit], list[Hit]] | None:
+        """The query DSL `lexical`'s and the kNN's top k for `vector`, each hit with the
+        other's score (`ClientEngine.hybrid_legs`); None where the engine cannot, and the
+        caller asks its legs apart."""
+        if self.vector_similarity is None:
+            return None
+        with timings.engine():
+            return await self.engine.hybrid_legs(
+                self.index, vector / max(float(np.linalg.norm(vector)), 1e-12), lexical, k,
+                field=self.vector_field, similarity=self.vector_similarity,
+                num_candidates=min(max(100, 2 * k), MAX_K))
+
+    def lexical_dsl(self, query: str) -> Mapping[str, Any]:
+        """The BM25 leg's query DSL for the search's text `query`: the request's own
+        lexical query when it has one, else the text over the text fields."""
+        if self.lexical_query is not None:
+            return self.lexical_query
+        return text_query(query, self.text_fields)
 
     def lexical_search(self, query: str, k: int, *, ids: Sequence[str] | None = None,
                        exclude: Sequence[str] = (), ids_only: bool = False,

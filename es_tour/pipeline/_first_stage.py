@@ -163,11 +163,14 @@ def _recorded(hits: list[Hit], retriever: str, provenance: Provenance) -> list[H
 
 
 async def _legs(context: SearchContext, query: str, vector: np.ndarray, lexical_k: int,
-                dense_k: int, timings: Timings, provenance: Provenance, *, keyed: bool = True
-                ) -> tuple[list[Hit], list[Hit]]:
+                dense_k: int, timings: Timings, provenance: Provenance, *, keyed: bool = True,
+                scored: bool = False) -> tuple[list[Hit], list[Hit]]:
     """BM25's and kNN's hits (doc keys, or with `keyed` False `_id`s, and scores), asked
-    together: one round trip."""
-    lexical, dense = await asyncio.gather(
+    together: one round trip. `scored`: each hit with the other's score too, where the
+    engine can (`SearchContext.hybrid_legs`), for a pool that ranks by both."""
+    both = (await context.hybrid_legs(vector, context.lexical_dsl(query), lexical_k, timings)
+            if scored and keyed and lexical_k == dense_k else None)
+    lexical, dense = both or await asyncio.gather(
         context.bm25(query, lexical_k, timings, keyed=keyed),
         context.knn(vector, dense_k, timings, returns="keys" if keyed else "ids"))
     return _recorded(lexical, "bm25", provenance), _recorded(dense, "knn", provenance)
@@ -233,7 +236,7 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
     depth = options.depth
     vector = await context.embed_query(query, timings)
     lexical, dense = await _legs(context, query, vector, max(k, depth), max(k, depth), timings,
-                                 provenance)
+                                 provenance, scored=True)
     ranked, calls = await rank_linear(context, vector, dense[:depth], lexical[:depth],
                                       _bm25_of(context, query, timings),
                                       options.lexical_weight, timings)
@@ -272,8 +275,9 @@ async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequen
     each is ~8 KB of JSON at 384 dimensions.
     """
     union = interleave(dense, lexical)
-    bm25 = {hit.id: hit.score for hit in lexical}
-    knn = {hit.id: hit.score for hit in dense}
+    # legs asked with each other's scores (`SearchContext.hybrid_legs`) need no more calls
+    bm25 = {**_other_scores(dense), **{hit.id: hit.score for hit in lexical}}
+    knn = {**_other_scores(lexical), **{hit.id: hit.score for hit in dense}}
     dense_only = [hit.id for hit in union if hit.id not in bm25]
     lexical_only = [hit.id for hit in union if hit.id not in knn]
 
@@ -291,6 +295,10 @@ async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequen
     return (union, np.array([bm25.get(hit.id, 0.0) for hit in union]),
             np.array([knn.get(hit.id, floor) for hit in union]),
             int(bool(dense_only)) + int(bool(lexical_only)))
+
+
+def _other_scores(hits: Sequence[Hit]) -> dict[str, float]:
+    return {hit.id: hit.other_score for hit in hits if hit.other_score is not None}
 
 
 async def linear_scores(context: SearchContext, query: str, timings: Timings,

@@ -130,7 +130,8 @@ class Planner:
         given = {} if request.vector is None else {request.text: request.vector}
         context = SearchContext(searcher, request.index, encoder, labeler, chosen.text_fields,
                                 chosen.vector_field, self._pool, config.label_batch,
-                                request.lexical, store, query_vectors=given)
+                                request.lexical, store, query_vectors=given,
+                                vector_similarity=vectors.similarity)
         # every option checked here; a learned policy is read from disk: off the loop too
         # its pool legs may name docs by doc key: the page resolves those it shows
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options,

@@ -1,0 +1,97 @@
+"""Hybrid legs: a BM25 leg and a kNN leg that each bring the other's score of their hits.
+
+A hybrid pool ranks the union of both legs by both scores: asked apart, each leg's docs then
+lack the other's score, and a second round trip asks for it. Asked together, a script field
+gives every hit its q·c, and the kNN leg, rescored by the lexical query alone, its BM25.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from cachetools import LRUCache
+
+from es_tour.engines._types import Hit, Similarity
+
+# the script field that gives a hybrid leg's hits their other score
+_OTHER_SCORE = "_tour_other_score"
+
+
+class HybridLegs:
+    """The hybrid legs of an engine adapter (`ClientEngine`)."""
+
+    _sharded: LRUCache[str, bool]
+    # indices where the legs' script failed (painless off, say): asked apart from then on
+    _unscripted: LRUCache[str, bool]
+
+    unsharded_search: Callable[..., Awaitable[list[Hit] | None]]
+    _constraints: Callable[[Sequence[str] | None], list[Mapping[str, Any]]]
+    _knn_clause: Callable[..., dict[str, Any]]
+
+    async def hybrid_legs(
+        self,
+        index: str,
+        vector: np.ndarray,
+        lexical: Mapping[str, Any],
+        k: int,
+        *,
+        field: str,
+        similarity: Similarity,
+        num_candidates: int,
+    ) -> tuple[list[Hit], list[Hit]] | None:
+        """The query DSL `lexical`'s top k and the kNN's top k for `vector`, doc keys and
+        scores, each hit with the other retriever's score of it (`Hit.other_score`): both in
+        one round trip, where a hybrid pool would ask each leg's missing scores in a second.
+        A script field gives each hit its q·c (cosine for a cosine field); the kNN leg is
+        rescored by `lexical` alone, which gives its BM25 (0 where no term matches). None
+        where this engine writes no such script, or `index` spans several shards (each
+        shard's top k would be rescored apart)."""
+        script = self._dense_script(similarity)
+        if script is None or index in self._sharded or index in self._unscripted:
+            return None
+        unit = np.asarray(vector, dtype=np.float32).tolist()
+        scripted = {"script_fields": {_OTHER_SCORE: {"script": {
+            "source": script, "params": {"f": field, "q": unit}}}}}
+        constraints = self._constraints(None)
+        query = {"bool": {"must": [lexical], "filter": constraints}} if constraints else lexical
+        rescored = {"window_size": k, "query": {"rescore_query": lexical, "query_weight": 0,
+                                               "rescore_query_weight": 1}}
+        knn = self._knn_clause(unit, k, num_candidates, field, constraints)
+        sparse, dense = await asyncio.gather(
+            self.unsharded_search(index, {"size": k, "query": query, **scripted},
+                                  _OTHER_SCORE),
+            self.unsharded_search(index, {"size": k, "query": knn, "rescore": rescored,
+                                          **scripted}, _OTHER_SCORE),
+            return_exceptions=True)
+        for answer in (sparse, dense):
+            if isinstance(answer, BaseException):
+                if not _script_failed(answer):
+                    raise answer
+                self._unscripted[index] = True  # the legs are asked apart from now on
+                return None
+        if not isinstance(sparse, list) or not isinstance(dense, list):
+            return None
+        # the kNN leg comes ordered by BM25: its own order is by q·c
+        by_vector = [Hit(hit.id, hit.other_score or 0.0, index=hit.index, other_score=hit.score)
+                     for hit in dense]
+        return sparse, sorted(by_vector, key=lambda hit: -hit.score)
+
+    def _dense_script(self, similarity: Similarity) -> str | None:
+        """A script field's source giving a hit q·c (params.q, the query vector, against
+        the vector field params.f) for a field of `similarity`; None where this engine has
+        none (Elasticsearch's vector functions serve score scripts only)."""
+        return None
+
+    async def _field_similarity(self, index: str, field: str) -> Similarity | None:
+        """How `field`'s kNN compares vectors, from its mapping, where `_dense_script` can
+        write it; None otherwise, or where the caller may not read the mapping."""
+        return None
+
+
+def _script_failed(error: BaseException) -> bool:
+    """Whether an engine error is a script's (not compiled, not allowed), not the query's."""
+    body = getattr(error, "body", None) or getattr(error, "info", None)
+    return "script_exception" in str(body)
