@@ -140,6 +140,15 @@ class SearchContext:
             self.query_vectors[query] = vector.copy()
         return vector
 
+    async def embed_labeler_query(self, query: str) -> None:
+        """Embed `query` for each dual-encoder labeler (itself, or an ensemble's members)
+        on a labelling thread, where labelling later finds it: a search that labels starts
+        this with its first round, so its two query embeddings run side by side rather than
+        one after the other. Nothing for a cross-encoder, or with no model pool."""
+        labelers = vector_labelers(self.labeler)
+        if labelers and self.pool is not None:
+            await self.pool.label(lambda: [labeler.query_vector(query) for labeler in labelers])
+
     def embed_ahead(self, queries: Sequence[str]) -> None:
         """Embed an offline run's queries before its searches start, one at a time as a
         search would (the same vectors): the encoder's into `query_vectors`, each dual-encoder

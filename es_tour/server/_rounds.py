@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from es_tour.errors import OverloadedError, UpstreamTimeoutError
-from es_tour.pipeline import SearchResult
+from es_tour.pipeline import BUDGET_OPTIONS, SearchResult
 from es_tour.server._config import ServerConfig
 from es_tour.server._options import build
 from es_tour.server._plan import RefinePlan
@@ -80,16 +80,30 @@ class Rounds:
         took); cancelled at the deadline, between two labeler batches at the latest (the
         batch running finishes on its thread)."""
         if holding:
-            return await plan.method.search(plan.text, plan.chosen.window)
+            return await self._search(plan)
         self._stats.queue.inc()
         try:
             await self._slots.acquire()
         finally:  # a request cancelled at its deadline while waiting leaves the queue too
             self._stats.queue.dec()
         try:
-            return await plan.method.search(plan.text, plan.chosen.window)
+            return await self._search(plan)
         finally:
             self._slots.release()
+
+    @staticmethod
+    async def _search(plan: RefinePlan) -> SearchResult:
+        """The method's search; a labelling method's labeler embeds the query meanwhile."""
+        if plan.chosen.method not in BUDGET_OPTIONS:
+            return await plan.method.search(plan.text, plan.chosen.window)
+        ahead = asyncio.ensure_future(plan.context.embed_labeler_query(plan.text))
+        try:
+            return await plan.method.search(plan.text, plan.chosen.window)
+        finally:
+            if not ahead.done():
+                ahead.cancel()
+            elif not ahead.cancelled():
+                ahead.exception()  # read: labelling met the same error, if any
 
     async def _round0(self, plan: RefinePlan) -> SearchResult:
         """The kNN ranking the method starts from, marked degraded, named for the method.

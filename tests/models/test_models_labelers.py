@@ -328,3 +328,33 @@ def test_idle_model_threads_sleep_rather_than_spin(minilm_dir):
     encoder = DualEncoder(minilm_dir)
     options = encoder._session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+class _CountingQueryEncoder(DualEncoder):
+    """Records every batch of queries the model is asked to embed."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.query_batches: list[list[str]] = []
+
+    def encode_queries(self, texts):
+        self.query_batches.append(list(texts))
+        return super().encode_queries(texts)
+
+
+async def test_the_labelers_query_is_embedded_ahead_once_and_labelling_reuses_it(minilm_dir):
+    """The sidecar embeds a labelling search's query for its labeler while the first round
+    runs: on a labelling thread, once, and the labels then embed no query."""
+    from es_tour.pipeline import ModelPool, SearchContext
+
+    encoder = _CountingQueryEncoder(minilm_dir)
+    labeler = DualEncoderLabeler(encoder)
+    pool = ModelPool(1)
+    try:
+        context = SearchContext(None, "index-a", encoder, labeler, pool=pool)
+        await context.embed_labeler_query("vitamin d")
+        assert encoder.query_batches == [["vitamin d"]]
+        labeler.score("vitamin d", DOCS, "index-a")
+        assert encoder.query_batches == [["vitamin d"]]
+    finally:
+        pool.close()
