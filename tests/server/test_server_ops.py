@@ -127,8 +127,10 @@ class _Held:
 
 
 def _held_plan(held: _Held, text: str) -> Any:
-    """What `Rounds` reads of a plan: the method, the text, the window."""
-    return SimpleNamespace(method=held, text=text, chosen=SimpleNamespace(window=1))
+    """What `Rounds` reads of a plan: the method (one that labels nothing), the text, the
+    window."""
+    return SimpleNamespace(method=held, text=text,
+                           chosen=SimpleNamespace(window=1, method="knn"))
 
 
 async def test_queue_depth_counts_the_refinements_waiting_for_a_slot():
