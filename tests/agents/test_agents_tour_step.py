@@ -49,7 +49,7 @@ class FakeEngine:
     async def doc_ids(self, index, docs):
         return list(docs)
 
-    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         self.docs_read.append(tuple(ids))
         return [_stored(doc, exclude) for doc in ids]
 

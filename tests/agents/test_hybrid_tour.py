@@ -60,8 +60,9 @@ class FakeEngine:
     async def doc_ids(self, index, docs):
         return list(docs)
 
-    async def docs_by_id(self, index, ids, *, exclude=(), include=None):
-        if include is None or "embedding" in include:  # stored vectors read
+    async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
+        # stored vectors asked for (a whole source holds them too, unread without `vectors`)
+        if (include is None and vectors) or "embedding" in (include or ()):
             self.fetched.append(list(ids))
         kept = () if include is None else [f for f in ("title", "embedding") if f not in include]
         return [Hit(d, 0.0, _source(d, (*exclude, *kept))) for d in ids]
