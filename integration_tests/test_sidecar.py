@@ -450,6 +450,25 @@ def test_past_the_deadline_round_0_results_come_back_degraded(sidecar: Sidecar) 
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
+def test_a_hybrid_pools_legs_bring_each_others_scores_on_opensearch(sidecar: Sidecar,
+                                                                    method: str) -> None:
+    """A hybrid pool ranks BM25 ∪ kNN by both scores. On OpenSearch each leg brings the
+    other's score of its hits, so the first round asks its two searches and nothing more;
+    Elasticsearch asks the missing scores after them. The ranking is the same either way
+    (integration_tests/test_engines.py checks the scores)."""
+    options = {"pool": "hybrid-linear", "lexical": "none"} if method == "hybrid-tour" else {}
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
+            "ext": {"tour": {"method": method, **options}}}
+    tour = _tour(_search(sidecar.url, PLAIN, body))
+    # hybrid-linear is one round: its searches are the method's
+    first = tour["rounds"][0]["engine_calls"] if method == "hybrid-tour" else tour["engine_calls"]
+    if sidecar.engine == "opensearch":
+        assert first == 2
+    else:
+        assert first > 2
+
+
+@pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
 def test_the_page_and_each_rounds_top_10_name_docs_by_id(sidecar: Sidecar, method: str) -> None:
     """Pool legs name docs by `_seq_no` key; everything a caller reads of them is by `_id`:
     the page (the engine's own hits), `ext.tour.hits` and each round's top 10. Docs below
