@@ -1,21 +1,22 @@
-"""The frontier's specs and verdicts, from hand-made measurements (no engine)."""
+"""The frontier's specs and each budget's choice, from hand-made measurements (no engine)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from es_tour.bench.frontier import (
     BUDGETS,
     METHODS,
+    chosen_per_budget,
     fused_spec,
     main,
     markdown,
     merge,
     plain_spec,
     plot,
-    verdicts,
 )
 
 
@@ -50,34 +51,37 @@ def _weights(chosen: str) -> dict[str, tuple[float, float, float]]:
             for budget in BUDGETS for name in METHODS}
 
 
-def test_the_target_is_met_only_with_the_gain_and_no_recall_lost():
-    met = verdicts(_methods(0.012, 0.95), _weights("rerank-hybrid"))
-    assert all("is met" in line and "+0.0120 over rerank-hybrid" in line for line in met)
-    assert all("is not met" in line
-               for line in verdicts(_methods(0.012, 0.94), _weights("rerank-hybrid")))
-    assert all("is not met" in line
-               for line in verdicts(_methods(0.008, 0.95), _weights("rerank-hybrid")))
+def test_each_budget_gives_the_gain_and_recall_over_rerank_hybrid_and_no_verdict():
+    lines = chosen_per_budget(_methods(0.012, 0.94), _weights("rerank-hybrid"))
+    assert len(lines) == len(BUDGETS)
+    for budget, line in zip(BUDGETS, lines, strict=True):
+        label = fused_spec(plain_spec("rerank-hybrid", budget), 0.3, 0.1).label
+        assert line.startswith(f"- **{budget} pairs:** chosen on train (0.8000): `{label}`, "
+                               "test 0.7120: ")
+        assert line.endswith("+0.0120 over rerank-hybrid (R@100 0.9400 against 0.9500).")
+        assert not re.search(r"\bmet\b|target", line)
 
 
-def test_the_verdict_names_the_method_train_chose_not_tests_best():
-    lines = verdicts(_methods(0.012, 0.95), _weights("tour-hard"))
-    assert all("`tour-hard:" in line and "is not met" in line for line in lines)
+def test_each_line_names_the_method_train_chose_not_tests_best():
+    lines = chosen_per_budget(_methods(0.012, 0.95), _weights("tour-hard"))
+    assert all("`tour-hard:" in line and "-0.0100 over rerank-hybrid" in line for line in lines)
 
 
 @pytest.mark.parametrize("engines", [("opensearch",), ("opensearch", "elasticsearch")])
-def test_the_page_has_a_table_and_verdicts_per_engine(engines, tmp_path):
+def test_the_page_has_a_table_and_each_budgets_choice_per_engine(engines, tmp_path):
     methods = _methods(0.02, 0.95)
     weights = _weights("rerank-hybrid")
     page = markdown({"command": "c", "date": "d", "machine": "m", "test_queries": 300,
                      "train_queries": 809, "weights": weights,
                      "engines": {e: {"version": "1", "methods": methods} for e in engines}})
-    assert page.count("**Verdicts**") == len(engines)
+    assert page.count("**Per budget**") == len(engines)
+    assert "Verdict" not in page and "target" not in page
     assert page.count("| 20 | `rerank-hybrid:k=20` | 0.7000 | 0.7200 |") == len(engines)
     plot(methods, tmp_path / "frontier.png", "t")  # one line per method, plain and fused
     assert (tmp_path / "frontier.png").stat().st_size > 0
 
 
-def test_results_md_gets_the_verdicts_of_the_frontier_json_beside_it(tmp_path):
+def test_results_md_gets_each_budgets_choice_from_the_frontier_json_beside_it(tmp_path):
     from es_tour.bench.results import frontier_section
 
     assert frontier_section(tmp_path / "frontier.json") == []
@@ -86,7 +90,9 @@ def test_results_md_gets_the_verdicts_of_the_frontier_json_beside_it(tmp_path):
     (tmp_path / "frontier.json").write_text(json.dumps(collected))
     section = frontier_section(tmp_path / "frontier.json")
     assert section[0] == "## The budget frontier"
-    assert sum("target is met" in line for line in section) == len(BUDGETS)
+    assert sum(line.endswith("+0.0200 over rerank-hybrid (R@100 0.9500 against 0.9500).")
+               for line in section) == len(BUDGETS)
+    assert not any("target" in line for line in section)
 
 
 def test_an_added_method_joins_the_run_without_changing_its_other_measurements(tmp_path):
@@ -120,7 +126,7 @@ def test_add_takes_only_known_methods_over_a_kept_run(argv, tmp_path):
 def test_the_frontier_sets_the_choice_against_the_defaults_on_queries_new_to_train():
     """A labeler that wins on all test queries is also set against the default labeler's
     choice on the queries whose relevant docs train never judged, from per-query figures."""
-    from es_tour.bench.frontier import LABELERS, frontier_verdicts
+    from es_tour.bench.frontier import BEFORE, LABELERS, frontier_per_budget
 
     def run(per_query: dict[str, float], train: float) -> dict:
         methods = {label: {**m, "ndcg@10_per_query": per_query}
@@ -132,8 +138,10 @@ def test_the_frontier_sets_the_choice_against_the_defaults_on_queries_new_to_tra
 
     runs = {LABELERS[0]: run({"seen": 0.5, "new": 0.6}, 0.70),
             "tuned": run({"seen": 0.9, "new": 0.65}, 0.75)}
-    lines = frontier_verdicts(runs, ["new"])
+    lines = frontier_per_budget(runs, ["new"])
     assert all("labeler `n`" in line for line in lines)
+    assert all(f"over the frontier before ensembles ({BEFORE[budget]:.4f}). On the" in line
+               and "target" not in line for budget, line in zip(BUDGETS, lines, strict=True))
     assert all("On the 1 test queries whose relevant docs train never judged: 0.6500 "
                "against 0.6000 (+0.0500)" in line for line in lines)
-    assert not any("never judged" in line for line in frontier_verdicts(runs))
+    assert not any("never judged" in line for line in frontier_per_budget(runs))

@@ -40,7 +40,7 @@ from es_tour.bench.frontier import (
     FEEDBACK,
     METHODS,
     chosen,
-    frontier_verdicts,
+    frontier_per_budget,
     labeler_runs,
     new_to_train,
 )
@@ -442,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         report |= {"command": command, "date": now(), "machine": machine(),
                    "chosen": chosen(runs)}
         report["plain"]["queries"] = len(report.pop("plain_per_query"))
-    report["frontier"] = frontier_verdicts(runs, new_to_train(dataset))
+    report["frontier"] = frontier_per_budget(runs, new_to_train(dataset))
     write(report, args.out)
     print(f"wrote {args.out / 'benchmarks' / 'labelers.md'}", file=sys.stderr)
 

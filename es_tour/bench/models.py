@@ -39,7 +39,6 @@ from es_tour.training._reranker import DEFAULT_BASE, PYTORCH_DIR, TrainOptions, 
 from onnx_models import RETRIEVER, spec
 
 DEFAULT_DATASET = Path(os.environ.get("ES_TOUR_DATASETS", "../shared/datasets")) / "scifact"
-TARGETS = {"cross_int8": 2.5, "spearman": 0.99, "dual_onnx": 1.5}
 DUAL_BATCH = 32  # the runtime's default batch
 
 
@@ -96,7 +95,6 @@ def run(
         "rounds": sizes.rounds,
         "cross": cross,
         "dual": dual,
-        "targets": _targets(cross, dual),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -241,21 +239,6 @@ def _interleaved(
     return {name: items / statistics.median(times) for name, times in seconds.items()}
 
 
-def _targets(cross: dict[str, Any], dual: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = [
-        {"target": f"ONNX int8 cross-encoder ≥ {TARGETS['cross_int8']}× PyTorch fp32 pairs/s "
-                   f"(batch {b})", "measured": ratio, "met": ratio >= TARGETS["cross_int8"]}
-        for b, ratio in cross["ratios"]["onnx_int8"].items()
-    ]
-    rho = cross["int8_vs_fp32"]["spearman"]
-    rows.append({"target": f"int8 cross-encoder Spearman to fp32 ≥ {TARGETS['spearman']}",
-                 "measured": rho, "met": rho >= TARGETS["spearman"]})
-    ratio = dual["ratios"]["onnx_fp32"]
-    rows.append({"target": f"ONNX fp32 dual encoder ≥ {TARGETS['dual_onnx']}× PyTorch texts/s",
-                 "measured": ratio, "met": ratio >= TARGETS["dual_onnx"]})
-    return rows
-
-
 def render_markdown(result: dict[str, Any]) -> str:
     """The tables of `run`'s result, with command, date, machine and versions."""
     cross, dual = result["cross"], result["dual"]
@@ -274,13 +257,6 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "Same pairs, same batches, tokenisation included; backends take turns batch by batch "
         f"in a rotating order; median of {result['rounds']} passes.",
-        "",
-        "## Targets",
-        "",
-        "| target | measured | met |",
-        "|---|---|---|",
-        *(f"| {t['target']} | {t['measured']:.2f} | {'yes' if t['met'] else '**no**'} |"
-          for t in result["targets"]),
         "",
         f"## Cross-encoder pairs/s ({cross['model']}, max_length {cross['max_length']})",
         "",

@@ -125,12 +125,6 @@ def markdown(report: Report, command: str) -> str:
     ])
 
 
-# the bar: pass-through under 4 refined clients at most this many times the
-# engine's own latency, p50 and p99, in every repeat
-PASS_THROUGH_BAR = 1.5
-BAR_CLIENTS = 4
-
-
 @dataclass(frozen=True)
 class WorkerRun:
     workers: int
@@ -214,18 +208,13 @@ def load_markdown(runs: list[WorkerRun], seconds: float) -> str:
             lines.append(f"| {run.label} | {first.clients} | {min(r50):.2f} – {max(r50):.2f} "
                          f"| {min(r99):.2f} – {max(r99):.2f} | "
                          + (f"{min(rate):.2f} – {max(rate):.2f} |" if first.clients else " |"))
-    lines += ["", f"Bar: under {BAR_CLIENTS} refined clients, p50 and p99 each at most "
-              f"{PASS_THROUGH_BAR}× the engine's in every repeat.", ""]
+    lines.append("")
     for run in runs:
-        at_bar = [p for phases in run.phases for p in phases if p.clients == BAR_CLIENTS]
-        met = bool(at_bar) and all(
-            p.quantile("sidecar", q) <= PASS_THROUGH_BAR * p.quantile("engine", q)
-            for p in at_bar for q in (0.5, 0.99))
         memory = run.memory
         rss = sum(m["rss"] or 0 for m in memory)
         pss = sum(m["pss"] or 0 for m in memory)
-        lines.append(f"- {run.label} worker(s): bar {'met' if met else 'NOT met'}; memory "
-                     f"after the load, models loaded: RSS {rss} MiB in all "
+        lines.append(f"- {run.label} worker(s): memory after the load, models loaded: "
+                     f"RSS {rss} MiB in all "
                      f"({', '.join(str(m['rss']) for m in memory)} per process), "
                      f"PSS {pss} MiB")
     return "\n".join([*lines, *throughput_lines(runs), ""])

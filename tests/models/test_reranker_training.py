@@ -154,3 +154,4 @@ def test_bench_models_smoke_runs_end_to_end(fine_tuned, scifact, minilm_dir):
     assert result["dual"]["texts_per_s"]["onnx_fp32"] > 0
     text = bench_models.render_markdown(result)
     assert "smoke run" in text and "| onnx_int8 / pytorch_fp32 |" in text
+    assert "target" not in text.lower()
