@@ -523,7 +523,6 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
             return VectorField(field, len(values[0]), False, similarity)
         raise no_vectors
 
-
     async def settings(self, index: str) -> dict[str, Any]:
         """The index's settings, flattened: {"index.number_of_shards": "1", ...}."""
         response = await self._client.indices.get_settings(index=index, flat_settings=True)

@@ -267,15 +267,12 @@ class SearchContext:
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
         returns: KnnReturns = "vectors",
     ) -> list[Hit]:
-        # A positive rescale leaves the ranking by q·c unchanged, and Elasticsearch's
-        # dot_product similarity rejects query vectors that are not unit length (TOUR's are not).
-        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
         with timings.engine():
             return await self.engine.knn(
                 self.index,
-                unit,
+                _unit(vector),
                 k,
-                num_candidates=min(max(100, 2 * k), MAX_K),  # Elasticsearch's cap
+                num_candidates=_num_candidates(k),
                 field=self.vector_field,
                 ids=ids,
                 returns=returns,
@@ -290,9 +287,8 @@ class SearchContext:
             return None
         with timings.engine():
             return await self.engine.hybrid_legs(
-                self.index, vector / max(float(np.linalg.norm(vector)), 1e-12), lexical, k,
-                field=self.vector_field, similarity=self.vector_similarity,
-                num_candidates=min(max(100, 2 * k), MAX_K))
+                self.index, _unit(vector), lexical, k, field=self.vector_field,
+                similarity=self.vector_similarity, num_candidates=_num_candidates(k))
 
     def lexical_dsl(self, query: str) -> Mapping[str, Any]:
         """The BM25 leg's query DSL for the search's text `query`: the request's own
@@ -322,6 +318,17 @@ class SearchContext:
         with timings.engine():
             return await self.lexical_search(query, k, ids=ids, ids_only=not with_vectors,
                                              keyed=keyed)
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    """A kNN's query vector: a positive rescale leaves the ranking by q·c unchanged, and
+    Elasticsearch's dot_product similarity rejects query vectors that are not unit length
+    (TOUR's are not)."""
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+
+def _num_candidates(k: int) -> int:
+    return min(max(100, 2 * k), MAX_K)  # Elasticsearch's cap
 
 
 def open_context(

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from es_tour.errors import OverloadedError, UpstreamTimeoutError
 from es_tour.pipeline import BUDGET_OPTIONS, SearchResult
@@ -100,10 +101,7 @@ class Rounds:
         try:
             return await plan.method.search(plan.text, plan.chosen.window)
         finally:
-            if not ahead.done():
-                ahead.cancel()
-            elif not ahead.cancelled():
-                ahead.exception()  # read: labelling met the same error, if any
+            settle(ahead)  # an error of its, labelling met too
 
     async def _round0(self, plan: RefinePlan) -> SearchResult:
         """The kNN ranking the method starts from, marked degraded, named for the method.
@@ -122,3 +120,13 @@ class Rounds:
         return SearchResult(chosen.method, result.hits, result.rounds, result.pairs_scored,
                             result.engine_calls, result.timings, dict(chosen.options),
                             degraded=True)
+
+
+def settle(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel the tasks still running; read the error of those that failed, so that one
+    another answered first is not left unread."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()

@@ -25,7 +25,7 @@ from es_tour.server._models import Models
 from es_tour.server._plan import Planner, RefinePlan
 from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
-from es_tour.server._rounds import Rounds
+from es_tour.server._rounds import Rounds, settle
 from es_tour.server._stats import Stats
 
 T = TypeVar("T")
@@ -112,7 +112,7 @@ class TourService:
                         ranked.window, page, with_overview=alongside)
                     counted = counted if counted is not None else await overview
             finally:
-                _settle(overview, ranking)
+                settle(overview, ranking)
         took = time.perf_counter() - started
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
@@ -153,12 +153,3 @@ def _done(value: T) -> asyncio.Future[T]:
     future.set_result(value)
     return future
 
-
-def _settle(*tasks: asyncio.Future[Any]) -> None:
-    """Cancel the tasks still running; read the error of those that failed, so that one
-    another answered first is not left unread."""
-    for task in tasks:
-        if not task.done():
-            task.cancel()
-        elif not task.cancelled():
-            task.exception()

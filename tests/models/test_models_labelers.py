@@ -109,15 +109,20 @@ def test_the_score_cache_holds_at_most_cached_pairs_keeping_the_latest_query() -
 
 
 class _CountingDualEncoder(DualEncoder):
-    """Records every batch of docs the model is asked to embed."""
+    """Records every batch of docs, and of queries, the model is asked to embed."""
 
     def __init__(self, path):
         super().__init__(path)
         self.doc_batches: list[list[str]] = []
+        self.query_batches: list[list[str]] = []
 
     def encode_docs(self, texts):
         self.doc_batches.append(list(texts))
         return super().encode_docs(texts)
+
+    def encode_queries(self, texts):
+        self.query_batches.append(list(texts))
+        return super().encode_queries(texts)
 
 
 def test_a_second_query_over_the_same_docs_embeds_nothing_new(minilm_dir):
@@ -330,24 +335,12 @@ def test_idle_model_threads_sleep_rather_than_spin(minilm_dir):
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
-class _CountingQueryEncoder(DualEncoder):
-    """Records every batch of queries the model is asked to embed."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        self.query_batches: list[list[str]] = []
-
-    def encode_queries(self, texts):
-        self.query_batches.append(list(texts))
-        return super().encode_queries(texts)
-
-
 async def test_the_labelers_query_is_embedded_ahead_once_and_labelling_reuses_it(minilm_dir):
     """The sidecar embeds a labelling search's query for its labeler while the first round
     runs: on a labelling thread, once, and the labels then embed no query."""
     from es_tour.pipeline import ModelPool, SearchContext
 
-    encoder = _CountingQueryEncoder(minilm_dir)
+    encoder = _CountingDualEncoder(minilm_dir)
     labeler = DualEncoderLabeler(encoder)
     pool = ModelPool(1)
     try:
