@@ -10,6 +10,8 @@ import pytest
 from es_tour.bench.frontier import (
     BUDGETS,
     METHODS,
+    RESULTS_HEADING,
+    RESULTS_IMAGE,
     chosen_per_budget,
     fused_spec,
     main,
@@ -17,6 +19,8 @@ from es_tour.bench.frontier import (
     merge,
     plain_spec,
     plot,
+    results_section,
+    splice_results_section,
 )
 
 
@@ -82,21 +86,34 @@ def test_the_page_has_a_table_and_each_budgets_choice_per_engine(engines, tmp_pa
 
 
 def test_results_md_gets_each_budgets_choice_from_the_frontier_json_beside_it(tmp_path):
-    from es_tour.bench.results import frontier_section
 
-    assert frontier_section(tmp_path / "frontier.json") == []
+    assert results_section(tmp_path / "frontier.json") == []
     collected = {"date": "d", "test_queries": 300, "weights": _weights("rerank-hybrid"),
                  "engines": {"opensearch": {"version": "1", "methods": _methods(0.02, 0.95)}}}
     (tmp_path / "frontier.json").write_text(json.dumps(collected))
-    section = frontier_section(tmp_path / "frontier.json")
+    section = results_section(tmp_path / "frontier.json")
     assert section[0] == "## The budget frontier"
     assert sum(line.endswith("+0.0200 over rerank-hybrid (R@100 0.9500 against 0.9500).")
                for line in section) == len(BUDGETS)
     assert not any("target" in line for line in section)
 
 
+def test_results_md_takes_the_frontier_of_a_run_that_measured_some_methods(tmp_path):
+    some = ("rerank-hybrid", "hybrid-tour")
+    methods = {label: m for label, m in _methods(0.02, 0.95).items() if m["method"] in some}
+    collected = {"date": "d", "test_queries": 300, "weights": _weights("rerank-hybrid"),
+                 "engines": {"opensearch": {"version": "1", "methods": methods}}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "frontier.json").write_text(json.dumps(collected))
+    (tmp_path / "RESULTS.md").write_text(
+        f"# R\n\n{RESULTS_HEADING}\n\nold\n\n{RESULTS_IMAGE}\n\n### Kept\n\nkept\n")
+    splice_results_section(tmp_path / "RESULTS.md", tmp_path / "benchmarks" / "frontier.json")
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "old" not in text and text.endswith(f"{RESULTS_IMAGE}\n\n### Kept\n\nkept\n")
+    assert text.count("+0.0200 over rerank-hybrid") == len(BUDGETS)
+
+
 def test_an_added_method_joins_the_run_without_changing_its_other_measurements(tmp_path):
-    from es_tour.bench.results import frontier_section
 
     previous = {"command": "c", "date": "d", "machine": "m", "test_queries": 300,
                 "train_queries": 809, "weights": _weights("rerank-hybrid"),
@@ -114,7 +131,7 @@ def test_an_added_method_joins_the_run_without_changing_its_other_measurements(t
     assert merged["date"] == "d" and merged["added"][0]["date"] == "later"
     assert "`hre` added on later" in markdown(merged)
     (tmp_path / "frontier.json").write_text(json.dumps(merged))
-    assert "`hre` added later)" in frontier_section(tmp_path / "frontier.json")[2]
+    assert "`hre` added later)" in results_section(tmp_path / "frontier.json")[2]
 
 
 @pytest.mark.parametrize("argv", [["--add", "hre"], ["--reuse-weights", "--add", "bm25"]])

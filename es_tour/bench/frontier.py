@@ -144,6 +144,15 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
     return {"version": version, "methods": by_label}
 
 
+RESULTS_HEADING = "## The budget frontier"
+RESULTS_IMAGE = "![nDCG@10 against the budget](img/frontier-budgets.png)"
+
+
+def measured_methods(methods: Mapping[str, Any]) -> list[str]:
+    """The candidate methods a run measured (a run may leave some out)."""
+    return [name for name in METHODS if plain_spec(name, BUDGETS[0]).label in methods]
+
+
 def chosen_per_budget(methods: Mapping[str, Mapping[str, Any]],
                       weights: Mapping[str, Sequence[float]],
                       measured: Sequence[str] = METHODS) -> list[str]:
@@ -288,8 +297,7 @@ def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
              ""]
     for engine, result in run["engines"].items():
         methods = result["methods"]
-        measured = [name for name in METHODS
-                    if plain_spec(name, BUDGETS[0]).label in methods]
+        measured = measured_methods(methods)
         lines += [f"### {engine} {result['version']}", "",
                   "| budget | method | nDCG@10 plain | fused | R@100 plain | fused "
                   "| pairs/query | w_bm25, w_dense (train nDCG@10 fused) |",
@@ -406,7 +414,43 @@ def write(collected: dict[str, Any], out: Path, images: Path) -> Path:
     (out / "frontier.json").write_text(json.dumps(collected, indent=1))
     path = out / "frontier.md"
     path.write_text(markdown(collected))
+    splice_results_section(out.parent / "RESULTS.md", out / "frontier.json")
     return path
+
+
+def results_section(path: Path) -> list[str]:
+    """RESULTS.md's frontier section: each budget's choice, from the json at `path`."""
+    if not path.is_file():
+        return []
+    collected = json.loads(path.read_text())
+    name, engine = next(iter(collected["engines"].items()))
+    added = "".join(f"; {', '.join(f'`{m}`' for m in each['methods'])} added {each['date']}"
+                    for each in collected.get("added", []))
+    return [RESULTS_HEADING, "",
+            f"Every labelling method at {', '.join(map(str, BUDGETS))} labeler pairs "
+            f"per query, plain and fused, on {name}"
+            + (f" with the labeler `{collected['name']}` (chosen on train)"
+               if "name" in collected else "")
+            + f" ({collected['test_queries']} test "
+            f"queries, {collected['date']}{added}); the full tables, both engines, per round "
+            "and Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
+            *chosen_per_budget(engine["methods"], collected["weights"],
+                               measured_methods(engine["methods"])), "",
+            RESULTS_IMAGE, ""]
+
+
+def splice_results_section(results: Path, path: Path) -> None:
+    """Replaces RESULTS.md's frontier section (its heading to its plot) with the json's,
+    so the page and RESULTS.md never disagree."""
+    if not results.is_file():
+        return
+    text = results.read_text()
+    if RESULTS_HEADING not in text:
+        return
+    start = text.index(RESULTS_HEADING)
+    end = text.index(RESULTS_IMAGE, start) + len(RESULTS_IMAGE)
+    section = "\n".join(results_section(path)).rstrip("\n")
+    results.write_text(text[:start] + section + text[end:])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

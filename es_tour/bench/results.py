@@ -195,7 +195,7 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
     methods = engines[first]["methods"]
     lines += ["## Against the papers", "", *paper_claims(methods), ""]
     lines += labelers_section(out / "benchmarks" / "labelers.json")
-    lines += frontier_section(out / "benchmarks" / "frontier.json")
+    lines += frontier.results_section(out / "benchmarks" / "frontier.json")
     plots = {"frontier": plot_frontier, "latency": plot_latency, "rounds": plot_rounds}
     for kind, draw in plots.items():
         draw(methods, images / f"{kind}.png", f"SciFact test on {first}")
@@ -251,24 +251,6 @@ def labelers_section(path: Path) -> list[str]:
         return []
     return [labelers.SECTION_START, labelers.markdown(json.loads(path.read_text())),
             labelers.SECTION_END, ""]
-
-
-def frontier_section(path: Path) -> list[str]:
-    """The budget frontier's choice per budget, from the json `make bench` wrote just
-    before."""
-    if not path.is_file():
-        return []
-    collected = json.loads(path.read_text())
-    name, engine = next(iter(collected["engines"].items()))
-    added = "".join(f"; {', '.join(f'`{m}`' for m in each['methods'])} added {each['date']}"
-                    for each in collected.get("added", []))
-    return ["## The budget frontier", "",
-            f"Every labelling method at {', '.join(map(str, frontier.BUDGETS))} labeler pairs "
-            f"per query, plain and fused, on {name} ({collected['test_queries']} test "
-            f"queries, {collected['date']}{added}); the full tables, both engines, per round "
-            "and Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
-            *frontier.chosen_per_budget(engine["methods"], collected["weights"]), "",
-            "![nDCG@10 against the budget](img/frontier-budgets.png)", ""]
 
 
 def _demote(markdown: str) -> str:
