@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
-from es_tour.engines import ids_query, key_seq_no
+import numpy as np
+
+from es_tour.engines import Hit, ids_query, key_seq_no
 from es_tour.pipeline import RankedHit, SearchResult, Timings, TourRound, with_doc_ids
 
 
@@ -76,3 +78,9 @@ async def test_a_result_without_keys_is_left_as_it_is() -> None:
     plain = SearchResult("m", [RankedHit("a", 1.0)], [], 0, 1, Timings())
     assert await with_doc_ids(plain, context) is plain  # type: ignore[arg-type]
     assert context.engine.asked == []
+
+
+def test_a_rescored_hit_keeps_every_other_field() -> None:
+    hit = Hit("d", 1.0, {"t": "x"}, np.ones(2, dtype=np.float32), "i", 0.5)
+    assert len(fields(Hit)) == 6  # a field added to Hit must be copied by `rescored` too
+    assert hit.rescored(2.0) == replace(hit, score=2.0) and hit.score == 1.0

@@ -31,9 +31,16 @@ from es_tour.models._labelers import (
     model_path,
 )
 from es_tour.models._manifest import Manifest, read_manifest
-from es_tour.models._runtime import CrossEncoder, DualEncoder, Ranked, available_providers
+from es_tour.models._runtime import (
+    QUERY_THREADS,
+    CrossEncoder,
+    DualEncoder,
+    Ranked,
+    available_providers,
+)
 
 __all__ = [
+    "QUERY_THREADS",
     "WEIGHT_MARK",
     "CrossEncoder",
     "CrossEncoderLabeler",

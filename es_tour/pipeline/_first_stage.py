@@ -242,7 +242,7 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
                                       options.lexical_weight, timings)
     fused = {hit.id for hit in ranked}
     floor = ranked[-1].score if ranked else 0.0
-    rest = [replace(hit, score=floor)
+    rest = [hit.rescored(floor)
             for hit in interleave(dense[depth:], lexical[depth:]) if hit.id not in fused]
     return ranked + rest, 2 + calls
 
@@ -257,7 +257,7 @@ async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequenc
                                                  timings)
     scores = hybrid_scores(bm25, knn, lexical_weight)
     order = np.argsort(-scores, kind="stable")
-    return [replace(union[i], score=float(scores[i])) for i in order], calls
+    return [union[i].rescored(float(scores[i])) for i in order], calls
 
 
 async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],

@@ -15,6 +15,7 @@ from cachetools import LRUCache
 
 from es_tour.errors import ConfigError, ModelError
 from es_tour.models import (
+    QUERY_THREADS,
     DualEncoder,
     Labeler,
     Manifest,
@@ -137,7 +138,7 @@ def _open_encoder(name: str) -> DualEncoder:
         raise ConfigError(f"model [{name}] is a cross-encoder; a query encoder must be a dual "
                           "model (a registry name such as e5-small-v2, or an exported one)")
     try:
-        return DualEncoder(model_directory(name)[0])
+        return DualEncoder(model_directory(name)[0], threads=QUERY_THREADS)
     except ModelError as exc:
         raise ConfigError(f"encoder [{name}] cannot be loaded: {exc}") from None
 

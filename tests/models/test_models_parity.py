@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_tour.models import CrossEncoder, DualEncoder, read_manifest
+from es_tour.models import QUERY_THREADS, CrossEncoder, DualEncoder, read_manifest
 from es_tour.training._parity import rank_average, row_cosines, spearman
 
 
@@ -115,3 +115,15 @@ def test_prefixes_come_from_manifest_unless_overridden(minilm_dir):
     assert (plain.query_prefix, plain.doc_prefix) == ("", "")
     assert np.allclose(prefixed.encode_queries(["cells"]), plain.encode(["query: cells"]))
     assert np.allclose(prefixed.encode_docs(["cells"]), plain.encode(["passage: cells"]))
+
+
+def test_queries_run_one_thread_on_their_own_session_and_embed_as_docs_do(minilm_dir):
+    model = DualEncoder(minilm_dir, threads=2)
+    query_session, doc_session = model._query_session, model._session
+    assert query_session is not doc_session
+    assert query_session.get_session_options().intra_op_num_threads == QUERY_THREADS == 1
+    assert doc_session.get_session_options().intra_op_num_threads == 2
+    assert np.allclose(model.encode_queries(["cells divide"]), model.encode(["cells divide"]),
+                       atol=1e-6)
+    one_thread = DualEncoder(minilm_dir, threads=QUERY_THREADS)
+    assert one_thread._query_session is one_thread._session  # no second copy of the model
