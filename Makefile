@@ -16,7 +16,7 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
 ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
-.PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke \
+.PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
@@ -163,6 +163,12 @@ bench-frontier: install models $(BOTH_ZIPS)
 bench-labelers: install models $(OPENSEARCH_ZIP)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.labelers --dataset $(DATASETS)/scifact --out docs
+
+# docs/benchmarks/gate.md: which signals tell a query that refining hurts, and the gates
+# they support, fitted on SciFact train and reported on test (about 2 minutes)
+bench-gate: install models $(OPENSEARCH_ZIP)
+	$(START) $(OPENSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.gate --dataset $(DATASETS)/scifact
 
 # docs/benchmarks/ensemble.md: each registry encoder's spread, and ensembles reranking one
 # labelled pool, standardised per query or by spread (about 15 minutes)
