@@ -98,6 +98,29 @@ def test_results_md_gets_each_budgets_choice_from_the_frontier_json_beside_it(tm
     assert not any("target" in line for line in section)
 
 
+def test_the_page_gives_each_methods_robustness_against_the_reference(tmp_path):
+    methods = _methods(0.02, 0.95)
+    queries = [f"q{i}" for i in range(10)]
+    for method in methods.values():  # every method better than the reference on 6 of 10
+        method["ndcg@10_per_query"] = dict.fromkeys(queries, 0.5) | {"q0": 0.1, "q1": 0.4}
+    reference = {"label": "hybrid-linear", "date": "d", "command": "c", "ndcg@10": 0.45,
+                 "ndcg@10_per_query": dict.fromkeys(queries, 0.4)}
+    page = markdown({"command": "c", "date": "d", "machine": "m", "test_queries": 10,
+                     "train_queries": 809, "weights": _weights("rerank-hybrid"),
+                     "engines": {"opensearch": {"version": "1", "methods": methods,
+                                                "reference": reference}}})
+    # 8 wins, 1 loss (q0, hurt by 0.3), 1 tie: index +0.7, 10% hurt
+    assert "| 20 | `rerank-hybrid:k=20` | 0.7000 | 0.7200 | 0.9500 | 0.9500 | +0.700, 10.0% " \
+           "| +0.700, 10.0% |" in page
+    assert page.count("Against hybrid-linear (0.4500): robustness index, hurt share "
+                      "+0.700, 10.0%.") == len(BUDGETS)
+    assert "measured d by `c`" in page
+    without = markdown({"command": "c", "date": "d", "machine": "m", "test_queries": 10,
+                        "train_queries": 809, "weights": _weights("rerank-hybrid"),
+                        "engines": {"opensearch": {"version": "1", "methods": methods}}})
+    assert "| 0.9500 | – | – |" in without and "Against" not in without
+
+
 def test_results_md_takes_the_frontier_of_a_run_that_measured_some_methods(tmp_path):
     some = ("rerank-hybrid", "hybrid-tour")
     methods = {label: m for label, m in _methods(0.02, 0.95).items() if m["method"] in some}

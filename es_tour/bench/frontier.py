@@ -33,7 +33,8 @@ from es_tour.bench._machine import machine, now
 from es_tour.bench.retrieval import ndcg_per_round, operator_counts
 from es_tour.bench.tour_sweep import corpus_context
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import evaluate, progress_bar
+from es_tour.evaluation import MethodReport, MethodSpec, evaluate, progress_bar
+from es_tour.metrics import robustness
 from es_tour.models import WEIGHT_MARK, is_ensemble
 from es_tour.training._corpus import judged_apart
 from es_tour.training._query_tower import train_parts
@@ -58,6 +59,8 @@ METHODS = CANDIDATES
 LABELERS = ("bge-small-en-v1.5", "bge-small-en-v1.5+e5-small-v2",
             "bge-small-en-v1.5+e5-small-v2+minilm-l6", "bge-small-en-v1.5-scifact-queries")
 CHOICE_BUDGET = 20  # the budget whose train fit chooses the labeler
+# what the robustness columns compare with: the pool the hybrid methods refine, no labeler
+REFERENCE = "hybrid-linear"
 FEEDBACK = "relevance-feedback"  # the market's closest peer (Qdrant's relevance feedback)
 # the frontier's test nDCG@10 before ensembles (docs/benchmarks/frontier.md, 2026-11-25):
 # what the stronger labelers are compared with
@@ -120,13 +123,14 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
                 specs.append(each)
                 method_of[each.label] = name
     qrels = dataset.qrels("test")
+    specs.append(MethodSpec.parse(REFERENCE))
     total = len(specs) * len(list(dataset.queries("test"))[:test_queries])
     async with corpus_context(dataset, url, engine, labeler=labeler) as context:
         version = await context.engine.version()
         with progress_bar(f"{engine} test", total, console) as advance:
-            reports = await evaluate(context, dataset, specs, split="test",
-                                     max_queries=test_queries, cold_labels=False,
-                                     on_query=advance)
+            *reports, reference = await evaluate(context, dataset, specs, split="test",
+                                                 max_queries=test_queries,
+                                                 cold_labels=False, on_query=advance)
     by_label: dict[str, dict[str, Any]] = {}
     for report in reports:
         summary = report.summary()
@@ -141,7 +145,36 @@ async def measure(dataset: BeirDataset, engine: str, url: str,
             "ndcg@10_per_query": {qid: round(v, 4) for qid, v
                                   in report.ndcg_by_query(qrels).items()},
         }
-    return {"version": version, "methods": by_label}
+    return {"version": version, "methods": by_label,
+            "reference": reference_of(reference, qrels)}
+
+
+def reference_of(report: MethodReport, qrels: Mapping[str, Mapping[str, int]]
+                 ) -> dict[str, Any]:
+    """The robustness columns' reference, as measured: its per-query nDCG@10."""
+    return {"label": report.spec.label, "date": now(),
+            "ndcg@10": report.summary()["ndcg@10"],
+            "ndcg@10_per_query": {qid: round(v, 4)
+                                  for qid, v in report.ndcg_by_query(qrels).items()}}
+
+
+async def measure_reference(dataset: BeirDataset, engine: str, url: str,
+                            test_queries: int | None) -> dict[str, Any]:
+    """`REFERENCE` alone on test on `engine` (it labels nothing)."""
+    async with corpus_context(dataset, url, engine) as context:
+        reports = await evaluate(context, dataset, [MethodSpec.parse(REFERENCE)],
+                                 split="test", max_queries=test_queries, cold_labels=False)
+    return reference_of(reports[0], dataset.qrels("test"))
+
+
+def robustness_cells(measured: Mapping[str, Any], reference: Mapping[str, Any] | None
+                     ) -> str:
+    """`index, hurt share` of a measured method against the reference; – without one, or
+    for a method measured before per-query figures were kept."""
+    if reference is None or "ndcg@10_per_query" not in measured:
+        return "–"
+    against = robustness(measured["ndcg@10_per_query"], reference["ndcg@10_per_query"])
+    return f"{against.index:+.3f}, {against.hurt_share:.1%}"
 
 
 RESULTS_HEADING = "## The budget frontier"
@@ -155,9 +188,11 @@ def measured_methods(methods: Mapping[str, Any]) -> list[str]:
 
 def chosen_per_budget(methods: Mapping[str, Mapping[str, Any]],
                       weights: Mapping[str, Sequence[float]],
-                      measured: Sequence[str] = METHODS) -> list[str]:
+                      measured: Sequence[str] = METHODS,
+                      reference: Mapping[str, Any] | None = None) -> list[str]:
     """Per budget: the method with the best train nDCG@10 (fused with its fitted weights)
-    against rerank-hybrid (and rerank-of-kNN when measured), both plain, on test."""
+    against rerank-hybrid (and rerank-of-kNN when measured), both plain, on test; and,
+    given the reference's measurement, its robustness against it."""
     lines = []
     for budget in BUDGETS:
         plain = {name: plain_spec(name, budget) for name in measured}
@@ -169,10 +204,13 @@ def chosen_per_budget(methods: Mapping[str, Mapping[str, Any]],
         gain = best["ndcg@10"] - hybrid["ndcg@10"]
         knn = (f"{best['ndcg@10'] - methods[plain['rerank'].label]['ndcg@10']:+.4f} over "
                "rerank-of-kNN, " if "rerank" in plain else "")
+        against = (f" Against {reference['label']} ({reference['ndcg@10']:.4f}): "
+                   f"robustness index, hurt share {robustness_cells(best, reference)}."
+                   if reference else "")
         lines.append(
             f"- **{budget} pairs:** chosen on train ({train:.4f}): `{label}`, test "
             f"{best['ndcg@10']:.4f}: {knn}{gain:+.4f} over rerank-hybrid (R@100 "
-            f"{best['recall@100']:.4f} against {hybrid['recall@100']:.4f}).")
+            f"{best['recall@100']:.4f} against {hybrid['recall@100']:.4f}).{against}")
     return lines
 
 
@@ -298,10 +336,17 @@ def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
     for engine, result in run["engines"].items():
         methods = result["methods"]
         measured = measured_methods(methods)
+        reference = result.get("reference")
         lines += [f"### {engine} {result['version']}", "",
+                  *([f"Robustness: the index (wins − losses) / queries and the share of "
+                     f"queries hurt by 0.2 nDCG@10 or more, against `{reference['label']}` "
+                     f"({reference['ndcg@10']:.4f}, measured {reference['date']}"
+                     + (f" by `{reference['command']}`" if "command" in reference else "")
+                     + ").", ""] if reference else []),
                   "| budget | method | nDCG@10 plain | fused | R@100 plain | fused "
-                  "| pairs/query | w_bm25, w_dense (train nDCG@10 fused) |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| robustness plain | fused | pairs/query "
+                  "| w_bm25, w_dense (train nDCG@10 fused) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for budget in BUDGETS:
             for name in measured:
                 plain = plain_spec(name, budget)
@@ -310,10 +355,12 @@ def run_section(candidate: str, run: Mapping[str, Any]) -> list[str]:
                 f = methods[fused_spec(plain, w_bm25, w_dense).label]
                 lines.append(f"| {budget} | `{plain.label}` | {p['ndcg@10']:.4f} | "
                              f"{f['ndcg@10']:.4f} | {p['recall@100']:.4f} | "
-                             f"{f['recall@100']:.4f} | {p['pairs_scored_mean']:.1f} | "
+                             f"{f['recall@100']:.4f} | {robustness_cells(p, reference)} | "
+                             f"{robustness_cells(f, reference)} | "
+                             f"{p['pairs_scored_mean']:.1f} | "
                              f"{w_bm25}, {w_dense} ({train:.4f}) |")
         lines += ["", "**Per budget** (the method is chosen by its fused train nDCG@10):", "",
-                  *chosen_per_budget(methods, run["weights"], measured), ""]
+                  *chosen_per_budget(methods, run["weights"], measured, reference), ""]
     return lines
 
 
@@ -435,7 +482,8 @@ def results_section(path: Path) -> list[str]:
             f"queries, {collected['date']}{added}); the full tables, both engines, per round "
             "and Δq operators are in [benchmarks/frontier.md](benchmarks/frontier.md).", "",
             *chosen_per_budget(engine["methods"], collected["weights"],
-                               measured_methods(engine["methods"])), "",
+                               measured_methods(engine["methods"]), engine.get("reference")),
+            "",
             RESULTS_IMAGE, ""]
 
 
@@ -474,6 +522,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--methods", default=",".join(METHODS), metavar="METHOD[,METHOD]",
                         help="the METHODS entries to run (default: all); the page compares with "
                              f"{BASELINE}")
+    parser.add_argument("--reference", action="store_true",
+                        help=f"measure only {REFERENCE}, the robustness columns' reference, "
+                             "on test on each engine of <out>/frontier.json's runs, and "
+                             "rewrite the page")
     args = parser.parse_args(argv)
     added = tuple(args.add.split(",")) if args.add else ()
     methods = tuple(args.methods.split(","))
@@ -485,13 +537,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--add needs --reuse-weights: it keeps the measurements already made")
     page = args.out / "frontier.json"
     runs = labeler_runs(json.loads(page.read_text())) if page.is_file() else {}
-    if args.rerender or args.reuse_weights:
+    if args.rerender or args.reuse_weights or args.reference:
         if not runs:
-            parser.error(f"--rerender and --reuse-weights need {page}")
+            parser.error(f"--rerender, --reuse-weights and --reference need {page}")
     command = portable_command("python -m es_tour.bench.frontier",
                                sys.argv[1:] if argv is None else argv)
-    if not args.rerender:
-        known = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    known = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
+    if args.reference:
+        engines = {engine for kept in runs.values() for engine in kept["engines"]}
+        references = {engine: {**asyncio.run(measure_reference(
+                          BeirDataset(args.dataset), engine, known[engine],
+                          args.test_queries)), "command": command}
+                      for engine in sorted(engines)}
+        for kept in runs.values():
+            for engine, result in kept["engines"].items():
+                result["reference"] = references[engine]
+    elif not args.rerender:
         urls = {engine: known[engine] for engine in args.engines.split(",")}
         for labeler in args.labelers.split(","):
             previous = runs.get(labeler) if args.reuse_weights else None
