@@ -9,7 +9,7 @@ index", shows them as a settings call).
 
 The budget frontier now chooses bge-small with its query tower tuned on SciFact's judged
 train queries (`make tuned-labeler`, docs/models.md "Tuning the labeler's query tower"): at
-20 pairs `hybrid-tour` with it scores 0.7774 on test against these settings' 0.7359 with
+20 pairs `hybrid-tour` with it scores 0.7774 on test against these settings' 0.7382 with
 bge (docs/benchmarks/frontier.md). These settings keep the default labeler all the same:
 - the tuned labeler is made from a collection's judgements: an index without judged
   queries has none, and `make demo` starts cold, where embedding SciFact's corpus once
