@@ -6,7 +6,10 @@ An ensemble candidate's member weights are fitted first, on train (`tuning.fit_m
 Fusion weights are then fitted per (labeler, method, budget) on train queries on the first
 engine; every reported figure is SciFact test. The labeler whose best method fits train best
 at 20 pairs is the chosen one: it is measured on both engines, the others on the first.
-Labels come from each model's cached corpus vectors, so a pair costs a dot product:
+hybrid-linear, which labels nothing, is measured beside them on test: each method's
+robustness is its index (wins − losses) / queries and its share of queries hurt by 0.2
+nDCG@10 or more against it. Labels come from each model's cached corpus vectors, so a pair
+costs a dot product:
 
     python -m es_tour.bench.frontier --dataset ../shared/datasets/scifact \\
         --opensearch http://127.0.0.1:9200 --elasticsearch http://127.0.0.1:9210 \\
