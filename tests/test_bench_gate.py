@@ -22,7 +22,7 @@ from es_tour.tuning import Pool
 
 
 def _study(gain: float, margin: float) -> QueryStudy:
-    return QueryStudy(["a"], ["b"], 0.5 + gain, 0.5, {"phi_margin": margin})
+    return QueryStudy(0.5 + gain, 0.5, {"phi_margin": margin})
 
 
 def test_signals_read_the_labelled_docs_and_both_rankings():
@@ -72,7 +72,7 @@ def test_the_combined_model_finds_a_signal_that_tells_losses_from_gains():
         gain = 0.2 if i % 2 else -0.2
         values = dict.fromkeys(SIGNALS, 0.0) | {name: float(rng.normal()) for name in SIGNALS}
         values["phi_margin"] = gain + float(rng.normal(0, 0.05))  # tells them apart
-        studies[f"q{i}"] = QueryStudy(["a"], ["b"], 0.5 + gain, 0.5, values)
+        studies[f"q{i}"] = QueryStudy(0.5 + gain, 0.5, values)
     assert combined_auc(studies) > 0.9
     for study in studies.values():
         study.signals["phi_margin"] = 0.0  # now nothing does

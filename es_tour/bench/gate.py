@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import cross_val_predict
@@ -49,6 +48,7 @@ from es_tour.metrics import CHANGED, HURT_AT, ndcg_at_k, robustness
 from es_tour.pipeline import LEXICAL_WEIGHT
 from es_tour.recommended import FRONTIER_LABEL
 from es_tour.tour import hybrid_scores
+from es_tour.training._parity import spearman
 from es_tour.tuning import LinearPool, Part, Pool, linear_pools, pools, splits
 
 SIGNALS = ("agreement", "phi_top", "phi_margin", "phi_spread", "overlap", "lift",
@@ -62,10 +62,8 @@ FUSION = ("w_bm25", "w_dense")
 
 @dataclass(frozen=True)
 class QueryStudy:
-    """One query: both rankings, their nDCG@10 and the signals."""
+    """One query: the nDCG@10 of both rankings, the signals, and its judgements."""
 
-    refined: list[str]
-    pool: list[str]
     refined_ndcg: float
     pool_ndcg: float
     signals: dict[str, float]
@@ -76,11 +74,11 @@ class QueryStudy:
         return self.refined_ndcg - self.pool_ndcg
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Rank correlation; 0 where either side is constant (no ordering to agree with)."""
+def rank_agreement(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rho; 0 where either side is constant (no ordering to agree with)."""
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
-    return float(spearmanr(a, b).statistic)
+    return spearman(np.asarray(a), np.asarray(b))
 
 
 def signals(text: str, found: Pool, refined: Sequence[str], pool: Sequence[str]
@@ -90,7 +88,7 @@ def signals(text: str, found: Pool, refined: Sequence[str], pool: Sequence[str]
     by_id = dict(zip(found.ids, found.phi.tolist(), strict=True))
     labelled_top = [by_id[doc] for doc in pool[:TOP] if doc in by_id]
     return {
-        "agreement": spearman(found.phi.tolist(),
+        "agreement": rank_agreement(found.phi.tolist(),
                               hybrid_scores(found.bm25, found.dense, LEXICAL_WEIGHT).tolist()),
         "phi_top": float(phi[0]) if len(phi) else 0.0,
         "phi_margin": float(phi[0] - phi[1]) if len(phi) > 1 else 0.0,
@@ -202,7 +200,7 @@ async def collect(dataset: BeirDataset, url: str, engine: str
                 ranking = found[qid].ranking(w_bm25, w_dense)
                 pool = linear[qid].ranking(LEXICAL_WEIGHT)
                 studies[part][qid] = QueryStudy(
-                    ranking, pool, ndcg_at_k(ranking, qrels.get(qid, {})),
+                    ndcg_at_k(ranking, qrels.get(qid, {})),
                     ndcg_at_k(pool, qrels.get(qid, {})),
                     signals(text, found[qid], ranking, pool), qrels.get(qid, {}))
             labelled[part] = found
@@ -237,7 +235,7 @@ def analyse(studies: Mapping[str, Mapping[str, QueryStudy]],
     for name in SIGNALS:
         gate, _ = fit_gate(fit, name)
         rows.append({"signal": name,
-                     "rho_with_gain": spearman([s.signals[name] for s in fit.values()],
+                     "rho_with_gain": rank_agreement([s.signals[name] for s in fit.values()],
                                                [s.gain for s in fit.values()]),
                      "auc_hurt": auc([s.signals[name] for s in fit.values()], hurt),
                      "auc_loss_changed": auc([s.signals[name] for s in changed],

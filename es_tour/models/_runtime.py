@@ -205,11 +205,9 @@ class DualEncoder(_OnnxModel):
         # queries run on a session of their own, one thread each, unless the model runs
         # one thread anyway (a query encoder) and has no query graph
         self._query_session = self._session
-        query_file = self.path / self.manifest.models[precision]
-        if self.manifest.query_models:
-            query_file = self.path / self.manifest.query_models[precision]
-            if not query_file.is_file():
-                raise ModelError(f"[{query_file}] is missing; rebuild the model directory")
+        query_file = self.path / (self.manifest.query_models or self.manifest.models)[precision]
+        if not query_file.is_file():
+            raise ModelError(f"[{query_file}] is missing; rebuild the model directory")
         if self.manifest.query_models or threads != QUERY_THREADS:
             self._query_session = self._open(query_file, QUERY_THREADS)
 
