@@ -13,11 +13,11 @@ import pytest
 
 from es_tour.engines import Hit
 from es_tour.errors import ConfigError
-from es_tour.pipeline import SearchContext, Timings, build_method
+from es_tour.pipeline import SearchContext, Timings, build_method, knn_candidates
 from es_tour.pipeline._first_stage import interleave
 from es_tour.pipeline._fusion import pool_scores
 from es_tour.pipeline._tour_loop import RocchioOptions
-from es_tour.tour import TourConfig, feedback_query, hybrid_scores
+from es_tour.tour import MAX_K, TourConfig, feedback_query, hybrid_scores
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -39,11 +39,13 @@ class ExactStore:
     def __init__(self) -> None:
         self.sent: list[np.ndarray] = []
         self.returned: list[str] = []
+        self.candidates: list[int | None] = []
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
                   returns="vectors"):
         self.sent.append(np.asarray(vector))
         self.returned.append(returns)
+        self.candidates.append(num_candidates)
         order = _within(np.argsort(-(DOCS @ vector), kind="stable"), ids)[:k]
         with_vectors = returns == "vectors"
         return [Hit(f"d{i}", float(DOCS[i] @ vector),
@@ -72,6 +74,15 @@ def _within(order: np.ndarray, ids) -> np.ndarray:
 @pytest.fixture
 def context(fake_context) -> SearchContext:
     return fake_context(ExactStore(), QUERY, PHI)
+
+
+async def test_a_pool_leg_visits_as_many_knn_candidates_as_it_returns(context):
+    # OpenSearch's default ef_search; twice as many cost engine CPU and moved no ranking
+    await build_method("hybrid-linear", context).search("q", 10)
+    await build_method("knn", context).search("q", 10)
+    assert context.engine.candidates and set(context.engine.candidates) == {100}
+    assert knn_candidates(100) == 100 and knn_candidates(10) == 100
+    assert knn_candidates(10**6) == MAX_K
 
 
 async def test_rerank_orders_its_window_by_phi_and_keeps_the_tail_in_knn_order(context):

@@ -22,7 +22,7 @@ import numpy as np
 
 from es_tour.agents._grammar import Query, Refinement, compile_bool, render
 from es_tour.engines import Hit, TermStats
-from es_tour.pipeline import interleave
+from es_tour.pipeline import interleave, knn_candidates
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
 from es_tour.tour import MAX_K, LabelCache, QueryOptimizer, TourConfig
@@ -112,7 +112,7 @@ class Environment:
         lexical, dense = await self._engine(timings, context.lexical_search(
             query, self.k, exclude=[context.vector_field],
         ), context.engine.knn(context.index, vector, self.top_k,
-                              num_candidates=min(max(100, 2 * self.top_k), MAX_K),
+                              num_candidates=knn_candidates(self.top_k),
                               field=context.vector_field, returns="ids"))
         self._sub_collection = [hit.id for hit in dense]
         self._dense_scores = {hit.id: hit.score for hit in dense}

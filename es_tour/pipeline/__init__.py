@@ -8,6 +8,7 @@ from es_tour.pipeline._context import (
     ModelPool,
     SearchContext,
     doc_text,
+    knn_candidates,
     open_context,
 )
 from es_tour.pipeline._first_stage import (
@@ -41,7 +42,13 @@ from es_tour.pipeline._types import (
     label_mass,
     trace_dict,
 )
-from es_tour.pipeline._vector_store import STORE_PREFIX, StoreCounts, VectorStore, store_index
+from es_tour.pipeline._vector_store import (
+    PRELOAD_DOCS,
+    STORE_PREFIX,
+    StoreCounts,
+    VectorStore,
+    store_index,
+)
 from es_tour.pipeline._warm import WarmReport, warm
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",
+    "PRELOAD_DOCS",
     "STORE_PREFIX",
     "MethodFactory",
     "MethodOptions",
@@ -70,6 +78,7 @@ __all__ = [
     "build_method",
     "doc_text",
     "interleave",
+    "knn_candidates",
     "label_mass",
     "linear_scores",
     "open_context",
