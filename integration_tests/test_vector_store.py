@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from es_tour.cli import app
 from es_tour.cluster import NodeStatus
 from es_tour.engines import ClientEngine, connect
-from es_tour.models import DualEncoderLabeler
+from es_tour.models import DualEncoderLabeler, doc_key
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, VectorStore, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
 from integration_tests.conftest import index_texts
@@ -89,6 +89,49 @@ async def test_phi_read_from_the_store_is_identical_to_phi_embedded_here(
     # another index's doc of the same id and text is another key: never read as this one's
     [(_, lacked_there)] = await VectorStore(adapter).fill(_fresh(labeler), "other-index", docs)
     assert len(lacked_there) == len(docs)
+
+
+async def _read_ahead(store: VectorStore, labeler: DualEncoderLabeler,
+                      docs: list[tuple[str, str]], expected: int) -> None:
+    """The index's first search (one doc) starts the read ahead; wait for it to end."""
+    await store.fill(labeler, INDEX, docs[:1])
+    for _ in range(200):
+        if store.counts.preloaded >= expected:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"read {store.counts.preloaded} of {expected} records ahead")
+
+
+async def test_a_store_read_ahead_serves_the_same_text_without_a_search_and_no_other(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    await adapter.delete_index(cluster.store)
+    docs = [(str(i), text) for i, text in enumerate(TEXTS)]
+    writer, embedder = VectorStore(adapter), _fresh(labeler)
+    lacked = await writer.fill(embedder, INDEX, docs)
+    expected = embedder.score(QUERY, docs, INDEX)
+    writer.keep(lacked)
+    await writer.flush()
+    await adapter.refresh(cluster.store)
+
+    store, reader = VectorStore(adapter, preload_docs=100), _fresh(labeler)
+    await _read_ahead(store, reader, docs, len(docs))
+    assert store.counts.reads == 1 and store.counts.preloaded == len(docs)
+    # what was read ahead is used with no store search, and gives the same φ
+    assert await store.fill(reader, INDEX, docs[1:]) == [(reader, [])]
+    assert store.counts.reads == 1 and reader.docs_embedded == 0
+    np.testing.assert_array_equal(reader.score(QUERY, docs, INDEX), expected)
+    # a caller shown another text of a doc gets nothing read ahead for it
+    other, stranger = [(docs[1][0], docs[1][1] + " as another caller sees it")], _fresh(labeler)
+    assert await store.fill(stranger, INDEX, other) == [(stranger, [doc_key(INDEX, *other[0])])]
+    await store.close()
+
+    bounded = VectorStore(adapter, preload_docs=3)
+    await _read_ahead(bounded, _fresh(labeler), docs, 3)
+    await asyncio.sleep(0.2)
+    assert bounded.counts.preloaded == 3
+    await bounded.close()
 
 
 def _refined(url: str) -> dict[str, Any]:

@@ -12,7 +12,10 @@ vector made from text it may not see (another digest), and document-level securi
 hidden docs are never asked for. The store is read and written with the sidecar's own
 identity (its service credentials, its client certificate), which callers lack: an
 embedding leaks its text. Reads are bounded by `READ_TIMEOUT_S`; writes go in batches off
-the request path. A store that is missing, slow, unreachable or refused costs speed,
+the request path. A sidecar also reads an index's records into memory, off the request
+path, at its first search there (`preload_docs` of them, by record id), so that warm searches
+ask the engine for none: a record is still only used for a key made from the text the
+caller was shown. A store that is missing, slow, unreachable or refused costs speed,
 never an error. A store is made with the primary shards of the index whose docs first fill
 it: its `index.tour.vector_store_shards` when set, else its own `index.number_of_shards`.
 """
@@ -29,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from cachetools import LRUCache
 
 from es_tour.engines import ClientEngine
 from es_tour.errors import EngineError, EsTourError
@@ -46,6 +50,10 @@ RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
 FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
 FLUSH_EVERY_S = 1.0
 MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
+# records a sidecar reads into memory ahead of its searches, over every index (15 MiB at
+# 384-d), within the engines' default result window
+PRELOAD_DOCS = 10_000
+PRELOAD_BATCH = 1_000
 
 Lacked = tuple[DualEncoderLabeler, list[DocKey]]  # a labeler, and the keys its store lacked
 
@@ -83,16 +91,24 @@ class StoreCounts:
     written: int = 0
     dropped: int = 0
     failures: int = 0
+    reads: int = 0  # store searches a labelling step waited for
+    preloaded: int = 0  # records read into memory ahead of the searches that use them
 
 
 class VectorStore:
     """The store on one cluster, through `engine` bound to the sidecar's service identity
     (its credentials, if any), over the sidecar's own connections (its client certificate,
-    if any: `ClientEngine.as_own_identity`)."""
+    if any: `ClientEngine.as_own_identity`). `preload_docs`: how many records, over every
+    index, it reads into memory ahead of the searches (0: none; each search reads its own).
+    """
 
-    def __init__(self, engine: ClientEngine):
+    def __init__(self, engine: ClientEngine, preload_docs: int = 0):
         self._engine = engine.as_own_identity()
         self.counts = StoreCounts()
+        self._preload_docs = min(preload_docs, PRELOAD_DOCS)
+        # (store, record id) -> vector read ahead; a search takes out what it uses
+        self._preloaded: LRUCache[tuple[str, str], np.ndarray] = LRUCache(max(preload_docs, 1))
+        self._preloads: dict[tuple[str, str], asyncio.Task[None]] = {}  # (store, index)
         self._pending: dict[str, dict[str, dict[str, str]]] = {}  # store -> id -> record
         self._created: set[str] = set()
         self._down_until = 0.0
@@ -119,17 +135,60 @@ class VectorStore:
         wanted = [key for key in keys if key not in held]
         if not wanted or not self.available:
             return wanted
+        store = store_index(labeler)
+        self._start_preload(store, index)
         self.counts.asked += len(wanted)
         by_id = {record_id(key): key for key in wanted}
-        try:
-            found = await asyncio.wait_for(self.read(store_index(labeler), list(by_id)),
-                                           READ_TIMEOUT_S)
-        except (EsTourError, TimeoutError) as exc:
-            self._failed("read", exc)
-            return wanted
+        found = {i: vector for i in by_id
+                 if (vector := self._preloaded.pop((store, i), None)) is not None}
+        unread = [i for i in by_id if i not in found]
+        if unread:
+            self.counts.reads += 1
+            try:
+                found |= await asyncio.wait_for(self.read(store, unread), READ_TIMEOUT_S)
+            except (EsTourError, TimeoutError) as exc:
+                self._failed("read", exc)
         labeler.remember({by_id[i]: vector for i, vector in found.items()})
         self.counts.found += len(found)
         return [key for i, key in by_id.items() if i not in found]
+
+    def _start_preload(self, store: str, index: str) -> None:
+        """Read `index`'s records of `store` into memory in the background, once per
+        sidecar, while preload_docs are left."""
+        if (store, index) in self._preloads or self.counts.preloaded >= self._preload_docs:
+            return
+        task = asyncio.get_running_loop().create_task(self._preload(store, index))
+        self._preloads[(store, index)] = task
+
+    async def _preload(self, store: str, index: str) -> None:
+        # pages of plain searches, which the store's role grants (a scroll's clearing is a
+        # cluster action on OpenSearch), in a stable order, within the default result window
+        page = {"query": {"term": {"index": index}}, "sort": ["doc_id", "_doc"]}
+        read = 0
+        try:
+            with self._engine.engine_errors():
+                while (size := min(PRELOAD_BATCH,
+                                   self._preload_docs - self.counts.preloaded)) > 0:
+                    answer = await self._engine.search(store, {**page, "from": read,
+                                                               "size": size})
+                    hits = answer["hits"]["hits"]
+                    for hit in hits:
+                        self._preloaded[(store, hit["_id"])] = decode_vector(
+                            hit["_source"]["vector"])
+                    read += len(hits)
+                    self.counts.preloaded += len(hits)
+                    if len(hits) < size:
+                        return
+        except EsTourError as exc:
+            if not (isinstance(exc, EngineError) and exc.status == 404):  # no store yet
+                log.warning("reading [%s]'s vectors of [%s] ahead failed (%s); its searches "
+                            "read the store", store, index, _reason(exc))
+
+    async def close(self) -> None:
+        """Stop reading ahead."""
+        for task in self._preloads.values():
+            task.cancel()
+        await asyncio.gather(*self._preloads.values(), return_exceptions=True)
 
     def keep(self, lacked: Sequence[Lacked]) -> None:
         """Queue the vectors each labeler now holds for the keys `fill` found its store

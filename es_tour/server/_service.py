@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.pipeline import ModelPool, Timings, VectorStore, with_doc_ids
+from es_tour.pipeline import PRELOAD_DOCS, ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import fetch_page, overview_alongside, overview_body, plan_page
 from es_tour.server._loop import RefineLoop
@@ -53,7 +53,8 @@ class TourService:
         if self._engine is None:
             self._engine = connect(kind, self.config.upstreams, self.config.upstream_tls)
             if self.config.vector_store:
-                self.store = VectorStore(self._engine.with_headers(self.config.service_identity))
+                self.store = VectorStore(self._engine.with_headers(self.config.service_identity),
+                                         preload_docs=PRELOAD_DOCS)
                 self._writer = asyncio.get_running_loop().create_task(self.store.run_writer())
         return self._engine
 
@@ -62,6 +63,8 @@ class TourService:
         await self._loop.close(self._close())
 
     async def _close(self) -> None:
+        if self.store is not None:
+            await self.store.close()
         if self._writer is not None:  # it writes what is queued as it ends
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)

@@ -258,4 +258,6 @@ STORE_METRICS = {
     "docs_written": "Doc vectors written to the store",
     "docs_dropped": "Doc vectors not written: the store failed or the write queue was full",
     "failures": "Store reads or writes that failed (each turns the store off for a while)",
+    "reads": "Store searches a labelling step waited for (none for what was read ahead)",
+    "docs_preloaded": "Doc vectors read from the store into memory ahead of the searches",
 }
