@@ -83,6 +83,14 @@ def test_tune_apply_writes_settings_the_sidecar_reproduces(tuned_upstream, scifa
     best = max(paying, key=lambda label: guard[label]["ndcg@10"], default=free)
     assert chosen["recommended"] == decision["kept"] == best
     assert chosen["off"] == (best == "bm25")
+    # each candidate's robustness against that candidate, on validation and held out
+    for label, each in standing.items():
+        versus, reported = each["robustness"], held[label]["robustness"]
+        assert (versus["wins"], versus["losses"]) == (each["wins"], each["losses"])
+        assert versus["index"] == round((each["wins"] - each["losses"]) / each["queries"], 4)
+        assert reported["queries"] == tuned["held_out_queries"]
+        assert 0 <= reported["hurt"] <= reported["losses"]
+    assert held[free]["robustness"]["wins"] == held[free]["robustness"]["losses"] == 0
     # the settings went through the engine (the plugin validated them) and are on the index
     flat = httpx.get(f"{url}/{scifact_index}/_settings/index.tour.*",
                      params={"flat_settings": "true"}).json()[scifact_index]["settings"]

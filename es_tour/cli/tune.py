@@ -55,6 +55,7 @@ from es_tour.evaluation import (
     parse_methods,
     progress_bar,
 )
+from es_tour.metrics import robustness
 from es_tour.models import WEIGHT_MARK, is_ensemble, load_labeler
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext
 from es_tour.server import ServerConfig
@@ -258,6 +259,13 @@ async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Sp
     kept = next(spec for spec in specs if spec.label == decision.kept)
     reported = await evaluate(labelled, data, specs, split=divided.report, query_ids=held_out,
                               cold_labels=False, concurrency=CONCURRENCY)
+    # the held-out queries, query by query, against the candidate the decision measured by
+    report_qrels = data.qrels(divided.report)
+    against = next(report for report in reported if report.spec.label == decision.against)
+    held_out_robustness = {
+        report.spec.label: robustness(report.ndcg_by_query(report_qrels),
+                                      against.ndcg_by_query(report_qrels)).to_dict()
+        for report in reported}
     settings: dict[str, Any] = ({f"{SETTINGS_PREFIX}enabled": False} if decision.off
                                 else settings_for(kept.name, kept.options))
     if kept in refining and chosen.labeler != "default":
@@ -270,7 +278,9 @@ async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Sp
         "choice": chosen.fused.label, "labeler": chosen.labeler, "baseline": baseline.label,
         "labeler_free": [spec.label for spec in free],
         "validation": {report.spec.label: report.summary() for report in checked},
-        "held_out": {report.spec.label: report.summary() for report in reported},
+        "held_out": {report.spec.label: {**report.summary(),
+                                         "robustness": held_out_robustness[report.spec.label]}
+                     for report in reported},
         "decision": _decision_facts(decision), "recommended": kept.label, "off": decision.off,
         "settings": settings}
 
@@ -283,6 +293,7 @@ def _decision_facts(decision: Decision) -> dict[str, Any]:
                            "ndcg@10": round(each.candidate.mean, 4),
                            "gain": round(each.gain, 4), "wins": each.wins,
                            "losses": each.losses, "queries": len(each.candidate.ndcg),
+                           "robustness": each.versus.to_dict(),
                            "cost": (None if each.candidate.cost is None else
                                     {"engine_cpu": round(each.candidate.cost.engine_cpu, 2),
                                      "p50": round(each.candidate.cost.p50, 2)}),
@@ -390,19 +401,24 @@ def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, A
     shown = short_labels([each["label"] for each in standings])
     queries = standings[0]["queries"]
     table = Table(Column("candidate", no_wrap=True, min_width=LABEL_WIDTH), "labels",
-                  "nDCG@10", "gain", "wins / losses",
+                  "nDCG@10", "gain", "wins / losses", "RI", "hurt ≥0.2",
                   Column("cost: engine CPU, p50", no_wrap=True), "held-out nDCG@10",
+                  "held-out RI, hurt",
                   title=f"validation ({queries} queries) against {shown[decision['against']]}, "
                         "the best labeler-free candidate")
     for each in standings:
-        cost = each["cost"]
+        cost, versus = each["cost"], each["robustness"]
+        held_out = result["held_out"][each["label"]]
         kept = " (kept)" if each["label"] == decision["kept"] else ""
         table.add_row(Text(shown[each["label"]] + kept), "yes" if each["refining"] else "no",
                       f"{each['ndcg@10']:.4f}", f"{each['gain']:+.4f}",
-                      f"{each['wins']} / {each['losses']}",
+                      f"{each['wins']} / {each['losses']}", f"{versus['index']:+.2f}",
+                      f"{versus['hurt_share']:.1%}",
                       (f"{cost['engine_cpu']:.1f}×, {cost['p50']:.1f}×" if cost
                        else "not measured"),
-                      f"{result['held_out'][each['label']]['ndcg@10']:.4f}")
+                      f"{held_out['ndcg@10']:.4f}",
+                      f"{held_out['robustness']['index']:+.2f}, "
+                      f"{held_out['robustness']['hurt_share']:.1%}")
     out.print(table)
     for label, short in shown.items():
         if short != label:
