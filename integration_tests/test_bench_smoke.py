@@ -12,10 +12,12 @@ import json
 import os
 import shutil
 
+import httpx
 import pytest
 
 from es_tour.agents import policy_dir
 from es_tour.bench.__main__ import main
+from es_tour.bench.proxy import tour_off
 from es_tour.bench.retrieval import ALL_METHODS
 
 
@@ -75,3 +77,23 @@ def test_results_markdown_and_plots_are_written(smoke_run):
         png = out / "img" / f"{image}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f"img/{image}.png" in text
+
+
+def test_the_proxy_bench_turns_tour_off_on_its_index_while_it_measures(nodes, scifact_index):
+    """Its pass-through searches must pass through, on an index `tune --apply` enabled too."""
+    settings = f"{nodes['opensearch'].url}/{scifact_index}/_settings"
+
+    def enabled() -> str | None:
+        answer = httpx.get(f"{settings}/index.tour.enabled", params={"flat_settings": "true"})
+        # keyed by the index behind the alias; empty where the setting is not set
+        return next((each["settings"]["index.tour.enabled"]
+                     for each in answer.json().values()), None)
+
+    before = enabled()
+    httpx.put(settings, json={"index.tour.enabled": True}).raise_for_status()
+    try:
+        with tour_off(nodes["opensearch"].url, scifact_index):
+            assert enabled() == "false"
+        assert enabled() == "true"
+    finally:
+        httpx.put(settings, json={"index.tour.enabled": before}).raise_for_status()

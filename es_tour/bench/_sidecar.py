@@ -91,14 +91,16 @@ class RevisionSidecar:
     """The sidecar of another git revision of this repository, for a side-by-side baseline
     (`bench.proxy --baseline`): its tree checked out apart (a detached git worktree, removed
     after) and served by its own `es-tour serve`, with this environment's packages, on a
-    free loopback port; yields its URL."""
+    free loopback port, with `workers` processes (None: the revision's default); yields
+    its URL."""
 
     def __init__(self, revision: str, upstream: str, engine: str,
-                 startup_timeout_s: float = 300.0):
+                 startup_timeout_s: float = 300.0, workers: int | None = None):
         self.revision = revision
         self.url = f"http://127.0.0.1:{_free_port()}"
         self._args = ["--upstream", upstream, "--engine", engine,
-                      "--listen", self.url.removeprefix("http://"), "--log-level", "warning"]
+                      "--listen", self.url.removeprefix("http://"), "--log-level", "warning",
+                      *(["--workers", str(workers)] if workers is not None else [])]
         self._timeout = startup_timeout_s
         self._scratch = Path(tempfile.mkdtemp(prefix="es-tour-baseline-"))
         self._tree = self._scratch / "tree"

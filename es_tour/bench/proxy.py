@@ -25,7 +25,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
     own: list[float] = []
     config = ServerConfig(upstream=upstream, deadline_ms=120_000)
     sidecar = SidecarProcess(config)
-    with sidecar as sidecar_url, httpx.Client(timeout=60) as client:
+    with tour_off(upstream, index), sidecar as sidecar_url, httpx.Client(timeout=60) as client:
         def timed(base: str, body: dict[str, Any]) -> float:
             started = time.perf_counter()
             response = client.post(f"{base}/{index}/_search", json=body)
@@ -77,7 +78,7 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
             if i == 10:
                 cpu_before = sidecar.cpu_seconds()
             body = {"size": 10, "query": {"match": {field: QUERIES[i % len(QUERIES)]}},
-                    "aggs": {"all": {"filter": {"match_all": {}}}}}  # always passes through
+                    "aggs": {"all": {"filter": {"match_all": {}}}}}
             pair = (timed(upstream, body), timed(sidecar_url, body))
             if i >= 10:
                 direct_ms.append(pair[0])
@@ -90,6 +91,26 @@ def measure(upstream: str, index: str, requests: int = 300, tour_searches: int =
             response.raise_for_status()
             own += [r["own_ms"] for r in response.json()["ext"]["tour"]["rounds"]]
     return Report(direct_ms, proxied_ms, own, tour_searches, cpu_ms)
+
+
+@contextmanager
+def tour_off(upstream: str, index: str) -> Iterator[None]:
+    """`index` with TOUR off, so that its searches pass through (an `es-tour tune --apply`
+    may have enabled it): set off for the measurement, and on again after."""
+    url = f"{upstream}/{index}/_settings"
+    answer = httpx.get(f"{url}/index.tour.enabled", params={"flat_settings": "true"})
+    answer.raise_for_status()
+    # keyed by the concrete index, where `index` is an alias
+    enabled = any(each["settings"].get("index.tour.enabled") == "true"
+                  for each in answer.json().values())
+    if enabled:
+        print(f"TOUR is enabled on [{index}]: off while pass-through is measured")
+        httpx.put(url, json={"index.tour.enabled": False}).raise_for_status()
+    try:
+        yield
+    finally:
+        if enabled:
+            httpx.put(url, json={"index.tour.enabled": True}).raise_for_status()
 
 
 def markdown(report: Report, command: str) -> str:
@@ -158,7 +179,7 @@ def measure_load(upstream: str, engine: str, dataset: Path, worker_counts: list[
                                                     workers=workers), startup_timeout_s=300))
         for workers in worker_counts]
     if baseline is not None:
-        sidecars.append((1, baseline, RevisionSidecar(baseline, upstream, engine)))
+        sidecars.append((1, baseline, RevisionSidecar(baseline, upstream, engine, workers=1)))
     with ExitStack() as running:  # all up at once, so each repeat loads each in turn
         urls = [running.enter_context(sidecar) for _, _, sidecar in sidecars]
         for (workers, _, _), url in zip(sidecars, urls, strict=True):
@@ -257,8 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="probe time per row")
     parser.add_argument("--baseline", default=None, metavar="REV",
                         help="also load the sidecar of this git revision, side by side: "
-                             "what a change did to refined throughput (a revision from "
-                             "before workers, which serves as one process)")
+                             "what a change did to refined throughput (served as one "
+                             "process)")
     args = parser.parse_args(argv)
     command = (f"python -m es_tour.bench.proxy --upstream {args.upstream} --index {args.index} "
                f"--requests {args.requests} --tour-searches {args.tour_searches}")
