@@ -385,9 +385,10 @@ async def _fit_labeler(context: SearchContext, data: BeirDataset, own: bool,
 
 def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, Any]) -> None:
     """One budget's candidates with their fitted weights; then the choice, rerank-hybrid and
-    the labeler-free candidates on the validation queries (nDCG@10, gain and wins/losses
-    against the best labeler-free one: what the decision reads), with each one's measured
-    cost and held-out nDCG@10 (reported only); then the decision and why."""
+    the labeler-free candidates on the validation queries (nDCG@10, gain, wins/losses, the
+    robustness index and hurt share against the best labeler-free one: what the decision
+    reads), with each one's measured cost, held-out nDCG@10 and robustness (reported only);
+    then the decision and why."""
     labelers = len({each["labeler"] for each in result["candidates"]})
     table = Table("candidate", *(["labeler"] if labelers > 1 else []), "w_bm25", "w_dense",
                   "fit nDCG@10", title=f"{dataset} at {budget} labeler pairs per query")
