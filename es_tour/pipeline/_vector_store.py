@@ -30,6 +30,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
@@ -107,7 +108,8 @@ class VectorStore:
         self.counts = StoreCounts()
         self._preload_docs = min(preload_docs, PRELOAD_DOCS)
         # (store, record id) -> vector read ahead; a search takes out what it uses
-        self._preloaded: LRUCache[tuple[str, str], np.ndarray] = LRUCache(max(preload_docs, 1))
+        self._preloaded: LRUCache[tuple[str, str], np.ndarray] = LRUCache(
+            max(self._preload_docs, 1))
         self._preloads: dict[tuple[str, str], asyncio.Task[None]] = {}  # (store, index)
         self._pending: dict[str, dict[str, dict[str, str]]] = {}  # store -> id -> record
         self._created: set[str] = set()
@@ -171,13 +173,12 @@ class VectorStore:
                                    self._preload_docs - self.counts.preloaded)) > 0:
                     answer = await self._engine.search(store, {**page, "from": read,
                                                                "size": size})
-                    hits = answer["hits"]["hits"]
-                    for hit in hits:
-                        self._preloaded[(store, hit["_id"])] = decode_vector(
-                            hit["_source"]["vector"])
-                    read += len(hits)
-                    self.counts.preloaded += len(hits)
-                    if len(hits) < size:
+                    vectors = _vectors(answer)
+                    for record_key, vector in vectors.items():
+                        self._preloaded[(store, record_key)] = vector
+                    read += len(vectors)
+                    self.counts.preloaded += len(vectors)
+                    if len(vectors) < size:
                         return
         except EsTourError as exc:
             if not (isinstance(exc, EngineError) and exc.status == 404):  # no store yet
@@ -248,8 +249,7 @@ class VectorStore:
             if exc.status == 404:
                 return {}  # nothing stored yet: not a failure
             raise
-        return {hit["_id"]: decode_vector(hit["_source"]["vector"])
-                for hit in answer["hits"]["hits"]}
+        return _vectors(answer)
 
     async def write(self, store: str, records: Mapping[str, Mapping[str, str]]) -> None:
         """Index `records` (record id -> record) into `store`, made on first use; raises
@@ -286,6 +286,11 @@ class VectorStore:
             log.warning("labeler vector store %s failed (%s); searches embed their docs, and "
                         "the store is tried again in %.0f s", what, _reason(exc), RETRY_AFTER_S)
         self._down_until = time.monotonic() + RETRY_AFTER_S
+
+
+def _vectors(answer: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Record id -> vector of a store search's hits."""
+    return {hit["_id"]: decode_vector(hit["_source"]["vector"]) for hit in answer["hits"]["hits"]}
 
 
 def _reason(exc: BaseException) -> str:
