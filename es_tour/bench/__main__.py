@@ -49,9 +49,8 @@ from es_tour.ingest import ingest
 from es_tour.models import (
     CrossEncoder,
     CrossEncoderLabeler,
-    DualEncoder,
     labeler_encoder,
-    model_path,
+    query_encoder,
 )
 from es_tour.paths import models_dir
 from es_tour.pipeline import SearchContext
@@ -96,7 +95,7 @@ async def run(
     cross_encoder: Path | None, plan: Plan, policy: str = "bench",
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    retriever = DualEncoder(model_path(spec("retriever").name))
+    retriever = query_encoder("retriever")
     recipe = spec(labeler_name)
     encoder = labeler_encoder(recipe.name)
     labeler = CorpusLabeler(encoder, dataset, recipe.name)

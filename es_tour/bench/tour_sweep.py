@@ -22,7 +22,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import connect
 from es_tour.evaluation import MethodReport, evaluate, parse_methods
 from es_tour.ingest import ingest
-from es_tour.models import DualEncoder, labeler_encoder, load_labeler, model_path
+from es_tour.models import labeler_encoder, load_labeler, query_encoder
 from es_tour.pipeline import SearchContext
 
 
@@ -41,7 +41,7 @@ async def corpus_context(dataset: BeirDataset, url: str, engine_name: str = "ope
     to `labeler_max_length` tokens when given; an ensemble's members' each)."""
     labelling = (CorpusLabeler(labeler_encoder("default", labeler_max_length), dataset)
                  if labeler_max_length else corpus_labeler(load_labeler(labeler), dataset))
-    encoder = DualEncoder(model_path("minilm-l6"))
+    encoder = query_encoder("minilm-l6")
     async with connect(engine_name, url) as engine:
         await ingest(engine, dataset, dataset.name, encoder, if_missing=True,
                      show_progress=False)

@@ -233,7 +233,7 @@ def train_reranker(
     """Fine-tune a cross-encoder reranker on a split's judgements, with hard negatives from
     the engine and the default labeler as teacher; writes a cross model directory."""
     from es_tour.datasets import BeirDataset
-    from es_tour.models import DualEncoder, model_path
+    from es_tour.models import query_encoder
     from es_tour.paths import models_dir
     from es_tour.training._reranker import check_training_split
     from es_tour.training._reranker import train_reranker as train
@@ -249,7 +249,7 @@ def train_reranker(
     data = BeirDataset(dataset).split(split)
     index = index or dataset.name
     out = out or models_dir() / f"{dataset.name}-reranker"
-    retriever = DualEncoder(model_path("retriever")) if knn else None
+    retriever = query_encoder("retriever") if knn else None
     with _progress() as progress:
         started = time.perf_counter()
         candidates = _mine(

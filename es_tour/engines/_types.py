@@ -50,7 +50,7 @@ class IndexSpec:
     metadata_fields: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a refined search makes a thousand or more
 class Hit:
     """One search result; `vector` is the stored vector when the search returns it, `index`
     the concrete index that holds the doc (the engine's `_index`: behind an alias, the

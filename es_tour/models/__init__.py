@@ -29,6 +29,7 @@ from es_tour.models._labelers import (
     doc_key,
     labeler_encoder,
     model_path,
+    query_encoder,
 )
 from es_tour.models._manifest import Manifest, read_manifest
 from es_tour.models._runtime import (
@@ -62,6 +63,7 @@ __all__ = [
     "load_labeler",
     "model_path",
     "parse_ensemble",
+    "query_encoder",
     "read_manifest",
     "unit_corpus_embeddings",
     "vector_labelers",

@@ -21,7 +21,7 @@ from cachetools import LRUCache
 
 from es_tour.errors import ConfigError
 from es_tour.models._manifest import MANIFEST, read_manifest
-from es_tour.models._runtime import CrossEncoder, DualEncoder, l2_normalize
+from es_tour.models._runtime import QUERY_THREADS, CrossEncoder, DualEncoder, l2_normalize
 from es_tour.paths import models_dir
 
 DEFAULT_CACHED_QUERIES = 256
@@ -321,6 +321,17 @@ def labeler_encoder(name: str = "default", max_length: int | None = None,
     so the labeler reads all 512)."""
     return DualEncoder(model_directory(name)[0], labeler_precision(name), threads=threads,
                        max_length=max_length)
+
+
+def query_encoder(name: str) -> DualEncoder:
+    """The dual encoder a search's kNN legs embed its query with (a registry name or a
+    model directory): one thread, at the registry's query precision (a directory's: its
+    doc precision, fp32)."""
+    from onnx_models import spec
+
+    path, registry_name = model_directory(name)
+    precision = spec(registry_name).query_precision if registry_name else None
+    return DualEncoder(path, threads=QUERY_THREADS, query_precision=precision)
 
 
 def model_path(name: str) -> Path:

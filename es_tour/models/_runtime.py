@@ -136,10 +136,10 @@ class _OnnxModel:
         is masked, but int8 activations are scaled per run (INT8_BATCH_SIZE)."""
         return self.precision != "int8" or self.batch_size == 1
 
-    def _run(self, encodings: list[Any], session: Any = None
+    def _run(self, encodings: list[Any], session: Any = None, batch_size: int | None = None
              ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Yield (rows, outputs[0], attention_mask) per batch, longest inputs first, from
-        `session` (default: the model's).
+        """Yield (rows, outputs[0], attention_mask) per batch of `batch_size` (default: the
+        model's), longest inputs first, from `session` (default: the model's).
 
         Sorting by token length keeps padding small; `rows` says where each output row
         belongs in the caller's order.
@@ -147,8 +147,9 @@ class _OnnxModel:
         lengths = np.array([len(e.ids) for e in encodings])
         order = np.argsort(-lengths, kind="stable")
         pad = self.manifest.pad_id
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        batch_size = batch_size or self.batch_size
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), pad, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -197,19 +198,29 @@ class DualEncoder(_OnnxModel):
         query_prefix: str | None = None,
         doc_prefix: str | None = None,
         max_length: int | None = None,
+        query_precision: str | None = None,
     ) -> None:
-        """`query_prefix` / `doc_prefix` replace the manifest's when given (ablations)."""
+        """`query_prefix` / `doc_prefix` replace the manifest's when given (ablations);
+        `query_precision` (default: `precision`) is the graph queries run on."""
         super().__init__(path, precision, threads, batch_size, providers, max_length)
         self.query_prefix = self.manifest.query_prefix if query_prefix is None else query_prefix
         self.doc_prefix = self.manifest.doc_prefix if doc_prefix is None else doc_prefix
+        self.query_precision = query_precision or precision
+        graphs = self.manifest.query_models or self.manifest.models
+        if self.query_precision not in graphs:
+            raise ConfigError(f"[{self.path}] has no {self.query_precision} query model; it "
+                              f"has {sorted(graphs)}")
         # queries run on a session of their own, one thread each, unless the model runs
-        # one thread anyway (a query encoder) and has no query graph
+        # one thread anyway (a query encoder) on the same graph
         self._query_session = self._session
-        query_file = self.path / (self.manifest.query_models or self.manifest.models)[precision]
+        query_file = self.path / graphs[self.query_precision]
         if not query_file.is_file():
             raise ModelError(f"[{query_file}] is missing; rebuild the model directory")
-        if self.manifest.query_models or threads != QUERY_THREADS:
+        if (self.manifest.query_models or threads != QUERY_THREADS
+                or self.query_precision != precision):
             self._query_session = self._open(query_file, QUERY_THREADS)
+        # int8 queries one at a time: their activations' scale is per model run
+        self._query_batch = INT8_BATCH_SIZE if self.query_precision == "int8" else batch_size
 
     @property
     def dimension(self) -> int:
@@ -231,7 +242,8 @@ class DualEncoder(_OnnxModel):
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n queries -> (n, d) float32, unit length when the manifest normalises."""
-        return self._encode([self.query_prefix + t for t in texts], self._query_session)
+        return self._encode([self.query_prefix + t for t in texts], self._query_session,
+                            self._query_batch)
 
     def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
         """texts: n documents -> (n, d) float32, unit length when the manifest normalises."""
@@ -241,14 +253,15 @@ class DualEncoder(_OnnxModel):
         """texts (prefixes already applied): n strings -> (n, d) float32, by the doc graph."""
         return self._encode(texts, self._session)
 
-    def _encode(self, texts: Sequence[str], session: Any) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], session: Any, batch_size: int | None = None
+                ) -> np.ndarray:
         if isinstance(texts, str):
             raise ConfigError("encode takes a sequence of strings, not one string")
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return result
         encodings = self._tokenizer.encode_batch(list(texts))
-        for rows, hidden, mask in self._run(encodings, session):
+        for rows, hidden, mask in self._run(encodings, session, batch_size):
             result[rows] = pool(hidden, mask, self.manifest.pooling or "mean")
         if self.manifest.normalize:
             result = l2_normalize(result)

@@ -342,12 +342,7 @@ def open_context(
     """A context over a running engine with registry models (built by `es-tour models build`);
     `tls` and `auth` as `es_tour.engines.connect` takes them."""
     from es_tour.engines import connect
-    from es_tour.models import QUERY_THREADS, load_labeler, model_path
-    from onnx_models import spec
+    from es_tour.models import load_labeler, query_encoder
 
-    return SearchContext(
-        connect(engine, url, tls, auth),
-        index,
-        DualEncoder(model_path(spec(encoder).name), threads=QUERY_THREADS),
-        load_labeler(labeler),
-    )
+    return SearchContext(connect(engine, url, tls, auth), index, query_encoder(encoder),
+                         load_labeler(labeler))

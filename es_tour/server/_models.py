@@ -15,7 +15,6 @@ from cachetools import LRUCache
 
 from es_tour.errors import ConfigError, ModelError
 from es_tour.models import (
-    QUERY_THREADS,
     DualEncoder,
     Labeler,
     Manifest,
@@ -23,6 +22,7 @@ from es_tour.models import (
     is_ensemble,
     load_labeler,
     parse_ensemble,
+    query_encoder,
     read_manifest,
 )
 from es_tour.models._labelers import model_directory
@@ -138,7 +138,7 @@ def _open_encoder(name: str) -> DualEncoder:
         raise ConfigError(f"model [{name}] is a cross-encoder; a query encoder must be a dual "
                           "model (a registry name such as e5-small-v2, or an exported one)")
     try:
-        return DualEncoder(model_directory(name)[0], threads=QUERY_THREADS)
+        return query_encoder(name)
     except ModelError as exc:
         raise ConfigError(f"encoder [{name}] cannot be loaded: {exc}") from None
 

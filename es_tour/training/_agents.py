@@ -30,7 +30,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, TermStats
 from es_tour.errors import ModelError
 from es_tour.metrics import ndcg_at_k
-from es_tour.models import DualEncoder, Labeler, load_labeler, model_path
+from es_tour.models import DualEncoder, Labeler, load_labeler, query_encoder
 from es_tour.pipeline._context import SearchContext
 from es_tour.pipeline._types import Timings
 
@@ -86,7 +86,7 @@ async def train_policy(
     to minilm-l6 and `labeler` to the default labeler. Only `split`'s qrels are read.
     """
     started = time.perf_counter()
-    context = SearchContext(engine, index, encoder or DualEncoder(model_path(RETRIEVER)),
+    context = SearchContext(engine, index, encoder or query_encoder(RETRIEVER),
                             labeler or load_labeler("default"), query_vectors={})
     queries = sample_queries(dataset, split, max_queries, seed)
     context.embed_ahead(list(queries.values()))

@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_tour.models import QUERY_THREADS, CrossEncoder, DualEncoder, read_manifest
+from es_tour.errors import ConfigError
+from es_tour.models import (
+    QUERY_THREADS,
+    CrossEncoder,
+    DualEncoder,
+    query_encoder,
+    read_manifest,
+)
 from es_tour.training._parity import rank_average, row_cosines, spearman
 
 
@@ -127,3 +134,24 @@ def test_queries_run_one_thread_on_their_own_session_and_embed_as_docs_do(minilm
                        atol=1e-6)
     one_thread = DualEncoder(minilm_dir, threads=QUERY_THREADS)
     assert one_thread._query_session is one_thread._session  # no second copy of the model
+
+
+def test_the_retriever_embeds_queries_on_its_int8_graph_one_at_a_time_and_docs_at_fp32(
+        minilm_dir, scifact_queries):
+    encoder = query_encoder("minilm-l6")
+    fp32 = DualEncoder(minilm_dir, threads=QUERY_THREADS)
+    int8 = DualEncoder(minilm_dir, "int8", threads=QUERY_THREADS)
+    assert (encoder.precision, encoder.query_precision) == ("fp32", "int8")
+    assert np.allclose(encoder.encode_docs(scifact_queries[:2]),
+                       fp32.encode_docs(scifact_queries[:2]), atol=1e-6)
+    queries = encoder.encode_queries(scifact_queries)
+    # each query alone, as the int8 graph gives it (its activations scale per run)
+    assert np.allclose(queries, np.concatenate([int8.encode_queries([q])
+                                                for q in scifact_queries]), atol=1e-6)
+    assert not np.allclose(queries, fp32.encode_queries(scifact_queries), atol=1e-4)
+    assert np.min(np.sum(queries * fp32.encode_queries(scifact_queries), axis=1)) > 0.98
+
+
+def test_a_model_without_the_query_precision_asked_is_a_config_error(minilm_dir):
+    with pytest.raises(ConfigError, match="has no fp16 query model"):
+        DualEncoder(minilm_dir, query_precision="fp16")
