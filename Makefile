@@ -71,18 +71,12 @@ browser:
 		(apt-get update && apt-get install -y chromium chromium-driver)
 
 # The set-up steps two at a time: the plugin's Maven builds and the Python checks; then
-# every test, and the sidecar, security and reliability suites once more against a sidecar
-# of two worker processes (docs/sidecar.md#workers-using-every-core). The workers proxy to
-# either engine alike, and every test ran on both engines just before: once more on
-# OpenSearch only, less those that start no sidecar.
-WORKER_SUITES := integration_tests/test_sidecar.py integration_tests/test_security.py \
-	integration_tests/test_reliability.py
-NO_SIDECAR := interrupted_index_run or the_cli_reaches_the_node
+# every test. The sidecar, security and reliability suites serve OpenSearch through a
+# sidecar of two worker processes and Elasticsearch through one
+# (docs/sidecar.md#workers-using-every-core).
 test: install
 	$(MAKE) -j2 --output-sync=target models plugin browser lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests integration_tests
-	ES_TOUR_TEST_WORKERS=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(WORKER_SUITES) \
-		-k "not elasticsearch and not ($(NO_SIDECAR))"
 
 # tune --apply on all of SciFact reproduces the budget frontier's figure, on both engines:
 # ~10 min on 2 cores, so apart from `make test` (CI runs both).

@@ -30,16 +30,26 @@ PLUGIN_ZIPS = {
     "elasticsearch": Path(__file__).parents[1] / "plugin/target/tour-settings-es-0.1.0.zip",
 }
 ENGINES = tuple(TEST_PORTS)
-# ES_TOUR_TEST_WORKERS=N: the sidecar, security and reliability suites serve through a
-# sidecar of N worker processes (`make test` runs them so once more, with 2)
-SIDECAR_WORKERS = int(os.environ.get("ES_TOUR_TEST_WORKERS", "1"))
+# The sidecar, security and reliability suites serve OpenSearch through a sidecar of two
+# worker processes, as `es-tour serve` runs on two cores, and Elasticsearch through one
+# on a thread sharing the session's models: each test runs once per engine, and both ways
+# of serving are tested. ES_TOUR_TEST_WORKERS=N serves every engine through N.
+_FORCED_WORKERS = os.environ.get("ES_TOUR_TEST_WORKERS")
+ENGINE_WORKERS = {"opensearch": 2, "elasticsearch": 1}
 
 
-def background_sidecar(config: ServerConfig, models: Models | None = None) -> BackgroundServer:
-    """The suite's sidecar: on a thread with the module's `models`, or, under
-    ES_TOUR_TEST_WORKERS, SIDECAR_WORKERS processes that each load their own."""
-    if SIDECAR_WORKERS > 1:
-        return BackgroundServer(replace(config, workers=SIDECAR_WORKERS))
+def sidecar_workers(engine: str) -> int:
+    """The worker processes a suite's sidecar in front of `engine` runs."""
+    return int(_FORCED_WORKERS) if _FORCED_WORKERS else ENGINE_WORKERS[engine]
+
+
+def background_sidecar(config: ServerConfig, models: Models | None = None,
+                       engine: str = "opensearch") -> BackgroundServer:
+    """The suite's sidecar in front of `engine`: on a thread with the module's `models`
+    where it runs one worker, else processes that each load their own."""
+    workers = sidecar_workers(engine)
+    if workers > 1:
+        return BackgroundServer(replace(config, workers=workers))
     return BackgroundServer(config, models)
 
 

@@ -18,7 +18,7 @@ import pytest
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
 from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
-from integration_tests.conftest import SIDECAR_WORKERS, background_sidecar
+from integration_tests.conftest import background_sidecar, sidecar_workers
 
 ENGINES = ("opensearch", "elasticsearch")
 PLAIN = "it-sidecar-plain"  # no index.tour.* settings
@@ -66,7 +66,7 @@ async def sidecar(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     _, plugin = await _copy_docs(engine, url)
     # a generous deadline: these tests check answers, and the labeler shares a busy CPU
     config = ServerConfig(upstream=url, max_k=50, deadline_ms=120_000)
-    with background_sidecar(config, sidecar_models) as server:
+    with background_sidecar(config, sidecar_models, engine) as server:
         yield Sidecar(engine, server.url, url, plugin)
 
 
@@ -288,7 +288,8 @@ def _refined_count(url: str) -> float:
 def test_the_suite_serves_on_its_workers_and_stats_sum_what_each_refined(
         sidecar: Sidecar) -> None:
     health = httpx.get(f"{sidecar.url}/_tour/health", timeout=30).json()
-    assert health["workers"] == {"serving": SIDECAR_WORKERS, "configured": SIDECAR_WORKERS}
+    workers = sidecar_workers(sidecar.engine)
+    assert health["workers"] == {"serving": workers, "configured": workers}
     before = _refined_count(sidecar.url)
     body = {"query": {"match": {"text": QUERY}}, "size": 3,
             "ext": {"tour": {"method": "rerank", "k": 5}}}
