@@ -27,7 +27,13 @@ from es_tour.bench._commands import bench_parser, parsed_command, write_report
 from es_tour.bench._machine import machine, now
 from es_tour.datasets import BeirDataset
 from es_tour.evaluation import MethodSpec, evaluate
-from es_tour.models import QUERY_THREADS, DualEncoder, load_labeler, query_encoder
+from es_tour.models import (
+    QUERY_THREADS,
+    DualEncoder,
+    load_labeler,
+    model_path,
+    query_encoder,
+)
 from es_tour.pipeline import open_context
 from es_tour.recommended import FRONTIER_LABEL
 from onnx_models import RETRIEVER
@@ -118,19 +124,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     data = BeirDataset(args.dataset)
     texts = list(data.queries("test").values())
-    fp32 = DualEncoder(query_encoder(RETRIEVER).path, threads=QUERY_THREADS)
-    int8 = query_encoder(RETRIEVER)
-    vectors = {name: encoder.encode_queries(texts) for name, encoder
-               in (("fp32", fp32), ("int8", int8))}
+    # the registry's query encoder (int8 queries) beside the same model's fp32 graph
+    encoders = {"fp32": DualEncoder(model_path(RETRIEVER), threads=QUERY_THREADS),
+                "int8": query_encoder(RETRIEVER)}
+    vectors = {name: encoder.encode_queries(texts) for name, encoder in encoders.items()}
     cosines = np.sum(vectors["fp32"] * vectors["int8"], axis=1)
     index = args.index or data.name
     by_precision = {name: asyncio.run(rankings("opensearch", args.opensearch, index, data,
                                                encoder))
-                    for name, encoder in (("fp32", fp32), ("int8", int8))}
+                    for name, encoder in encoders.items()}
     report = {
         "date": now(), "machine": machine(), "dataset": data.name, "queries": len(texts),
         "command": parsed_command("python -m es_tour.bench.query_precision", args, parser),
-        "cpu_ms_per_query": cpu_ms_per_query({"fp32": fp32, "int8": int8}, texts),
+        "cpu_ms_per_query": cpu_ms_per_query(encoders, texts),
         "cosine": {"mean": round(float(cosines.mean()), 4),
                    "min": round(float(cosines.min()), 4)},
         "rankings": {label: compare(by_precision["fp32"][label], by_precision["int8"][label])
