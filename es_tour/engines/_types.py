@@ -50,7 +50,9 @@ class IndexSpec:
     metadata_fields: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)  # slots: a refined search makes a thousand or more
+# slots, not frozen: a refined search makes a thousand or more, and a frozen dataclass
+# takes four times as long to make (3.0 against 0.7 µs here)
+@dataclass(slots=True)
 class Hit:
     """One search result; `vector` is the stored vector when the search returns it, `index`
     the concrete index that holds the doc (the engine's `_index`: behind an alias, the

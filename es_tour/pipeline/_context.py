@@ -12,7 +12,7 @@ import numpy as np
 
 from es_tour.engines import ClientEngine, Hit, KnnReturns, Similarity, key_seq_no, text_query
 from es_tour.errors import ConfigError
-from es_tour.models import DualEncoder, Labeler, vector_labelers
+from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -207,6 +207,10 @@ class SearchContext:
     async def _score(self, query: str, docs: list[tuple[str, str]], index: str) -> np.ndarray:
         if self.pool is None:
             return self.labeler.score(query, docs, index)
+        if isinstance(self.labeler, DualEncoderLabeler):
+            held = self.labeler.score_held(query, docs, index)  # the store's vectors, say
+            if held is not None:
+                return held
         return await self.pool.label(lambda: self.labeler.score(query, docs, index))
 
     def stored_vector(self, hit: Hit) -> np.ndarray:

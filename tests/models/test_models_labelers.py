@@ -351,3 +351,19 @@ async def test_the_labelers_query_is_embedded_ahead_once_and_labelling_reuses_it
         assert encoder.query_batches == [["vitamin d"]]
     finally:
         pool.close()
+
+
+def test_score_held_answers_without_the_model_only_when_every_vector_is_in_memory(minilm_dir):
+    labeler = DualEncoderLabeler(DualEncoder(minilm_dir))
+    assert labeler.score_held("bone fractures", DOCS[:2]) is None  # no query vector yet
+    labeler.query_vector("bone fractures")
+    assert labeler.score_held("bone fractures", DOCS[:2]) is None  # no doc vector yet
+    vectors = np.eye(2, labeler.encoder.dimension, dtype=np.float32)
+    labeler.remember({doc_key("", doc_id, text): vector
+                      for (doc_id, text), vector in zip(DOCS[:2], vectors, strict=True)})
+    held = labeler.score_held("bone fractures", DOCS[:2])
+    assert held is not None
+    assert np.allclose(held, vectors @ labeler.query_vector("bone fractures"))
+    assert labeler.pairs_scored == 2 and labeler.docs_embedded == 0
+    assert labeler.score("bone fractures", DOCS[:2]).tolist() == held.tolist()  # now cached
+    assert labeler.pairs_scored == 2
