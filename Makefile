@@ -16,7 +16,7 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
 ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
-.PHONY: install models plugin browser test test-frontier unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
+.PHONY: install models plugin browser test test-frontier test-training unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
@@ -83,6 +83,11 @@ test: install
 test-frontier: install models $(BOTH_ZIPS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m frontier -s \
 		integration_tests/test_frontier_reproduction.py
+
+# the training runs on SciFact, a learned agent's policy and a reranker: ~4 min on 2 cores,
+# so apart from `make test` (CI runs both)
+test-training: install models $(BOTH_ZIPS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m training --durations=5 integration_tests
 
 unit: install
 	$(BIN)/python -m pytest -q tests

@@ -56,6 +56,7 @@ def models(retriever: DualEncoder, corpus_labeler: CorpusLabeler
     return retriever, corpus_labeler
 
 
+@pytest.mark.training  # oracle sessions on 150 train queries: 2.5 min on 2 cores
 async def test_learned_agent_acts_and_keeps_up_with_hre_and_the_oracle_beats_it(
     nodes: dict[str, NodeStatus], scifact: BeirDataset, scifact_index: str, policy_name: str,
     models: tuple[DualEncoder, CorpusLabeler],

@@ -29,6 +29,7 @@ def trained(nodes, scifact, scifact_index, tmp_path_factory):
     return out, json.loads((out / TRAINING_FILE).read_text())
 
 
+@pytest.mark.training
 def test_the_run_writes_a_loadable_cross_model(trained):
     out, record = trained
     assert CrossEncoder(out).score("vitamin d", ["Vitamin D and bones."]).shape == (1,)
@@ -37,6 +38,7 @@ def test_the_run_writes_a_loadable_cross_model(trained):
     assert record["candidates"]["first_stages"] == ["bm25"]
 
 
+@pytest.mark.training
 def test_no_test_query_reaches_training(trained, scifact):
     _, record = trained
     used = set(record["train_query_ids"]) | set(record["validation_query_ids"])

@@ -16,9 +16,8 @@ from es_tour.engines import connect
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import DEFAULT_TEXT_FIELDS, store_index, warm
 from es_tour.server import BackgroundServer, Models, ServerConfig
-from es_tour.training._query_tower import tune_query_tower
 from integration_tests.conftest import index_texts
-from tests.models.test_query_tower import QUESTIONS, QUICK, TAUGHT, TEXTS, bones_split
+from tests.models.test_query_tower import QUESTIONS, TAUGHT, TEXTS
 
 ENGINES = ("opensearch", "elasticsearch")
 INDEX = "it-tuned-labeler"
@@ -26,13 +25,13 @@ QUERY = QUESTIONS[0]
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory: pytest.TempPathFactory, sidecar_models: Models) -> Path:
+def tuned(bones_tower: tuple[Any, Any, Path]) -> Path:
     """bge-small's query tower tuned on questions about bones that all call TAUGHT
-    relevant (two folds, each choosing its epochs on the other's questions)."""
-    root = tmp_path_factory.mktemp("tuned-labeler")
-    result = tune_query_tower("default", bones_split(root), root / "bge-queries", QUICK)
+    relevant (two folds, each choosing its epochs on the other's questions): the session's
+    (the root conftest's `bones_tower`)."""
+    _, result, out = bones_tower
     assert result.chosen_epoch > 0  # a tower that moved, or the test below proves nothing
-    return result.path
+    return out
 
 
 @pytest.fixture(scope="module", params=ENGINES)

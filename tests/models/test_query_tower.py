@@ -21,6 +21,7 @@ from es_tour.training._query_tower import (
     FOLDS,
     TRAINING_FILE,
     QueryTowerOptions,
+    TunedTower,
     check_options,
     train_parts,
     tune_query_tower,
@@ -58,14 +59,15 @@ def bones_split(root: Path, questions: list[str] = QUESTIONS) -> BeirSplit:
 
 
 @pytest.fixture(scope="module")
-def small_train(tmp_path_factory: pytest.TempPathFactory) -> BeirSplit:
-    return bones_split(tmp_path_factory.mktemp("bones"))
+def small_train(bones_tower) -> BeirSplit:
+    return bones_tower[0]
 
 
 @pytest.fixture(scope="module")
-def tuned(small_train, default_labeler_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    out = tmp_path_factory.mktemp("tuned") / "bge-queries"
-    return tune_query_tower("default", small_train, out, QUICK), out
+def tuned(bones_tower) -> tuple[TunedTower, Path]:
+    """The session's tower (the root conftest's `bones_tower`), tuned on `small_train`."""
+    _, result, out = bones_tower
+    return result, out
 
 
 def judged_ranks(encoder: DualEncoder, split, rows: list[int]) -> float:
