@@ -93,7 +93,7 @@ unit: install
 	$(BIN)/python -m pytest -q tests
 
 lint: install
-	$(BIN)/ruff check es_tour onnx_models tests integration_tests
+	$(BIN)/ruff check es_tour onnx_models tests integration_tests conftest.py
 
 typecheck: install
 	$(BIN)/mypy
