@@ -91,11 +91,12 @@ async def ingest(
         texts = [doc.contents for doc in docs]
         cached, _ = corpus_embeddings(encoder, dataset.root / "corpus.jsonl", texts)
     batches = [docs[i : i + batch_size] for i in range(0, len(docs), batch_size)]
+    corpus_encoder = encoder if cached is not None else encoder.for_corpus()
 
     def embed(number: int) -> np.ndarray:
         if cached is not None:
             return cached[number * batch_size : number * batch_size + len(batches[number])]
-        return encoder.encode_docs([doc.contents for doc in batches[number]])
+        return corpus_encoder.encode_docs([doc.contents for doc in batches[number]])
 
     indexed = retried = 0
     failed: list[dict[str, Any]] = []

@@ -32,7 +32,7 @@ def corpus_embeddings(
         return cached
     vectors, meta = _cache_files(encoder, corpus_path, texts)
     started = time.perf_counter()
-    embedded = encoder.encode_docs(texts)
+    embedded = encoder.for_corpus().encode_docs(texts)
     rate = len(texts) / max(time.perf_counter() - started, 1e-9)
     vectors.parent.mkdir(exist_ok=True)
     np.save(vectors, embedded)

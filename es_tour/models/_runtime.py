@@ -92,6 +92,7 @@ class _OnnxModel:
                 raise ModelError(f"[{needed}] is missing; rebuild the model directory")
         self._tokenizer = _load_tokenizer(tokenizer_file, self.max_length)
         self._providers = providers
+        self._threads = threads
         self._session = self._open(model_file, threads)
 
     def _open(self, model_file: Path, threads: int | None) -> Any:
@@ -221,6 +222,16 @@ class DualEncoder(_OnnxModel):
             self._query_session = self._open(query_file, QUERY_THREADS)
         # int8 queries one at a time: their activations' scale is per model run
         self._query_batch = INT8_BATCH_SIZE if self.query_precision == "int8" else batch_size
+
+    def for_corpus(self) -> DualEncoder:
+        """This model with its doc graph on every core, for embedding a whole corpus (a
+        query encoder, `query_encoder`, runs one thread: 8 against 13 SciFact docs/s on
+        two cores); itself when it already runs on every core."""
+        if self._threads is None:
+            return self
+        return DualEncoder(self.path, self.precision, None, self.batch_size, self._providers,
+                           self.query_prefix, self.doc_prefix, self.max_length,
+                           self.query_precision)
 
     @property
     def dimension(self) -> int:

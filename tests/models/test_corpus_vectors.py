@@ -100,3 +100,28 @@ def test_a_copy_of_the_corpus_finds_its_vectors_and_a_changed_one_does_not(
     assert _cache_files(encoder, copy, texts) == _cache_files(encoder, original, texts)
     copy.write_bytes(original.read_bytes() + b"\n")
     assert _cache_files(encoder, copy, texts) != _cache_files(encoder, original, texts)
+
+
+def test_a_corpus_is_embedded_on_every_core_though_its_encoder_runs_one_thread(
+        collection: BeirDataset, minilm_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from es_tour.models._corpus_cache import corpus_embeddings
+
+    model = tmp_path / "minilm"  # its vectors' cache goes here, not to the shared one
+    model.mkdir()
+    for part in minilm_dir.iterdir():
+        if part.is_file():
+            (model / part.name).symlink_to(part)
+    query_like = DualEncoder(model, threads=1)  # as `query_encoder` opens the retriever
+    threads: list[int] = []
+    encode_docs = DualEncoder.encode_docs
+
+    def recording(self: DualEncoder, texts: list[str]) -> np.ndarray:
+        threads.append(self._session.get_session_options().intra_op_num_threads)
+        return encode_docs(self, texts)
+
+    monkeypatch.setattr(DualEncoder, "encode_docs", recording)
+    texts = [doc.contents for doc in collection.corpus()]
+    vectors, _ = corpus_embeddings(query_like, collection.root / "corpus.jsonl", texts)
+    assert threads == [0]  # onnxruntime's default: a thread per core
+    assert np.allclose(vectors, encode_docs(query_like, texts), atol=1e-5)
