@@ -16,7 +16,7 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
 ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
-.PHONY: install models plugin browser test test-frontier test-training unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
+.PHONY: install models plugin browser test test-frontier test-training unit demo demo-engine demo-corpus screenshot reranker tuned-labeler bench bench-smoke bench-gate \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
@@ -109,10 +109,19 @@ cli-docs: install
 # ends it with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is the last
 # line printed. `es-tour demo --no-serve` stops after the comparison. It builds only what it
 # runs: the retriever, the default labeler and the OpenSearch 2.19.1 zip.
-demo: install $(OPENSEARCH_ZIP)
-	$(BIN)/es-tour models build retriever default
-	$(START) $(OPENSEARCH) --heap 1g
+# Its two set-ups side by side, the plugin built and OpenSearch fetched and started beside the
+# models built and SciFact's corpus embedded into the model cache (where indexing reads it);
+# then the demo.
+demo: install
+	$(MAKE) -j2 --output-sync=line demo-engine demo-corpus
 	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
+
+demo-engine: install $(OPENSEARCH_ZIP)
+	$(START) $(OPENSEARCH) --heap 1g
+
+demo-corpus: install
+	$(BIN)/es-tour models build retriever default
+	$(BIN)/es-tour models embed retriever --dataset $(DATASETS)/scifact
 
 # docs/img/playground.png, taken by the playground's browser test against the test node.
 screenshot: install models $(BOTH_ZIPS) browser

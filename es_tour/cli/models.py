@@ -72,6 +72,30 @@ def build(
         typer.echo(f"{done.name}: {state} -> {done.path}")
 
 
+@models_app.command("embed")
+@clean_errors
+def embed(
+    name: Annotated[str, typer.Argument(
+        help="A dual model: a registry name or alias, or a model directory.")],
+    dataset: Annotated[Path, typer.Option(help="BEIR dataset directory.")],
+) -> None:
+    """Embed a dataset's corpus with a dual model into the model cache, where `es-tour
+    index`, `demo` and `eval` read it rather than embed it again: on every core, with no
+    engine (`make demo` runs it while OpenSearch starts). Nothing to do when it is cached."""
+    from es_tour.datasets import BeirDataset
+    from es_tour.models import corpus_embeddings, has_corpus_embeddings, query_encoder
+
+    data = BeirDataset(dataset)
+    encoder = query_encoder(name)  # the docs' encoding `es-tour index` looks up
+    corpus, texts = data.root / "corpus.jsonl", [doc.contents for doc in data.corpus()]
+    if has_corpus_embeddings(encoder, corpus, texts):
+        typer.echo(f"{name}: the {len(texts)} docs of {data.name} are embedded already")
+        return
+    _, rate = corpus_embeddings(encoder, corpus, texts)
+    typer.echo(f"{name}: embedded the {len(texts)} docs of {data.name} ({rate:.1f} docs/s) "
+               f"into {encoder.path}")
+
+
 @models_app.command("list")
 @clean_errors
 def list_models() -> None:
