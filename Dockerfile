@@ -4,8 +4,8 @@
 #     es-tour-sidecar --upstream http://opensearch:9200
 # Models are not baked in: build them on the host (`es-tour models build retriever default`,
 # or `make models`) and mount the model cache, or pass --build-arg BUILD_MODELS=1 to build
-# them in the image. Building them needs the `export` extra (torch, transformers) and Maven
-# (it fetches model jars), so BUILD_MODELS=1 installs both: a much larger image.
+# them in the image. Both are ready ONNX in Maven Central jars, so building them needs Maven,
+# not PyTorch: BUILD_MODELS=1 installs it (and the JRE it runs on), a larger image.
 FROM python:3.11-slim
 
 ARG BUILD_MODELS=0
@@ -15,13 +15,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY es_tour ./es_tour
 COPY onnx_models ./onnx_models
-RUN if [ "$BUILD_MODELS" = "1" ]; then \
+RUN pip install --no-cache-dir . starlette uvicorn \
+    && if [ "$BUILD_MODELS" = "1" ]; then \
         apt-get update && apt-get install -y --no-install-recommends maven \
         && rm -rf /var/lib/apt/lists/* \
-        && pip install --no-cache-dir ".[export]" starlette uvicorn \
         && es-tour models build retriever default; \
-    else \
-        pip install --no-cache-dir . starlette uvicorn; \
     fi \
     && useradd --system --uid 10001 es-tour \
     && mkdir -p "$ES_TOUR_HOME/models" && chown -R es-tour "$ES_TOUR_HOME"
