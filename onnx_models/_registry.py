@@ -33,8 +33,9 @@ class ModelSpec:
     doc_prefix: str = ""
     int8: bool = True
     labeler_precision: str = "fp32"
-    # the precision a query encoder embeds queries at; its docs stay at the index's
+    # the precisions a query encoder embeds queries at, and an index's docs at
     query_precision: str = "fp32"
+    doc_precision: str = "fp32"
     summary: str = ""
     # where the PyTorch weights that `es-tour train-reranker` fine-tunes come from, for a
     # model whose `source` is ready ONNX
@@ -61,6 +62,9 @@ _SPECS = (
         # a search's kNN legs ask with int8 query vectors: a quarter less CPU than fp32's,
         # rankings within 0.001 nDCG@10 (docs/benchmarks/query-precision.md)
         query_precision="int8",
+        # and indexing embeds docs on its int8 graph: 1.46x the fp32 graph's docs/s, the
+        # same exact-search nDCG@10 on SciFact (docs/models.md, "Query and doc precision")
+        doc_precision="int8",
         summary="sentence-transformers/all-MiniLM-L6-v2, 384-d; the retriever's encoder",
     ),
     ModelSpec(

@@ -351,14 +351,17 @@ def labeler_encoder(name: str = "default", max_length: int | None = None,
 
 
 def query_encoder(name: str) -> DualEncoder:
-    """The dual encoder a search's kNN legs embed its query with (a registry name or a
-    model directory): one thread, at the registry's query precision (a directory's: its
-    doc precision, fp32)."""
+    """The dual encoder a search's kNN legs embed its query with, and an index's docs are
+    embedded with (a registry name or a model directory): one thread, at the registry's
+    query and doc precisions (a directory's: fp32)."""
     from onnx_models import spec
 
     path, registry_name = model_directory(name)
-    precision = spec(registry_name).query_precision if registry_name else None
-    return DualEncoder(path, threads=QUERY_THREADS, query_precision=precision)
+    if registry_name is None:
+        return DualEncoder(path, threads=QUERY_THREADS)
+    recipe = spec(registry_name)
+    return DualEncoder(path, recipe.doc_precision, threads=QUERY_THREADS,
+                       query_precision=recipe.query_precision)
 
 
 def model_path(name: str) -> Path:

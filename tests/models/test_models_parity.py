@@ -62,8 +62,10 @@ def test_minilm_int8_keeps_doc_ranking(minilm_dir, scifact_docs, scifact_queries
 
 
 def test_manifest_records_parity_measured_at_build(minilm_dir):
+    """Ready ONNX has no PyTorch reference at build (test_models_registry compares it with
+    the exported weights): int8 is measured against fp32, padding against single texts."""
     manifest = read_manifest(minilm_dir)
-    assert manifest.parity["fp32"]["cosine_min"] >= 0.999
+    assert manifest.parity["int8"]["reference"] == "fp32"
     assert manifest.parity["int8"]["cosine_min"] >= 0.98
     assert manifest.parity["padding"]["cosine_min"] >= 0.9999
 
@@ -136,14 +138,16 @@ def test_queries_run_one_thread_on_their_own_session_and_embed_as_docs_do(minilm
     assert one_thread._query_session is one_thread._session  # no second copy of the model
 
 
-def test_the_retriever_embeds_queries_on_its_int8_graph_one_at_a_time_and_docs_at_fp32(
+def test_the_retriever_embeds_queries_and_docs_on_its_int8_graph_one_at_a_time(
         minilm_dir, scifact_queries):
     encoder = query_encoder("minilm-l6")
     fp32 = DualEncoder(minilm_dir, threads=QUERY_THREADS)
     int8 = DualEncoder(minilm_dir, "int8", threads=QUERY_THREADS)
-    assert (encoder.precision, encoder.query_precision) == ("fp32", "int8")
-    assert np.allclose(encoder.encode_docs(scifact_queries[:2]),
-                       fp32.encode_docs(scifact_queries[:2]), atol=1e-6)
+    assert (encoder.precision, encoder.query_precision) == ("int8", "int8")
+    texts = scifact_queries[:3]  # as docs, each alone as the int8 graph gives it
+    docs = encoder.for_corpus().encode_docs(texts)
+    assert np.allclose(docs, np.concatenate([int8.encode_docs([t]) for t in texts]), atol=1e-6)
+    assert not np.allclose(docs, fp32.encode_docs(texts), atol=1e-4)
     queries = encoder.encode_queries(scifact_queries)
     # each query alone, as the int8 graph gives it (its activations scale per run)
     assert np.allclose(queries, np.concatenate([int8.encode_queries([q])

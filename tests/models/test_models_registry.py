@@ -23,7 +23,7 @@ def test_tampered_file_makes_the_model_stale(minilm_dir, tmp_path, monkeypatch):
     copy = tmp_path / "models" / "minilm-l6"
     shutil.copytree(minilm_dir, copy, ignore=shutil.ignore_patterns("cache"))
     assert is_current(spec("minilm-l6"))
-    (copy / "vocab.txt").write_text("tampered")
+    (copy / "tokenizer.json").write_text("tampered")
     assert not is_current(spec("minilm-l6"))
 
 
