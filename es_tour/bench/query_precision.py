@@ -98,8 +98,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"Run {report['date']} on {report['machine']}:", "", "```bash",
         report["command"], "```", "",
         "A search embeds its query for its kNN legs with the index's query encoder. For "
-        f"the registry's retriever ({RETRIEVER}) that runs on its int8 graph, while its docs "
-        "were embedded at fp32 (docs/models.md, \"Query precision\").", "",
+        f"the registry's retriever ({RETRIEVER}) that runs on its int8 graph, whatever graph "
+        "embedded the index's docs (docs/models.md, \"Query and doc precision\").", "",
         f"## CPU per query ({report['queries']} {report['dataset']} test queries, one at a "
         "time, one thread)", "",
         "| graph | CPU ms per query | × fp32 |", "|---|---|---|",
