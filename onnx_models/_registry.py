@@ -41,6 +41,12 @@ class ModelSpec:
     # model whose `source` is ready ONNX
     weights: Source | None = None
 
+    @property
+    def pytorch_source(self) -> Source:
+        """Where its PyTorch weights come from (`train-reranker`, the PyTorch side of
+        `bench.models`): `weights`, else `source`, which may be ready ONNX and hold none."""
+        return self.weights or self.source
+
 
 def _jar(artifact: str) -> str:
     return f"{LANGCHAIN4J}:{artifact}:{LANGCHAIN4J_VERSION}"

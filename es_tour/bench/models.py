@@ -107,7 +107,7 @@ def _cross_model(reranker: Path | None, scratch: Path) -> tuple[Path, str]:
         return chosen, f"fine-tuned reranker {chosen.name} ({portable_path(chosen)})"
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    base = spec(DEFAULT_BASE).source.fetch(scratch / "source")
+    base = spec(DEFAULT_BASE).pytorch_source.fetch(scratch / "source")
     model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=1)
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     out = scratch / "untrained-cross"
@@ -185,7 +185,7 @@ def _bench_dual(
 
     directory = model_path(RETRIEVER)
     max_length = read_manifest(directory).max_length
-    source = spec(RETRIEVER).source.fetch(scratch / "retriever")
+    source = spec(RETRIEVER).pytorch_source.fetch(scratch / "retriever")
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     model = AutoModel.from_pretrained(str(source)).eval()
 

@@ -280,7 +280,7 @@ def base_checkpoint(base: str, workdir: Path) -> Path:
     from onnx_models import spec
 
     recipe = spec(base)
-    weights = recipe.weights or recipe.source
+    weights = recipe.pytorch_source
     if weights.ready_onnx:
         raise ModelError(
             f"[{recipe.name}] ships as ONNX only ({recipe.source.describe()}); fine-tuning "
