@@ -134,6 +134,37 @@ async def test_a_store_read_ahead_serves_the_same_text_without_a_search_and_no_o
     await bounded.close()
 
 
+async def test_a_store_is_read_ahead_past_its_result_window_page_by_page(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    """A corpus larger than the store's `index.max_result_window` (10,000 by default) is
+    read ahead whole: each page follows the last one's sort values, never a `from`."""
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    await adapter.delete_index(cluster.store)
+    docs = [(str(i), text) for i, text in enumerate(TEXTS)]
+    writer, embedder = VectorStore(adapter), _fresh(labeler)
+    lacked = await writer.fill(embedder, INDEX, docs)
+    writer.keep(lacked)  # a search cut before its labeler ran: nothing to write, no error
+    await writer.flush()
+    assert writer.counts.written == 0 and writer.counts.failures == 0
+    embedder.score(QUERY, docs, INDEX)
+    writer.keep(lacked)
+    await writer.flush()
+    await adapter.refresh(cluster.store)
+    window = 5  # pages of 3 pass it at the second page's end
+    await adapter.put_settings(cluster.store, {"index.max_result_window": window})
+    try:
+        store, reader = VectorStore(adapter, preload_docs=100, preload_batch=3), _fresh(labeler)
+        await _read_ahead(store, reader, docs, len(docs))
+        assert store.counts.preloaded == len(docs) > window and store.counts.failures == 0
+        # every record was read ahead: the rest of the docs ask the store nothing
+        assert await store.fill(reader, INDEX, docs[1:]) == [(reader, [])]
+        assert store.counts.reads == 1 and reader.docs_embedded == 0
+        await store.close()
+    finally:
+        await adapter.put_settings(cluster.store, {"index.max_result_window": 10_000})
+
+
 def _refined(url: str) -> dict[str, Any]:
     response = httpx.post(f"{url}/{INDEX}/_search", timeout=120, json={
         "query": {"match": {"text": QUERY}}, "size": 3, "ext": {"tour": REFINE}})

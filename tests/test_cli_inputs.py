@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from es_tour.cli import app
 from es_tour.datasets import BeirDataset
 from es_tour.errors import ConfigError
+from es_tour.server import ServerConfig
 
 runner = CliRunner()
 CLOSED = "http://127.0.0.1:9"  # nothing listens: an engine call would fail otherwise
@@ -82,6 +83,15 @@ def test_serve_takes_model_threads_by_its_old_name_too(option):
         result.output)
     assert ("--model-workers is now --model-threads" in result.output) == (
         option == "--model-workers")
+
+
+def test_serve_refuses_a_negative_store_preload_before_it_listens():
+    result = runner.invoke(app, ["serve", "--upstream", CLOSED, "--store-preload-docs", "-1",
+                                 "--listen", "127.0.0.1:0"])
+    assert result.exit_code != 0 and "--store-preload-docs" in result.output
+    assert "sidecar on" not in result.output
+    with pytest.raises(ConfigError, match="store_preload_docs must be an integer >= 0"):
+        ServerConfig(upstream=CLOSED, store_preload_docs=-1)
 
 
 def test_models_evaluate_checks_every_name_before_it_encodes(dataset):

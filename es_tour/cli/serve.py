@@ -20,6 +20,7 @@ from es_tour.cli._checks import (
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
+from es_tour.pipeline import PRELOAD_DOCS
 from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
@@ -86,6 +87,10 @@ def serve_command(
         "--vector-store/--no-vector-store",
         help="keep the labeler's doc vectors in the engine (es-tour-vectors-* indices), "
              "shared by every sidecar and kept across restarts")] = True,
+    store_preload_docs: Annotated[int, typer.Option(
+        min=0, help="labeler vectors each worker reads from the store into memory ahead of "
+                    "its searches, over every index (~1.5 KiB each at 384-d; 0: none)")
+    ] = PRELOAD_DOCS,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
@@ -125,7 +130,7 @@ def serve_command(
                           workers=default_workers() if workers is None else workers,
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           service_credentials=service_credentials,
-                          vector_store=vector_store,
+                          vector_store=vector_store, store_preload_docs=store_preload_docs,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
                           client_cert_for_callers=client_cert_for_callers,

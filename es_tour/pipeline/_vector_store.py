@@ -51,9 +51,9 @@ RETRY_AFTER_S = 30.0  # a store that failed is left alone this long
 FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
 FLUSH_EVERY_S = 1.0
 MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
-# records a sidecar reads into memory ahead of its searches, over every index (15 MiB at
-# 384-d), within the engines' default result window
-PRELOAD_DOCS = 10_000
+# records a sidecar reads into memory ahead of its searches, over every index, by default:
+# ~1.5 KiB each at 384-d (180 MiB per worker), a corpus of 120,000 docs asks the store nothing
+PRELOAD_DOCS = 120_000
 PRELOAD_BATCH = 1_000
 
 Lacked = tuple[DualEncoderLabeler, list[DocKey]]  # a labeler, and the keys its store lacked
@@ -100,13 +100,15 @@ class VectorStore:
     """The store on one cluster, through `engine` bound to the sidecar's service identity
     (its credentials, if any), over the sidecar's own connections (its client certificate,
     if any: `ClientEngine.as_own_identity`). `preload_docs`: how many records, over every
-    index, it reads into memory ahead of the searches (0: none; each search reads its own).
+    index, it reads into memory ahead of the searches (0: none; each search reads its own),
+    `preload_batch` per store search.
     """
 
-    def __init__(self, engine: ClientEngine, preload_docs: int = 0):
+    def __init__(self, engine: ClientEngine, preload_docs: int = 0,
+                 preload_batch: int = PRELOAD_BATCH):
         self._engine = engine.as_own_identity()
         self.counts = StoreCounts()
-        self._preload_docs = min(preload_docs, PRELOAD_DOCS)
+        self._preload_docs, self._preload_batch = preload_docs, preload_batch
         # (store, record id) -> vector read ahead; a search takes out what it uses
         self._preloaded: LRUCache[tuple[str, str], np.ndarray] = LRUCache(
             max(self._preload_docs, 1))
@@ -164,22 +166,24 @@ class VectorStore:
 
     async def _preload(self, store: str, index: str) -> None:
         # pages of plain searches, which the store's role grants (a scroll's clearing is a
-        # cluster action on OpenSearch), in a stable order, within the default result window
-        page = {"query": {"term": {"index": index}}, "sort": ["doc_id", "_doc"]}
-        read = 0
+        # cluster action on OpenSearch), each after the last one's sort values: no result
+        # window bounds them. Records of one doc id in two shards that share a _seq_no may
+        # be skipped, which only costs a store read.
+        page: dict[str, Any] = {"query": {"term": {"index": index}},
+                                "sort": [{"doc_id": "asc"}, {"_seq_no": "asc"}]}
         try:
             with self._engine.engine_errors():
-                while (size := min(PRELOAD_BATCH,
+                while (size := min(self._preload_batch,
                                    self._preload_docs - self.counts.preloaded)) > 0:
-                    answer = await self._engine.search(store, {**page, "from": read,
-                                                               "size": size})
-                    vectors = _vectors(answer)
-                    for record_key, vector in vectors.items():
-                        self._preloaded[(store, record_key)] = vector
-                    read += len(vectors)
-                    self.counts.preloaded += len(vectors)
-                    if len(vectors) < size:
+                    hits = (await self._engine.search(store, {**page, "size": size}))[
+                        "hits"]["hits"]
+                    for hit in hits:
+                        self._preloaded[(store, hit["_id"])] = decode_vector(
+                            hit["_source"]["vector"])
+                    self.counts.preloaded += len(hits)
+                    if len(hits) < size:
                         return
+                    page["search_after"] = hits[-1]["sort"]
         except EsTourError as exc:
             if not (isinstance(exc, EngineError) and exc.status == 404):  # no store yet
                 log.warning("reading [%s]'s vectors of [%s] ahead failed (%s); its searches "
@@ -198,8 +202,11 @@ class VectorStore:
             return
         queued = sum(map(len, self._pending.values()))
         for labeler, keys in lacked:
+            # a search cut before its labeler ran holds none: no empty batch to write
+            if not (held := labeler.held(keys)):
+                continue
             pending = self._pending.setdefault(store_index(labeler), {})
-            for key, vector in labeler.held(keys).items():
+            for key, vector in held.items():
                 if queued >= MAX_PENDING:
                     self.counts.dropped += 1
                     continue

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from es_tour.errors import ConfigError
+from es_tour.pipeline import PRELOAD_DOCS
 from es_tour.server._options import DEFAULT_WINDOW, check_method
 from es_tour.tls import UpstreamTls
 
@@ -50,6 +51,8 @@ class ServerConfig:
         anonymously (a secured cluster then refuses it, which costs only speed).
     vector_store: keep a dual-encoder labeler's doc vectors in the engine
         (es_tour.pipeline.VectorStore), shared by every sidecar and kept across restarts.
+    store_preload_docs: how many of the store's vectors each worker reads into memory
+        ahead of its searches, over every index (~1.5 KiB each at 384-d); 0 reads none.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
@@ -90,6 +93,7 @@ class ServerConfig:
     settings_cache_size: int = 1024
     service_credentials: str | None = field(default=None, repr=False)
     vector_store: bool = True
+    store_preload_docs: int = PRELOAD_DOCS
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
     client_cert_for_callers: bool = False
     tls_cert: str | None = None
@@ -140,6 +144,9 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        preload = self.store_preload_docs
+        if not isinstance(preload, int) or isinstance(preload, bool) or preload < 0:
+            raise ConfigError(f"store_preload_docs must be an integer >= 0, got {preload!r}")
         for name in ("settings_ttl_s", "connect_timeout_s", "upstream_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:

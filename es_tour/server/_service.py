@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.pipeline import PRELOAD_DOCS, ModelPool, Timings, VectorStore, with_doc_ids
+from es_tour.pipeline import ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import fetch_page, overview_alongside, overview_body, plan_page
 from es_tour.server._loop import RefineLoop
@@ -54,7 +54,7 @@ class TourService:
             self._engine = connect(kind, self.config.upstreams, self.config.upstream_tls)
             if self.config.vector_store:
                 self.store = VectorStore(self._engine.with_headers(self.config.service_identity),
-                                         preload_docs=PRELOAD_DOCS)
+                                         preload_docs=self.config.store_preload_docs)
                 self._writer = asyncio.get_running_loop().create_task(self.store.run_writer())
         return self._engine
 
