@@ -124,9 +124,12 @@ QUALITY_CONCURRENCY = 4
 
 @pytest.fixture(scope="session")
 def retriever():
-    from es_tour.models import DualEncoder, model_path
+    """The retriever as the sidecar and `es-tour index` open it (its registry precisions):
+    one SciFact corpus embedding in the model cache serves the suite's indices and the
+    CLI's alike, where a cold cache would embed it once more at another precision."""
+    from es_tour.models import query_encoder
 
-    return DualEncoder(model_path("minilm-l6"))
+    return query_encoder("retriever")
 
 
 @pytest.fixture(scope="session")

@@ -154,3 +154,19 @@ def test_a_shutdown_waits_out_the_deadline_and_the_fallback():
     assert drain_seconds(ServerConfig(upstream="http://127.0.0.1:1", deadline_ms=2_500)) == 4
     built = uvicorn_config(config, "127.0.0.1", 0, None, "warning")
     assert built.timeout_graceful_shutdown == 11
+
+
+async def test_a_started_sidecar_collects_cycles_rarely_and_never_rescans_its_startup_heap(
+        ) -> None:
+    import gc
+
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(700, *threshold[1:])
+    try:
+        async with _sidecar():
+            assert gc.get_threshold()[0] >= 10_000
+            assert gc.get_freeze_count() > 0  # what the process held at startup
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
