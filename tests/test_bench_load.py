@@ -7,6 +7,7 @@ import socket
 import threading
 from collections import Counter
 
+import httpx
 import numpy as np
 import pytest
 
@@ -17,11 +18,13 @@ from es_tour.bench.load import (
     Burst,
     Row,
     RowRun,
+    Side,
     TextStream,
     main_rows,
     markdown,
     per_search,
     ratio,
+    read_ahead,
     search_body,
 )
 
@@ -176,3 +179,23 @@ def test_the_page_sets_refined_cpu_against_the_plain_match_at_each_scale() -> No
     assert "4.50× at 1x, 3.00× at 20x" in page
     assert f"- index's method: 1 × `POST /{INDEX}/_search`" in page
     assert "1024 MiB on disk against 64 MiB" in page and "an earlier run" in page
+
+
+def test_a_counting_pass_starts_once_the_sidecars_read_ahead_is_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidecar reads its store ahead over its first searches (here 1,000 records a
+    stats read); the pass waits, searching uncounted, until three reads find the count still."""
+    preloaded, searches = iter([1000.0, 2000.0, 3000.0, 3000.0, 3000.0, 3000.0]), []
+    monkeypatch.setattr("es_tour.bench.load.time.sleep", lambda _: None)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/_search"):
+            searches.append(request)
+            return httpx.Response(200, json={"hits": {"hits": []}, "ext": {"tour": {}}})
+        return httpx.Response(200, json={"es_tour": {
+            "store_docs_preloaded": {"total": next(preloaded)}}})
+
+    side = Side("http://sidecar", lambda: 0.0, TextStream([f"q{i}" for i in range(300)]))
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        read_ahead(client, side, Row("index's method", "method"))
+    assert len(searches) == 6  # the count grew for 3 reads, then stood still for 3
