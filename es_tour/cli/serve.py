@@ -89,7 +89,7 @@ def serve_command(
              "shared by every sidecar and kept across restarts")] = True,
     store_preload_docs: Annotated[int, typer.Option(
         min=0, help="labeler vectors each worker reads from the store into memory ahead of "
-                    "its searches, over every index (~1.5 KiB each at 384-d; 0: none)")
+                    "its searches, over every index (~2 KiB each at 384-d; 0: none)")
     ] = PRELOAD_DOCS,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,

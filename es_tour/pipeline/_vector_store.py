@@ -52,7 +52,8 @@ FLUSH_DOCS = 256  # vectors waiting that wake the writer before its next tick
 FLUSH_EVERY_S = 1.0
 MAX_PENDING = 20_000  # vectors waiting to be written; past it new ones are dropped (counted)
 # records a sidecar reads into memory ahead of its searches, over every index, by default:
-# ~1.5 KiB each at 384-d (180 MiB per worker), a corpus of 120,000 docs asks the store nothing
+# ~2 KiB each in memory at 384-d (230 MiB per worker); a corpus of 120,000 docs then asks
+# the store nothing
 PRELOAD_DOCS = 120_000
 PRELOAD_BATCH = 1_000
 

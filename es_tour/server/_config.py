@@ -52,7 +52,7 @@ class ServerConfig:
     vector_store: keep a dual-encoder labeler's doc vectors in the engine
         (es_tour.pipeline.VectorStore), shared by every sidecar and kept across restarts.
     store_preload_docs: how many of the store's vectors each worker reads into memory
-        ahead of its searches, over every index (~1.5 KiB each at 384-d); 0 reads none.
+        ahead of its searches, over every index (~2 KiB each at 384-d); 0 reads none.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
