@@ -257,50 +257,10 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     assert {h.id: h.other_score for h in dense} == pytest.approx(
         {h.id: bm25.get(h.id, 0.0) for h in dense})
     assert any(h.other_score == 0.0 for h in dense) or len(bm25) == len(dense)
-    sharded = await _on_two_shards(engine, spec, docs)
-    assert await legs(sharded) is None
-    for name in (spec.name, sharded):
-        await engine.delete_index(name)
-
-
-async def test_knn_with_lexical_is_the_knn_leg_with_each_hits_bm25_and_no_script(engine,
-                                                                                 sample):
-    """The kNN leg asked twice at once, as is and rescored by the lexical query alone: the
-    kNN's own hits and scores, each with its BM25 (0 where no term matches), on both engines
-    (Elasticsearch's vector functions serve no script field). Across two shards it is None:
-    each shard's top k would be rescored apart."""
-    spec = IndexSpec("it-knn-with-lexical", DIM)
-    await engine.create_index(spec, replace=True)
-    await engine.bulk_index(spec.name, sample)
-    await engine.refresh(spec.name)
-    view = engine.with_filters([])
-    vector = np.asarray(sample[3]["embedding"], dtype=np.float32) + 0.05
-    vector /= np.linalg.norm(vector)
-    lexical = text_query(sample[5]["title"], spec.text_fields)
-
-    def with_lexical(index: str):
-        return view.knn_with_lexical(index, vector, lexical, 20, field="embedding",
-                                     num_candidates=100)
-
-    dense = await with_lexical(spec.name)
-    apart = await view.knn(spec.name, vector, 20, returns="keys")
-    assert [(h.id, h.score) for h in dense] == [(h.id, pytest.approx(h.score)) for h in apart]
-    restricted = await view.bm25(spec.name, sample[5]["title"], 20, ids=[h.id for h in dense],
-                                 keyed=True)
-    bm25 = {h.id: h.score for h in restricted}
-    assert {h.id: h.other_score for h in dense} == pytest.approx(
-        {h.id: bm25.get(h.id, 0.0) for h in dense})
-    assert 0 < len(bm25) < len(dense)  # some match a term, some score 0
-    sharded = await _on_two_shards(engine, spec, sample)
-    assert await with_lexical(sharded) is None
-    for name in (spec.name, sharded):
-        await engine.delete_index(name)
-
-
-async def _on_two_shards(engine, spec: IndexSpec, docs) -> str:
-    """`docs` in an index like `spec` over two shards; its name."""
-    sharded = replace(spec, name=f"{spec.name}-2", shards=2)
+    sharded = IndexSpec(f"{spec.name}-2", DIM, similarity=similarity, shards=2)
     await engine.create_index(sharded, replace=True)
     await engine.bulk_index(sharded.name, docs)
     await engine.refresh(sharded.name)
-    return sharded.name
+    assert await legs(sharded.name) is None
+    for name in (spec.name, sharded.name):
+        await engine.delete_index(name)

@@ -467,11 +467,6 @@ def test_a_hybrid_pools_legs_bring_each_others_scores_on_opensearch(sidecar: Sid
         assert first == 2
     else:
         assert first > 2
-    if method == "hybrid-tour":
-        # a later round with the same Lucene query: on Elasticsearch one round trip too,
-        # the kNN with each hit's BM25 beside the known BM25 top's q·c (for the moved q)
-        assert tour["rounds"][1]["engine_calls"] == (2 if sidecar.engine == "opensearch"
-                                                     else 1)
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])

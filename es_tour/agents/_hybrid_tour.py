@@ -127,7 +127,6 @@ class HybridTourMethod:
             if options.pool == "hybrid-linear":
                 depth = max(depth, LINEAR_DEPTH)  # the z-scores need hybrid-linear's union
             scored = (await self._scored_legs(q, lexical, depth, seen, timings)
-                      or await self._legs_apart(q, lexical, depth, seen, timings)
                       if options.pool == "hybrid-linear" else None)
             dense, (sparse, asked) = scored or await asyncio.gather(
                 context.knn(q, depth, timings, returns="keys"),
@@ -221,35 +220,6 @@ class HybridTourMethod:
             [(hit.id, hit.score) for hit in sparse]
             + [(hit.id, hit.other_score) for hit in dense if hit.other_score is not None])
         return dense, (sparse, 1)
-
-    async def _legs_apart(self, q: np.ndarray, lexical: Query, depth: int, seen: _Session,
-                          timings: Timings
-                          ) -> tuple[list[Hit], tuple[list[Hit], int]] | None:
-        """Where no script brings each leg the other's score: kNN's top `depth`, each hit
-        with its BM25 (`SearchContext.knn_with_lexical`), beside the Lucene query's top, in
-        one round trip; a round whose Lucene query an earlier one ran as deep asks that top's
-        q·c in the same trip, so it needs no other. None where the engine cannot."""
-        compiled = compile_bool(lexical, self.context.text_fields, self.context.lexical_query)
-        asked, known = seen.top.get(lexical, (0, []))
-        known = known[:depth] if asked >= depth else []
-
-        async def moved() -> dict[str, float]:  # q·c of the known top, for this round's q
-            if not known:
-                return {}
-            found = await self.context.knn(q, len(known), timings, ids=[h.id for h in known],
-                                           returns="ids")
-            return {hit.id: hit.score for hit in found}
-
-        dense, (sparse, calls), knn_scores = await asyncio.gather(
-            self.context.knn_with_lexical(q, compiled, depth, timings),
-            self._top(lexical, depth, seen, timings), moved())
-        if dense is None:
-            return None
-        seen.bm25.setdefault(lexical, {}).update(
-            (hit.id, hit.other_score) for hit in dense if hit.other_score is not None)
-        sparse = [Hit(hit.id, hit.score, hit.source, hit.vector, hit.index,
-                      knn_scores.get(hit.id)) for hit in sparse]
-        return dense, (sparse, calls)
 
     async def _top(self, lexical: Query, depth: int, seen: _Session, timings: Timings
                    ) -> tuple[list[Hit], int]:

@@ -79,27 +79,6 @@ class HybridLegs:
                      for hit in dense]
         return sparse, sorted(by_vector, key=lambda hit: -hit.score)
 
-    async def knn_with_lexical(self, index: str, vector: np.ndarray,
-                               lexical: Mapping[str, Any], k: int, *, field: str,
-                               num_candidates: int) -> list[Hit] | None:
-        """The kNN's top k for `vector` (doc keys and scores, best first), each hit with
-        `lexical`'s score of it as `other_score` (0 where no term matches), in one round
-        trip and with no script: the kNN asked twice at once, as is and rescored by
-        `lexical` alone. None where `index` spans several shards (each shard's top k would
-        be rescored apart)."""
-        unit = np.asarray(vector, dtype=np.float32).tolist()
-        knn = self._knn_clause(unit, k, num_candidates, field, self._constraints(None))
-        rescored = {"window_size": k, "query": {"rescore_query": lexical, "query_weight": 0,
-                                               "rescore_query_weight": 1}}
-        plain, by_lexical = await asyncio.gather(
-            self.unsharded_search(index, {"size": k, "query": knn}),
-            self.unsharded_search(index, {"size": k, "query": knn, "rescore": rescored}))
-        if plain is None or by_lexical is None:
-            return None
-        scores = {hit.id: hit.score for hit in by_lexical}
-        return [Hit(hit.id, hit.score, index=hit.index, other_score=scores.get(hit.id))
-                for hit in plain]
-
     def _dense_script(self, similarity: Similarity) -> str | None:
         """A script field's source giving a hit q·c (params.q, the query vector, against
         the vector field params.f) for a field of `similarity`; None where this engine has

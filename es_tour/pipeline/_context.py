@@ -294,16 +294,6 @@ class SearchContext:
                 self.index, _unit(vector), lexical, k, field=self.vector_field,
                 similarity=self.vector_similarity, num_candidates=knn_candidates(k))
 
-    async def knn_with_lexical(self, vector: np.ndarray, lexical: Mapping[str, Any], k: int,
-                               timings: Timings) -> list[Hit] | None:
-        """The kNN's top k for `vector`, each hit with the query DSL `lexical`'s score
-        (`ClientEngine.knn_with_lexical`): for legs asked apart, where no script gives the
-        lexical leg's hits their q·c; None where the engine cannot."""
-        with timings.engine():
-            return await self.engine.knn_with_lexical(
-                self.index, _unit(vector), lexical, k, field=self.vector_field,
-                num_candidates=knn_candidates(k))
-
     def lexical_dsl(self, query: str) -> Mapping[str, Any]:
         """The BM25 leg's query DSL for the search's text `query`: the request's own
         lexical query when it has one, else the text over the text fields."""
