@@ -102,10 +102,10 @@ async def _read_ahead(store: VectorStore, labeler: DualEncoderLabeler,
     raise AssertionError(f"read {store.counts.preloaded} of {expected} records ahead")
 
 
-async def test_a_store_read_ahead_serves_the_same_text_without_a_search_and_no_other(
-        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
-    labeler = sidecar_models.labeler("default")
-    assert isinstance(labeler, DualEncoderLabeler)
+async def _store_every_doc(cluster: Cluster, adapter: ClientEngine,
+                           labeler: DualEncoderLabeler) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """An emptied store then filled with every doc of TEXTS; the docs, and the φ of QUERY
+    their embedding gave."""
     await adapter.delete_index(cluster.store)
     docs = [(str(i), text) for i, text in enumerate(TEXTS)]
     writer, embedder = VectorStore(adapter), _fresh(labeler)
@@ -114,6 +114,14 @@ async def test_a_store_read_ahead_serves_the_same_text_without_a_search_and_no_o
     writer.keep(lacked)
     await writer.flush()
     await adapter.refresh(cluster.store)
+    return docs, expected
+
+
+async def test_a_store_read_ahead_serves_the_same_text_without_a_search_and_no_other(
+        cluster: Cluster, adapter: ClientEngine, sidecar_models: Models) -> None:
+    labeler = sidecar_models.labeler("default")
+    assert isinstance(labeler, DualEncoderLabeler)
+    docs, expected = await _store_every_doc(cluster, adapter, labeler)
 
     store, reader = VectorStore(adapter, preload_docs=100), _fresh(labeler)
     await _read_ahead(store, reader, docs, len(docs))
@@ -140,17 +148,13 @@ async def test_a_store_is_read_ahead_past_its_result_window_page_by_page(
     read ahead whole: each page follows the last one's sort values, never a `from`."""
     labeler = sidecar_models.labeler("default")
     assert isinstance(labeler, DualEncoderLabeler)
+    # a search cut before its labeler ran, with no store made yet: nothing to write, no error
     await adapter.delete_index(cluster.store)
-    docs = [(str(i), text) for i, text in enumerate(TEXTS)]
-    writer, embedder = VectorStore(adapter), _fresh(labeler)
-    lacked = await writer.fill(embedder, INDEX, docs)
-    writer.keep(lacked)  # a search cut before its labeler ran: nothing to write, no error
+    writer, docs = VectorStore(adapter), [(str(i), text) for i, text in enumerate(TEXTS)]
+    writer.keep(await writer.fill(_fresh(labeler), INDEX, docs))
     await writer.flush()
     assert writer.counts.written == 0 and writer.counts.failures == 0
-    embedder.score(QUERY, docs, INDEX)
-    writer.keep(lacked)
-    await writer.flush()
-    await adapter.refresh(cluster.store)
+    await _store_every_doc(cluster, adapter, labeler)
     window = 5  # pages of 3 pass it at the second page's end
     await adapter.put_settings(cluster.store, {"index.max_result_window": window})
     try:

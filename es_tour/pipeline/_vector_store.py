@@ -176,15 +176,14 @@ class VectorStore:
             with self._engine.engine_errors():
                 while (size := min(self._preload_batch,
                                    self._preload_docs - self.counts.preloaded)) > 0:
-                    hits = (await self._engine.search(store, {**page, "size": size}))[
-                        "hits"]["hits"]
-                    for hit in hits:
-                        self._preloaded[(store, hit["_id"])] = decode_vector(
-                            hit["_source"]["vector"])
-                    self.counts.preloaded += len(hits)
-                    if len(hits) < size:
+                    answer = await self._engine.search(store, {**page, "size": size})
+                    vectors = _vectors(answer)
+                    for record_key, vector in vectors.items():
+                        self._preloaded[(store, record_key)] = vector
+                    self.counts.preloaded += len(vectors)
+                    if len(vectors) < size:
                         return
-                    page["search_after"] = hits[-1]["sort"]
+                    page["search_after"] = answer["hits"]["hits"][-1]["sort"]
         except EsTourError as exc:
             if not (isinstance(exc, EngineError) and exc.status == 404):  # no store yet
                 log.warning("reading [%s]'s vectors of [%s] ahead failed (%s); its searches "

@@ -58,7 +58,7 @@ METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 # A search decodes thousands of short-lived JSON containers: at Python's default threshold
 # (700) the young collections cost a sidecar ~0.5 ms a search and a full collection ~70 ms
-# now and then (measured with gc.callbacks over 100 SciFact searches); refcounting frees
+# now and then (measured with gc.callbacks over 105 SciFact searches); refcounting frees
 # nearly all of them anyway.
 YOUNG_COLLECTION_THRESHOLD = 20_000
 
