@@ -2,7 +2,7 @@
 
 No timing is asserted: this checks that every benchmark runs (the models bench has its
 own smoke test, in tests/models) and that RESULTS.md and the plots are written from what
-it measured. The labeler is the retriever itself, whose corpus
+it measured. The labeler is the retriever itself at its int8 doc precision, whose corpus
 vectors ingest already cached, so the smoke run takes minutes on two cores.
 """
 
@@ -30,8 +30,8 @@ def smoke_run(nodes, scifact, scifact_index, tmp_path_factory):
     try:
         main(["--dataset", str(scifact.root), "--opensearch", nodes["opensearch"].url,
               "--elasticsearch", nodes["elasticsearch"].url, "--index", scifact_index,
-              "--labeler", "retriever", "--out", str(out), "--smoke", "--no-cross-encoder",
-              "--policy", policy])
+              "--labeler", "retriever", "--labeler-precision", "int8", "--out", str(out),
+              "--smoke", "--no-cross-encoder", "--policy", policy])
     finally:
         shutil.rmtree(policy_dir(policy), ignore_errors=True)
     return out, json.loads((out / "results.json").read_text())

@@ -93,15 +93,15 @@ def code_defaults() -> dict[str, Any]:
 async def run(
     dataset: BeirDataset, urls: dict[str, str], index: str, labeler_name: str,
     cross_encoder: Path | None, plan: Plan, policy: str = "bench",
+    labeler_precision: str | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     retriever = query_encoder("retriever")
     recipe = spec(labeler_name)
-    encoder = labeler_encoder(recipe.name)
+    encoder = labeler_encoder(recipe.name, precision=labeler_precision)
     labeler = CorpusLabeler(encoder, dataset, recipe.name)
     sample = [doc.contents for doc in list(dataset.corpus())[:32]]
-    cost = measure_labeler_cost(encoder, sample, f"{recipe.name} "
-                                f"({recipe.labeler_precision})")
+    cost = measure_labeler_cost(encoder, sample, f"{recipe.name} ({encoder.precision})")
     test_ids = list(dataset.queries("test"))[: plan.test_queries]
     out: dict[str, Any] = {
         "date": now(), "machine": machine(), "dataset": dataset.name,
@@ -199,6 +199,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--index", default=None, help="default: the dataset's name")
     parser.add_argument("--labeler", default="default")
+    parser.add_argument("--labeler-precision", choices=("fp32", "int8"), default=None,
+                        help="the precision the labeler embeds the corpus and queries at "
+                             "(default: the registry's labeler precision); the retriever's "
+                             "int8 corpus vectors are the ones ingest cached")
     parser.add_argument("--cross-encoder", type=Path, default=_trained_reranker(),
                         help="a cross model directory (default: `make reranker`'s output, "
                              "when built)")
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     collected = asyncio.run(run(dataset, urls, args.index or dataset.name, args.labeler,
                                 args.cross_encoder, SMOKE if args.smoke else FULL,
-                                args.policy))
+                                args.policy, args.labeler_precision))
     given = sys.argv[1:] if argv is None else argv
     collected["command"] = portable_command("python -m es_tour.bench", given)
     args.out.mkdir(parents=True, exist_ok=True)

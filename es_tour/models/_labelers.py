@@ -341,13 +341,13 @@ def load_model_labeler(
 
 
 def labeler_encoder(name: str = "default", max_length: int | None = None,
-                    threads: int | None = None) -> DualEncoder:
-    """The dual encoder a model labels with (a registry name or a model directory), at its
-    labeler precision; `max_length` cuts docs shorter than the model's
-    (docs/benchmarks/doc-length.md: on SciFact train, 384 tokens already cost 0.005 nDCG@10,
-    so the labeler reads all 512)."""
-    return DualEncoder(model_directory(name)[0], labeler_precision(name), threads=threads,
-                       max_length=max_length)
+                    threads: int | None = None, precision: str | None = None) -> DualEncoder:
+    """The dual encoder a model labels with (a registry name or a model directory), at
+    `precision` (default: its labeler precision); `max_length` cuts docs shorter than the
+    model's (docs/benchmarks/doc-length.md: on SciFact train, 384 tokens already cost 0.005
+    nDCG@10, so the labeler reads all 512)."""
+    return DualEncoder(model_directory(name)[0], precision or labeler_precision(name),
+                       threads=threads, max_length=max_length)
 
 
 def query_encoder(name: str) -> DualEncoder:

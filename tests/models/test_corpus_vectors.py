@@ -125,3 +125,13 @@ def test_a_corpus_is_embedded_on_every_core_though_its_encoder_runs_one_thread(
     vectors, _ = corpus_embeddings(query_like, collection.root / "corpus.jsonl", texts)
     assert threads == [0]  # onnxruntime's default: a thread per core
     assert np.allclose(vectors, encode_docs(query_like, texts), atol=1e-5)
+
+
+def test_the_retriever_labelling_at_int8_reads_the_corpus_vectors_ingest_cached(
+        minilm_dir: Path) -> None:
+    from es_tour.models import labeler_encoder, query_encoder
+
+    retriever = query_encoder("retriever")
+    at_int8 = labeler_encoder("retriever", precision="int8")
+    assert at_int8.doc_encoding == retriever.doc_encoding  # one cache key: no embedding again
+    assert labeler_encoder("retriever").doc_encoding != retriever.doc_encoding  # fp32's own
