@@ -15,8 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from es_tour.bench._relay import CountingRelay
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
+from es_tour.pipeline import STORE_PREFIX
+from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
 from integration_tests.conftest import background_sidecar, sidecar_workers
 
@@ -467,6 +470,37 @@ def test_a_hybrid_pools_legs_bring_each_others_scores_on_opensearch(sidecar: Sid
         assert first == 2
     else:
         assert first > 2
+
+
+def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
+                                                            sidecar_models: Models) -> None:
+    """The recommended method's last round fetches the text it labels and, in the same
+    `_msearch`, the page's candidates (every doc it labelled, with the request's body) and
+    the overview: on OpenSearch a refined search is 4 round trips, where a page fetched
+    after the ranking makes 5; Elasticsearch asks each round's missing scores after its
+    legs. Counted on the wire between a sidecar and the engine; the page's hits are the
+    engine's own fetch of the docs es-tour ranked."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
+            "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    relay = CountingRelay(sidecar.direct)
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000)
+        with background_sidecar(config, sidecar_models, sidecar.engine) as server:
+            _search(server.url, PLAIN, body)  # the settings and the vector field, read once
+            relay.reset()
+            response = _search(server.url, PLAIN, body)
+            traffic = relay.reset()
+    # the vector store's reads (its read-ahead) are the sidecar's own, not this search's
+    calls = sum(n for call, n in traffic.calls.items() if STORE_PREFIX not in call)
+    assert calls == (4 if sidecar.engine == "opensearch" else 6)
+    page = [hit["_id"] for hit in response.json()["hits"]["hits"]]
+    assert page == [hit["_id"] for hit in _tour(response)["hits"]][:10]
+    fetched = {hit["_id"]: hit for hit in _search(sidecar.direct, PLAIN, {
+        "query": {"bool": {"filter": [{"ids": {"values": page}}], "should": [body["query"]]}},
+        "_source": False, "size": 10}).json()["hits"]["hits"]}
+    # each hit as the engine fetched it, its `_score` es-tour's
+    assert ([{**hit, "_score": None} for hit in response.json()["hits"]["hits"]]
+            == [{**fetched[doc], "_score": None} for doc in page])
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])

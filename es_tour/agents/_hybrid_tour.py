@@ -141,6 +141,8 @@ class HybridTourMethod:
                 : min(options.k, options.budget - pairs)]
             last = (round_no == options.max_rounds or not to_label
                     or pairs + len(to_label) >= options.budget)
+            if last and context.page_ahead is not None:  # the answer's labelled docs
+                context.page_ahead([*seen.sources, *(hit.id for hit in to_label)])
             # the text to label, and the stored vectors the step after reads, in one call
             to_label = await context.with_text(to_label, timings, vectors=not last)
             seen.vectors |= {h.id: h.vector for h in to_label if h.vector is not None}

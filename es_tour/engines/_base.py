@@ -447,6 +447,13 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
         own page, total and aggregations, fetched for it)."""
         raise NotImplementedError
 
+    def search_alongside(self, index: str, body: Mapping[str, Any]
+                         ) -> asyncio.Future[dict[str, Any]]:
+        """A search as written, with no URL parameter, sent in the round trip of the searches
+        this view is asked for in this turn of the event loop (one `_msearch`): its answer
+        to come, or the search's EngineError. No filter of this view is added."""
+        return self._batch.submit(index, dict(body))
+
     async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = (),
                          include: Sequence[str] | None = None, vectors: bool = True
                          ) -> list[Hit]:

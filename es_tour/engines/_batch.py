@@ -25,13 +25,17 @@ class SearchBatch:
         self._pending: list[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
 
     async def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.submit(index, body)
+
+    def submit(self, index: str, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """The answer to come of a search joined to this turn's round trip, at once."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending.append((index, body, answer))
         if len(self._pending) == 1:
             # two turns: the tasks gathered beside this one reach their own call first
             loop.call_soon(loop.call_soon, self._send)
-        return await answer
+        return answer
 
     def _send(self) -> None:
         pending, self._pending = self._pending, []

@@ -124,6 +124,10 @@ class SearchContext:
     # how the vector field's kNN compares vectors, where known (`ClientEngine.vector_field`):
     # hybrid pools then ask both legs with each other's scores in one round trip
     vector_similarity: Similarity | None = None
+    # told, as a method's last round starts to fetch the text it labels, every doc its answer
+    # will rank above the ones it did not label: the sidecar's page of them then goes in
+    # that round trip (`es_tour.server._fetch.PageAhead`)
+    page_ahead: Callable[[Sequence[str]], None] | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)

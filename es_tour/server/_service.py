@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 from es_tour.engines import ClientEngine, connect
 from es_tour.pipeline import ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
-from es_tour.server._fetch import fetch_page, overview_alongside, overview_body, plan_page
+from es_tour.server._fetch import (
+    PageAhead,
+    fetch_page,
+    overview_alongside,
+    overview_body,
+    plan_page,
+)
 from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
 from es_tour.server._plan import Planner, RefinePlan
@@ -91,6 +97,11 @@ class TourService:
         if plan.as_the_engine_ranks:
             return await self._as_the_engine_ranks(plan, as_caller, started)
         alongside = overview_alongside(request.params)
+        # the page and overview in the last text fetch's round trip, where they can go there
+        ahead = PageAhead(plan.context.engine, request.index, request.body, request.from_,
+                          request.size, plan.chosen.window)
+        if alongside:
+            plan.context.page_ahead = ahead.ask
         async with self._rounds.admitted() as holding:
             # the engine's total and aggregations for the request as sent: in the page's
             # round trip, or meanwhile, where an error of its (a malformed aggregation, say)
@@ -110,12 +121,13 @@ class TourService:
                     result = await with_doc_ids(ranked.result, plan.context, shown)
                     page = replace(page, ids=tuple(map(plan.context.engine.known_id,
                                                        page.ids)))
-                    fetched, counted = await fetch_page(
+                    fetched, counted = ahead.fetched(page) or await fetch_page(
                         as_caller, request.index, request.body, request.params,
                         ranked.window, page, with_overview=alongside)
                     counted = counted if counted is not None else await overview
             finally:
                 settle(overview, ranking)
+                ahead.settle()
         took = time.perf_counter() - started
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,

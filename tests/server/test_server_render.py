@@ -3,6 +3,9 @@ the answer rendered in the engine's shape."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from es_tour.errors import ConfigError
@@ -10,6 +13,7 @@ from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.server import parse_listen
 from es_tour.server._fetch import (
     Fetched,
+    PageAhead,
     PagePlan,
     fetch_body,
     overview_body,
@@ -114,3 +118,52 @@ def test_ext_tour_hits_trace_the_windows_hits_of_the_page_in_order() -> None:
         {"_id": "1", "round": None, "retrieved_by": [], "label": None},
         {"_id": "2", "round": 1, "retrieved_by": ["bm25", "knn"], "label": 0.25},
     ]
+
+
+class _RoundTrip:
+    """What a PageAhead reads of an engine view: the searches it joins to the round trip,
+    each answered at once (the page with its ids' hits, the overview with a total)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def known_id(self, doc: str) -> str:
+        return doc
+
+    def search_alongside(self, index: str, body: dict[str, Any]) -> asyncio.Future[dict]:
+        self.bodies.append(body)
+        answer: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        ids = body["query"]["bool"]["filter"][0]["ids"]["values"] if body["size"] else []
+        answer.set_result({"hits": {"total": {"value": 9, "relation": "eq"},
+                                    "hits": [_engine_hit(doc) for doc in ids]}})
+        return answer
+
+
+async def test_a_page_among_the_labelled_docs_is_fetched_with_the_last_round() -> None:
+    engine = _RoundTrip()
+    ahead = PageAhead(engine, "idx", {"query": QUERY}, 1, 2, 4)  # type: ignore[arg-type]
+    ahead.ask(["3", "1", "0", "2"])
+    assert [body["size"] for body in engine.bodies] == [4, 0]  # every labelled doc; overview
+    got = ahead.fetched(plan_page(["0", "2", "1", "3"], 1, 2))
+    assert got is not None
+    fetched, overview = got
+    assert [hit["_id"] for hit in fetched.hits] == ["2", "1"]
+    assert overview["hits"]["total"]["value"] == 9
+
+
+async def test_a_page_past_the_labelled_docs_or_the_window_is_fetched_after_the_ranking(
+        ) -> None:
+    for from_, size, window in ((3, 2, 10), (0, 4, 3)):
+        engine = _RoundTrip()
+        ahead = PageAhead(engine, "idx", {"query": QUERY}, from_, size,  # type: ignore[arg-type]
+                          window)
+        ahead.ask(["3", "1", "0", "2"])
+        assert engine.bodies == []
+        assert ahead.fetched(plan_page(["0", "2", "1", "3"], from_, size)) is None
+
+
+async def test_a_ranking_that_left_the_labelled_docs_fetches_its_page_after_it() -> None:
+    engine = _RoundTrip()
+    ahead = PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 10)  # type: ignore[arg-type]
+    ahead.ask(["3", "1", "0", "2"])
+    assert ahead.fetched(plan_page(["7", "3"], 0, 2)) is None  # round 0's, past a deadline
