@@ -212,11 +212,12 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
 async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sample,
                                                                       similarity):
-    """On OpenSearch, BM25's and kNN's legs, asked together, are the legs asked apart, and
-    each hit brings the other retriever's score of it: its BM25 as a call restricted to it
-    gives it (0 where no term matches), and its q·c, cosine on a cosine field (whose
-    vectors here are not unit length). Elasticsearch writes no such script: the legs are
-    asked apart. Across two shards neither engine asks them together."""
+    """BM25's and kNN's legs, asked together, are the legs asked apart, and each kNN hit
+    brings its BM25 as a call restricted to it gives it (0 where no term matches). On
+    OpenSearch each BM25 hit brings its q·c, cosine on a cosine field (whose vectors here
+    are not unit length), and each kNN hit's score is its q·c. Elasticsearch writes no
+    such script: asked again for a BM25 top it has, it gets their kNN scores, as a kNN
+    restricted to them gives them. Across two shards neither engine asks them together."""
     spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}", DIM, similarity=similarity)
     scale = 2.0 if similarity == "cosine" else 1.0
     docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
@@ -229,13 +230,11 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     vector /= np.linalg.norm(vector)
     text = sample[5]["title"]
 
-    def legs(index: str):
+    def legs(index: str, lexical_top: list | None = None):
         return view.hybrid_legs(index, vector, text_query(text, spec.text_fields), 20,
-                                field="embedding", similarity=similarity, num_candidates=100)
+                                field="embedding", similarity=similarity, num_candidates=100,
+                                lexical_top=lexical_top)
 
-    if engine.name == "elasticsearch":
-        assert field.similarity is None and await legs(spec.name) is None
-        return
     assert field.similarity == similarity
     sparse, dense = await legs(spec.name)
     apart_sparse = await view.bm25(spec.name, text, 20, keyed=True)
@@ -243,14 +242,25 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     assert [(h.id, h.score) for h in sparse] == [(h.id, pytest.approx(h.score))
                                                  for h in apart_sparse]
     assert {h.id for h in dense} == {h.id for h in apart_dense}
-    ids = await view.doc_ids(spec.name, [h.id for h in [*sparse, *dense]])
-    stored = {doc["_id"]: np.asarray(doc["embedding"]) for doc in docs}
-    expected = {key: float(vector @ stored[i]) / (np.linalg.norm(stored[i]) if similarity
-                                                 == "cosine" else 1.0)
-                for key, i in zip([h.id for h in [*sparse, *dense]], ids, strict=True)}
-    assert {h.id: h.other_score for h in sparse} == pytest.approx(
-        {h.id: expected[h.id] for h in sparse}, abs=1e-5)
-    assert [h.score for h in dense] == pytest.approx([expected[h.id] for h in dense], abs=1e-5)
+    if engine.name == "elasticsearch":
+        assert all(h.other_score is None for h in sparse)
+        again, _ = await legs(spec.name, sparse)
+        restricted_knn = await view.knn(spec.name, vector, 20, ids=[h.id for h in sparse],
+                                        returns="keys")
+        assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in sparse]
+        assert {h.id: h.other_score for h in again} == pytest.approx(
+            {h.id: h.score for h in restricted_knn})
+        assert [h.score for h in dense] == pytest.approx([h.score for h in apart_dense])
+    else:
+        ids = await view.doc_ids(spec.name, [h.id for h in [*sparse, *dense]])
+        stored = {doc["_id"]: np.asarray(doc["embedding"]) for doc in docs}
+        expected = {key: float(vector @ stored[i]) / (np.linalg.norm(stored[i]) if similarity
+                                                     == "cosine" else 1.0)
+                    for key, i in zip([h.id for h in [*sparse, *dense]], ids, strict=True)}
+        assert {h.id: h.other_score for h in sparse} == pytest.approx(
+            {h.id: expected[h.id] for h in sparse}, abs=1e-5)
+        assert [h.score for h in dense] == pytest.approx([expected[h.id] for h in dense],
+                                                         abs=1e-5)
     assert [h.score for h in dense] == sorted((h.score for h in dense), reverse=True)
     restricted = await view.bm25(spec.name, text, 20, ids=[h.id for h in dense], keyed=True)
     bm25 = {h.id: h.score for h in restricted}

@@ -20,12 +20,12 @@ class Calls:
         self.trips: list[list[str]] = []
         self.fail_whole = fail_whole
 
-    async def one(self, index, body):
-        self.trips.append([index])
+    async def one(self, index, body, named_scores=False):
+        self.trips.append([index + "+named" * named_scores])
         return {"n": body["n"]}
 
-    async def many(self, searches):
-        self.trips.append([index for index, _ in searches])
+    async def many(self, searches, named_scores=False):
+        self.trips.append([index + "+named" * named_scores for index, _ in searches])
         if self.fail_whole:
             raise ConnectionError("engine down")
         return [EngineError(400, {"error": "bad", "status": 400}) if body.get("bad")
@@ -39,6 +39,18 @@ async def test_searches_gathered_together_go_in_one_round_trip():
                                    batch.search("a", {"n": 3}))
     assert [answer["n"] for answer in answers] == [1, 2, 3]
     assert calls.trips == [["a", "b", "a"]]
+
+
+async def test_searches_asking_named_queries_scores_go_in_a_round_trip_of_their_own():
+    """`include_named_queries_score` is a URL parameter of the whole `_msearch`: a search
+    that does not ask it (the page, whose `matched_queries` the caller reads) goes apart."""
+    calls = Calls()
+    batch = SearchBatch(calls.one, calls.many)
+    answers = await asyncio.gather(batch.search("a", {"n": 1}, named_scores=True),
+                                   batch.search("b", {"n": 2}),
+                                   batch.search("c", {"n": 3}, named_scores=True))
+    assert [answer["n"] for answer in answers] == [1, 2, 3]
+    assert sorted(calls.trips) == [["a+named", "c+named"], ["b"]]
 
 
 async def test_a_search_alone_is_sent_as_a_search_and_later_ones_apart():
@@ -86,7 +98,7 @@ class RefusingClient:
         self.msearches = 0
         self.searches = 0
 
-    async def msearch(self, body, headers=None):
+    async def msearch(self, body, headers=None, params=None):
         self.msearches += 1
         if headers and headers.get("authorization") == "reader":
             raise AuthorizationException(403, "security_exception",
@@ -94,7 +106,7 @@ class RefusingClient:
                                           "status": 403})
         return {"responses": [{"n": line["n"]} for line in body[1::2]]}
 
-    async def search(self, index, body, headers=None):
+    async def search(self, index, body, headers=None, params=None):
         self.searches += 1
         if body.get("bad"):
             raise RequestError(400, "parsing_exception", {"error": "bad", "status": 400})

@@ -209,15 +209,20 @@ class HybridTourMethod:
 
     async def _scored_legs(self, q: np.ndarray, lexical: Query, depth: int, seen: _Session,
                            timings: Timings) -> tuple[list[Hit], tuple[list[Hit], int]] | None:
-        """kNN's and the Lucene query's top `depth`, each hit with the other's score, in one
-        round trip (`SearchContext.hybrid_legs`), as `_top`'s answer is; None where the
-        engine cannot. The Lucene query is asked again each round: its hits' q·c moved
-        with q."""
+        """kNN's and the Lucene query's top `depth`, each hit with the other's score where
+        the engine brings it, in one round trip (`SearchContext.hybrid_legs`), as `_top`'s
+        answer is; None where the engine cannot. The Lucene query's hits' q·c moved with
+        q: each round asks it again, or for its top known from an earlier round, their
+        q·c alone."""
         compiled = compile_bool(lexical, self.context.text_fields, self.context.lexical_query)
-        legs = await self.context.hybrid_legs(q, compiled, depth, timings)
+        asked, known = seen.top.get(lexical, (0, []))
+        legs = await self.context.hybrid_legs(q, compiled, depth, timings,
+                                              known[:depth] if asked >= depth else None)
         if legs is None:
             return None
         sparse, dense = legs
+        if asked < depth:
+            seen.top[lexical] = (depth, sparse)
         seen.bm25.setdefault(lexical, {}).update(
             [(hit.id, hit.score) for hit in sparse]
             + [(hit.id, hit.other_score) for hit in dense if hit.other_score is not None])

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache, TTLCache
 
-from es_tour.engines._batch import SearchBatch, answer_or_error, identity
+from es_tour.engines._batch import MultiSearch
 from es_tour.engines._hits import read_hits, source_value
 from es_tour.engines._hybrid import HybridLegs
 from es_tour.engines._keys import DOC_IDS_KEPT, SHARDED_KEPT, KeyedSearches, ids_query
@@ -41,7 +41,7 @@ MSEARCH_REFUSAL_TTL_S = 300.0
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
 
-class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
+class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
@@ -72,13 +72,6 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
         self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
         # indices where `hybrid_legs`' script failed (painless off, say): shared too
         self._unscripted: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
-
-    def _new_batch(self) -> SearchBatch:
-        """A batch of this view's own: searches batched together share its identity."""
-        return SearchBatch(self._search_one, self.msearch)
-
-    async def _search_one(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(await self._client.search(index=index, body=dict(body)))
 
     def _view(self) -> ClientEngine:
         """A copy of this engine that shares its connections (closing it leaves them open)
@@ -408,51 +401,12 @@ class ClientEngine(TermVectors, KeyedSearches, HybridLegs):
         # script_fields alone would drop the source: keep it as the body asked
         return {"_source": True, **body, **extra}, key
 
-    async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]
-                      ) -> list[dict[str, Any] | EngineError]:
-        """Several (index, body) searches in one `_msearch` round trip, each answer in
-        order: a search's own error answer as the EngineError, with its status, that the
-        search alone would have raised.
-
-        Elasticsearch's `read` privilege grants `_msearch`; OpenSearch Security checks it
-        as a cluster action (`cluster_composite_ops_ro`), which a reader of one index may
-        lack. An identity the engine refused it is sent each search on its own, at once,
-        and remembered a while, so that it is not asked again."""
-        who = identity(self._headers)
-        if who not in self._msearch_refused:
-            lines: list[Mapping[str, Any]] = []
-            for index, body in searches:
-                lines += [{"index": index}, body]
-            try:
-                answer = await self._client.msearch(body=lines)
-                return [answer_or_error(dict(response)) for response in answer["responses"]]
-            except self._api_error as exc:
-                if self._error_answer(exc)[0] != 403:
-                    raise
-                self._msearch_refused[who] = True
-        return list(await asyncio.gather(*(self._one_or_error(index, body)
-                                           for index, body in searches)))
-
-    async def _one_or_error(self, index: str, body: Mapping[str, Any]
-                            ) -> dict[str, Any] | EngineError:
-        try:
-            return await self._search_one(index, body)
-        except self._api_error as exc:
-            return EngineError(*self._error_answer(exc))
-
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """A search as written, with the URL parameters `params` as a client sent them,
         answered as the engine answers it: no filters of this view are added (a request's
         own page, total and aggregations, fetched for it)."""
         raise NotImplementedError
-
-    def search_alongside(self, index: str, body: Mapping[str, Any]
-                         ) -> asyncio.Future[dict[str, Any]]:
-        """A search as written, with no URL parameter, sent in the round trip of the searches
-        this view is asked for in this turn of the event loop (one `_msearch`): its answer
-        to come, or the search's EngineError. No filter of this view is added."""
-        return self._batch.submit(index, dict(body))
 
     async def docs_by_id(self, index: str, ids: Sequence[str], *, exclude: Sequence[str] = (),
                          include: Sequence[str] | None = None, vectors: bool = True

@@ -7,11 +7,15 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from cachetools import TTLCache
+
 from es_tour.errors import EngineError
 
-SearchOne = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+# (index, body, named scores?) -> the engine's answer
+SearchOne = Callable[[str, Mapping[str, Any], bool], Awaitable[dict[str, Any]]]
 # the answers of several (index, body) searches in order, each a dict or its own error
-SearchMany = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[Sequence[Any]]]
+SearchMany = Callable[[Sequence[tuple[str, Mapping[str, Any]]], bool], Awaitable[Sequence[Any]]]
+_Pending = list[tuple[str, dict[str, Any], "asyncio.Future[dict[str, Any]]"]]
 
 
 class SearchBatch:
@@ -22,37 +26,42 @@ class SearchBatch:
     def __init__(self, search_one: SearchOne, search_many: SearchMany):
         self._search_one = search_one
         self._search_many = search_many
-        self._pending: list[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        # by whether they ask named queries' scores: a URL parameter of the whole `_msearch`
+        self._pending: dict[bool, _Pending] = {}
 
-    async def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.submit(index, body)
+    async def search(self, index: str, body: dict[str, Any], *, named_scores: bool = False
+                     ) -> dict[str, Any]:
+        """`body`'s answer; `named_scores`: each hit's `matched_queries` a map of the named
+        queries it matches to their scores (`include_named_queries_score`)."""
+        return await self.submit(index, body, named_scores=named_scores)
 
-    def submit(self, index: str, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+    def submit(self, index: str, body: dict[str, Any], *, named_scores: bool = False
+               ) -> asyncio.Future[dict[str, Any]]:
         """The answer to come of a search joined to this turn's round trip, at once."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._pending.append((index, body, answer))
-        if len(self._pending) == 1:
+        if not self._pending:
             # two turns: the tasks gathered beside this one reach their own call first
             loop.call_soon(loop.call_soon, self._send)
+        self._pending.setdefault(named_scores, []).append((index, body, answer))
         return answer
 
     def _send(self) -> None:
-        pending, self._pending = self._pending, []
-        task = asyncio.get_running_loop().create_task(self._answer(pending))
-        task.add_done_callback(lambda done: done.exception())  # each error is its caller's
+        pending, self._pending = self._pending, {}
+        for named_scores, searches in pending.items():
+            task = asyncio.get_running_loop().create_task(self._answer(searches, named_scores))
+            task.add_done_callback(lambda done: done.exception())  # each error is its caller's
 
-    async def _answer(self, pending: list[tuple[str, dict[str, Any],
-                                               asyncio.Future[dict[str, Any]]]]) -> None:
+    async def _answer(self, pending: _Pending, named_scores: bool) -> None:
         answers = [answer for *_, answer in pending]
         results: list[Any]  # each search's answer, or the error it gets
         try:
             if len(pending) == 1:
                 index, body, _ = pending[0]
-                results = [await self._search_one(index, body)]
+                results = [await self._search_one(index, body, named_scores)]
             else:
-                results = list(await self._search_many([(index, body)
-                                                         for index, body, _ in pending]))
+                results = list(await self._search_many(
+                    [(index, body) for index, body, _ in pending], named_scores))
         except Exception as exc:  # every caller waiting gets the call's error
             results = [exc] * len(answers)
         except asyncio.CancelledError:
@@ -79,3 +88,70 @@ def answer_or_error(response: dict[str, Any]) -> dict[str, Any] | EngineError:
         return response
     status = int(response.get("status", 500))
     return EngineError(status, {"error": response["error"], "status": status})
+
+
+class MultiSearch:
+    """The batched searches of an engine adapter (`ClientEngine`): one view's, in its
+    caller's identity."""
+
+    _client: Any
+    _headers: dict[str, str] | None
+    _batch: SearchBatch
+    _api_error: type[Exception]
+    # identities (a digest of their headers) the engine refused `_msearch`: shared by
+    # every view, never by two identities
+    _msearch_refused: TTLCache[str, bool]
+    _error_answer: Callable[[Exception], tuple[int, object]]
+
+    def _new_batch(self) -> SearchBatch:
+        """A batch of this view's own: searches batched together share its identity."""
+        return SearchBatch(self._search_one, self.msearch)
+
+    def _named_scores(self, on: bool) -> dict[str, Any]:
+        """The client's keywords asking `include_named_queries_score`, where `on`."""
+        return {"params": {"include_named_queries_score": "true"}} if on else {}
+
+    async def _search_one(self, index: str, body: Mapping[str, Any],
+                          named_scores: bool = False) -> dict[str, Any]:
+        return dict(await self._client.search(index=index, body=dict(body),
+                                              **self._named_scores(named_scores)))
+
+    async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]],
+                      named_scores: bool = False) -> list[dict[str, Any] | EngineError]:
+        """Several (index, body) searches in one `_msearch` round trip, each answer in
+        order: a search's own error answer as the EngineError, with its status, that the
+        search alone would have raised. `named_scores` as `SearchBatch.search` takes it.
+
+        Elasticsearch's `read` privilege grants `_msearch`; OpenSearch Security checks it
+        as a cluster action (`cluster_composite_ops_ro`), which a reader of one index may
+        lack. An identity the engine refused it is sent each search on its own, at once,
+        and remembered a while, so that it is not asked again."""
+        who = identity(self._headers)
+        if who not in self._msearch_refused:
+            lines: list[Mapping[str, Any]] = []
+            for index, body in searches:
+                lines += [{"index": index}, body]
+            try:
+                answer = await self._client.msearch(body=lines,
+                                                    **self._named_scores(named_scores))
+                return [answer_or_error(dict(response)) for response in answer["responses"]]
+            except self._api_error as exc:
+                if self._error_answer(exc)[0] != 403:
+                    raise
+                self._msearch_refused[who] = True
+        return list(await asyncio.gather(*(self._one_or_error(index, body, named_scores)
+                                           for index, body in searches)))
+
+    async def _one_or_error(self, index: str, body: Mapping[str, Any], named_scores: bool
+                            ) -> dict[str, Any] | EngineError:
+        try:
+            return await self._search_one(index, body, named_scores)
+        except self._api_error as exc:
+            return EngineError(*self._error_answer(exc))
+
+    def search_alongside(self, index: str, body: Mapping[str, Any]
+                         ) -> asyncio.Future[dict[str, Any]]:
+        """A search as written, with no URL parameter, sent in the round trip of the searches
+        this view is asked for in this turn of the event loop (one `_msearch`): its answer
+        to come, or the search's EngineError. No filter of this view is added."""
+        return self._batch.submit(index, dict(body))

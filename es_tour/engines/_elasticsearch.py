@@ -12,13 +12,14 @@ from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
 from es_tour.engines._json import ElasticsearchSerializer
-from es_tour.engines._types import IndexSpec
+from es_tour.engines._types import IndexSpec, Similarity
 
 
 class ElasticsearchEngine(ClientEngine):
     name = "elasticsearch"
     _api_error = ApiError
     _transport_error = ElasticTransportError
+    _names_scores = True  # `include_named_queries_score` (8.8 on)
 
     def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
                  **client_options: Any):
@@ -46,6 +47,9 @@ class ElasticsearchEngine(ClientEngine):
     def _bind(self, client: Any, headers: dict[str, str]) -> Any:
         return client.options(headers=headers)
 
+    def _named_scores(self, on: bool) -> dict[str, Any]:
+        return {"include_named_queries_score": True} if on else {}
+
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, ApiError)
         return exc.meta.status, exc.body
@@ -69,6 +73,18 @@ class ElasticsearchEngine(ClientEngine):
             # float HNSW, like OpenSearch's; 8.x would otherwise pick int8_hnsw
             "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100},
         }
+
+    async def _field_similarity(self, index: str, field: str) -> Similarity | None:
+        # a mapping the caller may not read (`view_index_metadata`): the legs go apart
+        try:
+            answer = await self._client.indices.get_field_mapping(index=index, fields=field)
+        except ApiError:
+            return None
+        found = {leaf.get("similarity") for mappings in answer.values()
+                 for leaf in mappings.get("mappings", {}).get(field, {}).get("mapping", {})
+                 .values()}
+        similarity = found.pop() if len(found) == 1 else None
+        return similarity if similarity in ("dot_product", "cosine") else None
 
     def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
         # an indexed dense_vector answers docvalue_fields (8.x); the fields API reads _source

@@ -22,12 +22,14 @@ def source_value(source: Mapping[str, Any], field: str) -> Any:
 
 def read_hits(response: Mapping[str, Any], vector_field: str | None,
               fetched: str | None = None, keys: Mapping[int, str] | None = None,
-              *, keyed: bool = False, other: str | None = None) -> list[Hit]:
+              *, keyed: bool = False, other: str | None = None,
+              named: str | None = None) -> list[Hit]:
     """The hits; a hit's vector from its source's `vector_field`, or from its `fields`
     under `fetched` (vectors read from doc values). `keyed`: each hit named by its doc key
     (a search that loaded no `_id`); `keys`: the doc keys a search asked for by sequence
     number, each hit with one of them named by it; `other`: the script field that holds
-    each hit's `other_score`."""
+    each hit's `other_score`; `named`: the named query whose score it is (0 for a hit it
+    does not match), read from `matched_queries` with their scores."""
     hits = []
     for hit in response["hits"]["hits"]:
         seq_no = hit.get("_seq_no")
@@ -43,8 +45,10 @@ def read_hits(response: Mapping[str, Any], vector_field: str | None,
         if values and values[0] is not None:  # one vector per doc, as a list of one
             vector = np.asarray(values[0], dtype=np.float32)
         others = hit.get("fields", {}).get(other) if other else None
+        other_score = float(others[0]) if others and others[0] is not None else None
+        if named is not None:
+            other_score = float(dict(hit.get("matched_queries") or {}).get(named, 0.0))
         # a search sorted by something else than the score has none
         hits.append(Hit(doc, float(hit.get("_score") or 0.0), source, vector,
-                        hit.get("_index"),
-                        float(others[0]) if others and others[0] is not None else None))
+                        hit.get("_index"), other_score))
     return hits

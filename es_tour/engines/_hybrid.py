@@ -3,6 +3,9 @@
 A hybrid pool ranks the union of both legs by both scores: asked apart, each leg's docs then
 lack the other's score, and a second round trip asks for it. Asked together, a script field
 gives every hit its q·c, and the kNN leg, rescored by the lexical query alone, its BM25.
+Where no script can (Elasticsearch's vector functions serve score scripts only), the kNN
+leg's hits get their BM25 from a named query, and the BM25 leg's a q·c only once its docs
+are known: a round that moves only the vector asks it of the BM25 top it already has.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
-from es_tour.engines._types import Hit, Similarity
+from es_tour.engines._types import Hit, Similarity, key_seq_no
 
 # the script field that gives a hybrid leg's hits their other score
 _OTHER_SCORE = "_tour_other_score"
+# the named query that gives a kNN leg's hits their BM25 where no script field can
+_LEXICAL = "_tour_lexical"
 
 
 class HybridLegs:
@@ -26,6 +31,9 @@ class HybridLegs:
     _sharded: LRUCache[str, bool]
     # indices where the legs' script failed (painless off, say): asked apart from then on
     _unscripted: LRUCache[str, bool]
+    # whether a hit's `matched_queries` can bring each named query's score: the legs are
+    # then asked with the kNN leg's BM25 named where no script gives the other scores
+    _names_scores = False
 
     unsharded_search: Callable[..., Awaitable[list[Hit] | None]]
     _constraints: Callable[[Sequence[str] | None], list[Mapping[str, Any]]]
@@ -41,18 +49,25 @@ class HybridLegs:
         field: str,
         similarity: Similarity,
         num_candidates: int,
+        lexical_top: Sequence[Hit] | None = None,
     ) -> tuple[list[Hit], list[Hit]] | None:
         """The query DSL `lexical`'s top k and the kNN's top k for `vector`, doc keys and
         scores, each hit with the other retriever's score of it (`Hit.other_score`): both in
         one round trip, where a hybrid pool would ask each leg's missing scores in a second.
         A script field gives each hit its q·c (cosine for a cosine field); the kNN leg is
-        rescored by `lexical` alone, which gives its BM25 (0 where no term matches). None
-        where this engine writes no such script, or `index` spans several shards (each
-        shard's top k would be rescored apart)."""
+        rescored by `lexical` alone, which gives its BM25 (0 where no term matches). Where
+        this engine writes no such script, `_named_legs`; `lexical_top`, `lexical`'s top k
+        known already, is then not asked again. None where neither can, or `index` spans
+        several shards (each shard's top k would be rescored apart)."""
         script = self._dense_script(similarity)
-        if script is None or index in self._sharded or index in self._unscripted:
+        if index in self._sharded:
             return None
         unit = np.asarray(vector, dtype=np.float32).tolist()
+        if script is None or index in self._unscripted:
+            if not self._names_scores:
+                return None
+            return await self._named_legs(index, unit, lexical, k, field, num_candidates,
+                                          lexical_top)
         scripted = {"script_fields": {_OTHER_SCORE: {"script": {
             "source": script, "params": {"f": field, "q": unit}}}}}
         constraints = self._constraints(None)
@@ -79,6 +94,40 @@ class HybridLegs:
                      for hit in dense]
         return sparse, sorted(by_vector, key=lambda hit: -hit.score)
 
+    async def _named_legs(self, index: str, unit: list[float], lexical: Mapping[str, Any],
+                          k: int, field: str, num_candidates: int,
+                          lexical_top: Sequence[Hit] | None
+                          ) -> tuple[list[Hit], list[Hit]] | None:
+        """The legs in one round trip where no script gives their other scores: the kNN
+        leg's hits their BM25 from `lexical` as a named post filter (beside `match_all`,
+        so that it keeps every hit); the lexical leg as asked, its hits without q·c, or,
+        for `lexical_top` (doc keys), their q·c from a kNN restricted to them."""
+        constraints = self._constraints(None)
+        named = {"bool": {"should": [{"bool": {"must": [lexical], "_name": _LEXICAL}},
+                                     {"match_all": {}}]}}
+        knn = self._knn_clause(unit, k, num_candidates, field, constraints)
+        dense_leg = self.unsharded_search(index, {"size": k, "query": knn,
+                                                  "post_filter": named}, named=_LEXICAL)
+        if lexical_top is None:
+            query = ({"bool": {"must": [lexical], "filter": constraints}} if constraints
+                     else lexical)
+            sparse, dense = await asyncio.gather(
+                self.unsharded_search(index, {"size": k, "query": query}, named_scores=True),
+                dense_leg)
+            return (sparse, dense) if sparse is not None and dense is not None else None
+        seq_nos = [key_seq_no(hit.id) for hit in lexical_top]
+        restricted = self._knn_clause(unit, len(seq_nos), max(len(seq_nos), num_candidates),
+                                      field, [*constraints, {"terms": {"_seq_no": seq_nos}}])
+        scored, dense = await asyncio.gather(
+            self.unsharded_search(index, {"size": len(seq_nos), "query": restricted},
+                                  named_scores=True) if seq_nos and None not in seq_nos
+            else _none(), dense_leg)
+        if scored is None or dense is None:
+            return None
+        by_vector = {hit.id: hit.score for hit in scored}
+        return [Hit(hit.id, hit.score, index=hit.index, other_score=by_vector.get(hit.id))
+                for hit in lexical_top], dense
+
     def _dense_script(self, similarity: Similarity) -> str | None:
         """A script field's source giving a hit q·c (params.q, the query vector, against
         the vector field params.f) for a field of `similarity`; None where this engine has
@@ -86,8 +135,9 @@ class HybridLegs:
         return None
 
     async def _field_similarity(self, index: str, field: str) -> Similarity | None:
-        """How `field`'s kNN compares vectors, from its mapping, where `_dense_script` can
-        write it; None otherwise, or where the caller may not read the mapping."""
+        """How `field`'s kNN compares vectors, from its mapping, where this engine can ask
+        the legs together (`_dense_script` or `_named_legs`); None otherwise, or where the
+        caller may not read the mapping."""
         return None
 
 
@@ -95,3 +145,7 @@ def _script_failed(error: BaseException) -> bool:
     """Whether an engine error is a script's (not compiled, not allowed), not the query's."""
     body = getattr(error, "body", None) or getattr(error, "info", None)
     return "script_exception" in str(body)
+
+
+async def _none() -> list[Hit]:
+    return []

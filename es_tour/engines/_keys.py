@@ -50,17 +50,20 @@ class KeyedSearches:
             index, {**body, "_source": False, "track_total_hits": False}), None)
 
     async def unsharded_search(self, index: str, body: Mapping[str, Any],
-                               other: str | None = None) -> list[Hit] | None:
+                               other: str | None = None, *, named: str | None = None,
+                               named_scores: bool = False) -> list[Hit] | None:
         """`body`'s hits named by doc keys, as `keyed_search` asks, each with the script
-        field `other` as its `other_score`; None where `index` spans several shards (and
-        from then on)."""
+        field `other`, or the score of the named query `named`, as its `other_score`; None
+        where `index` spans several shards (and from then on). `named_scores`: asked with
+        the named queries' scores (`SearchBatch.search`), as `named` is."""
         if index in self._sharded:
             return None
-        answer = await self._batch.search(index, {**body, **_KEYED})
+        answer = await self._batch.search(index, {**body, **_KEYED},
+                                          named_scores=named_scores or named is not None)
         if answer.get("_shards", {}).get("total", 1) > 1:
             self._sharded[index] = True
             return None
-        return read_hits(answer, None, keyed=True, other=other)
+        return read_hits(answer, None, keyed=True, other=other, named=named)
 
     async def _search_hits(self, index: str, body: Mapping[str, Any], vector_field: str | None,
                            fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:

@@ -287,16 +287,19 @@ class SearchContext:
             )
 
     async def hybrid_legs(self, vector: np.ndarray, lexical: Mapping[str, Any], k: int,
-                          timings: Timings) -> tuple[list[Hit], list[Hit]] | None:
+                          timings: Timings, lexical_top: Sequence[Hit] | None = None
+                          ) -> tuple[list[Hit], list[Hit]] | None:
         """The query DSL `lexical`'s and the kNN's top k for `vector`, each hit with the
-        other's score (`ClientEngine.hybrid_legs`); None where the engine cannot, and the
-        caller asks its legs apart."""
+        other's score where the engine can bring it (`ClientEngine.hybrid_legs`; a hit
+        without one, the pool asks after); `lexical_top`, `lexical`'s top k known already.
+        None where the engine cannot, and the caller asks its legs apart."""
         if self.vector_similarity is None:
             return None
         with timings.engine():
             return await self.engine.hybrid_legs(
                 self.index, _unit(vector), lexical, k, field=self.vector_field,
-                similarity=self.vector_similarity, num_candidates=knn_candidates(k))
+                similarity=self.vector_similarity, num_candidates=knn_candidates(k),
+                lexical_top=lexical_top)
 
     def lexical_dsl(self, query: str) -> Mapping[str, Any]:
         """The BM25 leg's query DSL for the search's text `query`: the request's own
