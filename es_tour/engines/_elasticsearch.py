@@ -19,7 +19,7 @@ class ElasticsearchEngine(ClientEngine):
     name = "elasticsearch"
     _api_error = ApiError
     _transport_error = ElasticTransportError
-    _names_scores = True  # `include_named_queries_score` (8.8 on)
+    _legs_by_named_query = True  # `include_named_queries_score` (8.8 on)
 
     def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
                  **client_options: Any):

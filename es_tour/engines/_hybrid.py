@@ -33,7 +33,7 @@ class HybridLegs:
     _unscripted: LRUCache[str, bool]
     # whether a hit's `matched_queries` can bring each named query's score: the legs are
     # then asked with the kNN leg's BM25 named where no script gives the other scores
-    _names_scores = False
+    _legs_by_named_query = False
 
     unsharded_search: Callable[..., Awaitable[list[Hit] | None]]
     _constraints: Callable[[Sequence[str] | None], list[Mapping[str, Any]]]
@@ -64,7 +64,7 @@ class HybridLegs:
             return None
         unit = np.asarray(vector, dtype=np.float32).tolist()
         if script is None or index in self._unscripted:
-            if not self._names_scores:
+            if not self._legs_by_named_query:
                 return None
             return await self._named_legs(index, unit, lexical, k, field, num_candidates,
                                           lexical_top)
@@ -116,12 +116,14 @@ class HybridLegs:
                 dense_leg)
             return (sparse, dense) if sparse is not None and dense is not None else None
         seq_nos = [key_seq_no(hit.id) for hit in lexical_top]
+        if not seq_nos or None in seq_nos:  # none known by doc key: the pool asks their q·c
+            dense = await dense_leg
+            return None if dense is None else (list(lexical_top), dense)
         restricted = self._knn_clause(unit, len(seq_nos), max(len(seq_nos), num_candidates),
                                       field, [*constraints, {"terms": {"_seq_no": seq_nos}}])
         scored, dense = await asyncio.gather(
             self.unsharded_search(index, {"size": len(seq_nos), "query": restricted},
-                                  named_scores=True) if seq_nos and None not in seq_nos
-            else _none(), dense_leg)
+                                  named_scores=True), dense_leg)
         if scored is None or dense is None:
             return None
         by_vector = {hit.id: hit.score for hit in scored}
@@ -145,7 +147,3 @@ def _script_failed(error: BaseException) -> bool:
     """Whether an engine error is a script's (not compiled, not allowed), not the query's."""
     body = getattr(error, "body", None) or getattr(error, "info", None)
     return "script_exception" in str(body)
-
-
-async def _none() -> list[Hit]:
-    return []

@@ -133,10 +133,7 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
         answers = list(await asyncio.gather(*(engine.search(index, search, page_params)
                                               for search in searches)))
     overview = answers.pop() if with_overview else None
-    hits: list[dict[str, Any]] = []
-    if plan.ids:
-        found = {hit["_id"]: hit for hit in answers[0]["hits"]["hits"]}
-        hits = [found[doc] for doc in plan.ids if doc in found]
+    hits = _in_page_order(answers[0], plan.ids) if plan.ids else []
     if plan.rest_size:
         hits += answers[-1]["hits"]["hits"]
     return Fetched(hits, any(answer.get("timed_out", False) for answer in answers),
@@ -178,10 +175,8 @@ class PageAhead:
                            answer.exception() is None for answer in self._answers)):
             return None
         page, overview = (answer.result() for answer in self._answers)
-        found = {hit["_id"]: hit for hit in page["hits"]["hits"]}
-        hits = [found[doc] for doc in plan.ids if doc in found]
-        timed_out = any(answer.get("timed_out", False) for answer in (page, overview))
-        return Fetched(hits, timed_out, hides_ids(self._body)), overview
+        return Fetched(_in_page_order(page, plan.ids), page.get("timed_out", False),
+                       hides_ids(self._body)), overview
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""
@@ -190,6 +185,13 @@ class PageAhead:
                 answer.cancel()
             elif not answer.cancelled():
                 answer.exception()
+
+
+def _in_page_order(answer: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The hits of a fetch of `ids`, in their order; a doc deleted since it was ranked is
+    left out, as the engine would."""
+    found = {hit["_id"]: hit for hit in answer["hits"]["hits"]}
+    return [found[doc] for doc in ids if doc in found]
 
 
 def _page_params(params: Mapping[str, str]) -> dict[str, str]:
