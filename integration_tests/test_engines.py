@@ -216,8 +216,10 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     brings its BM25 as a call restricted to it gives it (0 where no term matches). On
     OpenSearch each BM25 hit brings its q·c, cosine on a cosine field (whose vectors here
     are not unit length), and each kNN hit's score is its q·c. Elasticsearch writes no
-    such script: asked again for a BM25 top it has, it gets their kNN scores, as a kNN
-    restricted to them gives them. Across two shards neither engine asks them together."""
+    such script. Asked again for a BM25 top it has, either engine scores no BM25 again (the
+    scores it was given come back as given) and brings their q·c (on Elasticsearch, their
+    kNN scores, as a kNN restricted to them gives them). Across two shards neither engine
+    asks them together."""
     spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}", DIM, similarity=similarity)
     scale = 2.0 if similarity == "cosine" else 1.0
     docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
@@ -242,16 +244,20 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     assert [(h.id, h.score) for h in sparse] == [(h.id, pytest.approx(h.score))
                                                  for h in apart_sparse]
     assert {h.id for h in dense} == {h.id for h in apart_dense}
+    # a BM25 top known already, its scores marked so that a BM25 asked again would show
+    known = [replace(h, score=h.score + 100.0, other_score=None) for h in sparse]
+    again, _ = await legs(spec.name, known)
+    assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in known]
     if engine.name == "elasticsearch":
         assert all(h.other_score is None for h in sparse)
-        again, _ = await legs(spec.name, sparse)
         restricted_knn = await view.knn(spec.name, vector, 20, ids=[h.id for h in sparse],
                                         returns="keys")
-        assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in sparse]
         assert {h.id: h.other_score for h in again} == pytest.approx(
             {h.id: h.score for h in restricted_knn})
         assert [h.score for h in dense] == pytest.approx([h.score for h in apart_dense])
     else:
+        assert {h.id: h.other_score for h in again} == pytest.approx(
+            {h.id: h.other_score for h in sparse})
         ids = await view.doc_ids(spec.name, [h.id for h in [*sparse, *dense]])
         stored = {doc["_id"]: np.asarray(doc["embedding"]) for doc in docs}
         expected = {key: float(vector @ stored[i]) / (np.linalg.norm(stored[i]) if similarity

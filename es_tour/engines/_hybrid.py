@@ -5,7 +5,8 @@ lack the other's score, and a second round trip asks for it. Asked together, a s
 gives every hit its q·c, and the kNN leg, rescored by the lexical query alone, its BM25.
 Where no script can (Elasticsearch's vector functions serve score scripts only), the kNN
 leg's hits get their BM25 from a named query, and the BM25 leg's a q·c only once its docs
-are known: a round that moves only the vector asks it of the BM25 top it already has.
+are known. Either way, a round that moves only the vector runs no BM25 again: it asks the
+q·c of the BM25 top it already has.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from es_tour.engines._keys import ids_query
 from es_tour.engines._types import Hit, Similarity, key_seq_no
 
 # the script field that gives a hybrid leg's hits their other score
@@ -56,9 +58,10 @@ class HybridLegs:
         one round trip, where a hybrid pool would ask each leg's missing scores in a second.
         A script field gives each hit its q·c (cosine for a cosine field); the kNN leg is
         rescored by `lexical` alone, which gives its BM25 (0 where no term matches). Where
-        this engine writes no such script, `_named_legs`; `lexical_top`, `lexical`'s top k
-        known already, is then not asked again. None where neither can, or `index` spans
-        several shards (each shard's top k would be rescored apart)."""
+        this engine writes no such script, `_named_legs`. `lexical_top`, `lexical`'s top k
+        known already (doc keys or `_id`s, with their BM25), is not scored again: a round
+        that moved only the vector asks its docs' q·c alone. None where neither can, or
+        `index` spans several shards (each shard's top k would be rescored apart)."""
         script = self._dense_script(similarity)
         if index in self._sharded:
             return None
@@ -71,13 +74,23 @@ class HybridLegs:
         scripted = {"script_fields": {_OTHER_SCORE: {"script": {
             "source": script, "params": {"f": field, "q": unit}}}}}
         constraints = self._constraints(None)
-        query = {"bool": {"must": [lexical], "filter": constraints}} if constraints else lexical
+        if lexical_top is None:
+            query = ({"bool": {"must": [lexical], "filter": constraints}} if constraints
+                     else lexical)
+            sparse_leg = self.unsharded_search(index, {"size": k, "query": query, **scripted},
+                                               _OTHER_SCORE)
+        elif lexical_top:  # its hits and their BM25 known: their q·c alone, no BM25 scoring
+            sparse_leg = self.unsharded_search(
+                index, {"size": len(lexical_top),
+                        "query": ids_query([hit.id for hit in lexical_top]), **scripted},
+                _OTHER_SCORE)
+        else:
+            sparse_leg = _no_hits()
         rescored = {"window_size": k, "query": {"rescore_query": lexical, "query_weight": 0,
                                                "rescore_query_weight": 1}}
         knn = self._knn_clause(unit, k, num_candidates, field, constraints)
         sparse, dense = await asyncio.gather(
-            self.unsharded_search(index, {"size": k, "query": query, **scripted},
-                                  _OTHER_SCORE),
+            sparse_leg,
             self.unsharded_search(index, {"size": k, "query": knn, "rescore": rescored,
                                           **scripted}, _OTHER_SCORE),
             return_exceptions=True)
@@ -89,6 +102,8 @@ class HybridLegs:
                 return None
         if not isinstance(sparse, list) or not isinstance(dense, list):
             return None
+        if lexical_top is not None:
+            sparse = _with_other_scores(lexical_top, {hit.id: hit.other_score for hit in sparse})
         # the kNN leg comes ordered by BM25: its own order is by q·c
         by_vector = [Hit(hit.id, hit.other_score or 0.0, index=hit.index, other_score=hit.score)
                      for hit in dense]
@@ -126,9 +141,7 @@ class HybridLegs:
                                   named_scores=True), dense_leg)
         if scored is None or dense is None:
             return None
-        by_vector = {hit.id: hit.score for hit in scored}
-        return [Hit(hit.id, hit.score, index=hit.index, other_score=by_vector.get(hit.id))
-                for hit in lexical_top], dense
+        return _with_other_scores(lexical_top, {hit.id: hit.score for hit in scored}), dense
 
     def _dense_script(self, similarity: Similarity) -> str | None:
         """A script field's source giving a hit q·c (params.q, the query vector, against
@@ -141,6 +154,17 @@ class HybridLegs:
         the legs together (`_dense_script` or `_named_legs`); None otherwise, or where the
         caller may not read the mapping."""
         return None
+
+
+def _with_other_scores(hits: Sequence[Hit], other: Mapping[str, float | None]) -> list[Hit]:
+    """`hits` as they are, each with its score by the other retriever, where `other` has it
+    (a doc deleted or changed since it was ranked has none: the pool asks it after)."""
+    return [Hit(hit.id, hit.score, index=hit.index, other_score=other.get(hit.id))
+            for hit in hits]
+
+
+async def _no_hits() -> list[Hit]:
+    return []
 
 
 def _script_failed(error: BaseException) -> bool:
