@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections import Counter
+from concurrent.futures import Future
 
 import httpx
 import numpy as np
@@ -16,6 +17,7 @@ from es_tour.bench._relay import CountingRelay, FramingError, RequestCounter, Tr
 from es_tour.bench.load import (
     INDEX,
     Burst,
+    Plan,
     Row,
     RowRun,
     Side,
@@ -25,6 +27,7 @@ from es_tour.bench.load import (
     per_search,
     ratio,
     read_ahead,
+    saturation_pass,
     search_body,
 )
 
@@ -199,3 +202,34 @@ def test_a_counting_pass_starts_once_the_sidecars_read_ahead_is_over(
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
         read_ahead(client, side, Row("index's method", "method"))
     assert len(searches) == 6  # the count grew for 3 reads, then stood still for 3
+
+
+def test_saturation_passes_reverse_the_rows_at_every_other_client_count() -> None:
+    """A machine that slows over the run weighs on every row alike: the rows go in order
+    at 4 clients and in reverse at 16, and each row's CPU is read around its own bursts."""
+    sent: list[tuple[str, int]] = []
+
+    class Pool:  # runs each burst at once, as the bench's one-process pool does in turn
+        def submit(self, _saturate: object, url: str, index: str, texts: object,
+                   tour: object, clients: int, seconds: float) -> Future[Burst]:
+            sent.append((index, clients))
+            done: Future[Burst] = Future()
+            done.set_result(Burst(clients, 10, 0, 0, 1.0))
+            return done
+
+    class Clock:  # the engine's CPU grows by 1 ms at each read
+        ms = 0.0
+
+        def read(self) -> tuple[float, float]:
+            self.ms += 1.0
+            return self.ms, self.ms
+
+        def idle(self) -> tuple[float, float]:
+            return self.read()
+
+    runs = [RowRun(Row(name, "engine", index=name)) for name in ("a", "b", "c")]
+    sides = {"engine": Side("http://engine", None, TextStream([f"q{i}" for i in range(2000)]))}
+    saturation_pass(runs, sides, Clock(), Pool(), Plan(seconds=0.0))  # type: ignore[arg-type]
+    assert sent == [("a", 4), ("b", 4), ("c", 4), ("c", 16), ("b", 16), ("a", 16)]
+    assert all(run.engine_cpu_ms == 2.0 for run in runs)  # 1 ms around each of its 2 bursts
+    assert [[burst.clients for burst in run.bursts] for run in runs] == [[4, 16]] * 3

@@ -323,10 +323,10 @@ def latency_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], plan: Plan) 
 
 def saturation_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], clock: CpuClock,
                     pool: ProcessPoolExecutor, plan: Plan) -> None:
-    """For each client count, each row in turn: `plan.seconds` of saturation, with the
-    engine's and the sidecar's CPU read around it and an idle window after it."""
-    for clients in CLIENTS:
-        for run in runs:
+    """Each row in turn (in reverse at every other client count, so that a drift weighs on
+    each alike): `plan.seconds` of saturation, CPU read around it, an idle window after."""
+    for turn, clients in enumerate(CLIENTS):
+        for run in runs if turn % 2 == 0 else runs[::-1]:
             side = sides[run.row.side]
             texts = side.texts.take(LABELER_CACHED_QUERIES)  # more than a pass answers
             cpu0, t0 = clock.idle()
@@ -493,8 +493,8 @@ def markdown(report: Mapping[str, Any]) -> str:
            if report["baseline"] else "no baseline revision"),
         "- **engine CPU**: `_nodes/stats/process` `cpu.total_in_millis` over a row's "
         "saturation passes, less the engine's idle rate measured between passes "
-        "(per engine below), over the searches answered; **× plain match**: over the "
-        "plain match's on the same index",
+        "(per engine below), over the searches answered (rows in order at 4 clients, reversed "
+        "at 16: a drift weighs on each alike); **× plain match**: over its index's plain match",
         "- **sidecar CPU**: user + system time of the sidecar's processes over the same "
         "passes",
         f"- **engine calls** (HTTP requests) and **KB from the engine** (response bytes, "
