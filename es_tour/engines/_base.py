@@ -20,7 +20,13 @@ from cachetools import LRUCache, TTLCache
 from es_tour.engines._batch import MultiSearch
 from es_tour.engines._hits import read_hits, source_value
 from es_tour.engines._hybrid import HybridLegs
-from es_tour.engines._keys import DOC_IDS_KEPT, SHARDED_KEPT, KeyedSearches, ids_query
+from es_tour.engines._keys import (
+    DOC_IDS_KEPT,
+    SHARDED_KEPT,
+    KeyedSearches,
+    constrained,
+    ids_query,
+)
 from es_tour.engines._termvectors import TermVectors
 from es_tour.engines._types import (
     BulkReport,
@@ -377,10 +383,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         if ids is not None and (ids_only or keyed):
             return await self._scores_of(
                 index, {"bool": {"must": [query], "filter": self._constraints(None)}}, ids)
-        constraints = self._constraints(ids)
-        if constraints:
-            query = {"bool": {"must": [query], "filter": constraints}}
-        body: dict[str, Any] = {"size": k, "query": query}
+        body: dict[str, Any] = {"size": k, "query": constrained(query, self._constraints(ids))}
         if keyed:
             return await self.keyed_search(index, body)
         if ids_only:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
-from es_tour.engines._keys import ids_query
+from es_tour.engines._keys import constrained, ids_query
 from es_tour.engines._types import Hit, Similarity, key_seq_no
 
 # the script field that gives a hybrid leg's hits their other score
@@ -75,10 +75,9 @@ class HybridLegs:
             "source": script, "params": {"f": field, "q": unit}}}}}
         constraints = self._constraints(None)
         if lexical_top is None:
-            query = ({"bool": {"must": [lexical], "filter": constraints}} if constraints
-                     else lexical)
-            sparse_leg = self.unsharded_search(index, {"size": k, "query": query, **scripted},
-                                               _OTHER_SCORE)
+            sparse_leg = self.unsharded_search(
+                index, {"size": k, "query": constrained(lexical, constraints), **scripted},
+                _OTHER_SCORE)
         elif lexical_top:  # its hits and their BM25 known: their q·c alone, no BM25 scoring
             sparse_leg = self.unsharded_search(
                 index, {"size": len(lexical_top),
@@ -124,10 +123,9 @@ class HybridLegs:
         dense_leg = self.unsharded_search(index, {"size": k, "query": knn,
                                                   "post_filter": named}, named=_LEXICAL)
         if lexical_top is None:
-            query = ({"bool": {"must": [lexical], "filter": constraints}} if constraints
-                     else lexical)
             sparse, dense = await asyncio.gather(
-                self.unsharded_search(index, {"size": k, "query": query}, named_scores=True),
+                self.unsharded_search(index, {"size": k, "query": constrained(
+                    lexical, constraints)}, named_scores=True),
                 dense_leg)
             return (sparse, dense) if sparse is not None and dense is not None else None
         seq_nos = [key_seq_no(hit.id) for hit in lexical_top]

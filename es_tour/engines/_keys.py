@@ -139,6 +139,12 @@ def ids_query(docs: Sequence[str]) -> dict[str, Any]:
     return {"bool": {"should": [{"ids": {"values": ids}}, by_seq_no]}}
 
 
+def constrained(query: Mapping[str, Any], filters: Sequence[Mapping[str, Any]]
+                ) -> Mapping[str, Any]:
+    """`query` keeping only the docs every one of `filters` matches; as it is without any."""
+    return {"bool": {"must": [query], "filter": list(filters)}} if filters else query
+
+
 def _named_doc(doc: str) -> dict[str, Any]:
     """A filter on one doc's `_id`, named for `_scores_of` to read back."""
     return {"ids": {"values": [doc], "_name": _NAMED + doc}}
