@@ -504,34 +504,6 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
             == [{**fetched[doc], "_score": None} for doc in page])
 
 
-def test_the_text_labelled_comes_without_the_docs_vectors(sidecar: Sidecar,
-                                                         sidecar_models: Models) -> None:
-    """A labelling step that reads no stored vector (rerank, hybrid-tour's last round)
-    fetches its docs' source less the vector field, most of their bytes, which the engine
-    would write and the sidecar decode: all the engine sends for a rerank of 10 docs is
-    less than half of those docs' whole sources."""
-    def body(query: str) -> dict[str, Any]:
-        return {"query": {"match": {"text": query}}, "size": 10, "_source": False,
-                "ext": {"tour": {"method": "rerank", "k": 10, "first_stage": "bm25"}}}
-    relay = CountingRelay(sidecar.direct)
-    with relay as relayed:
-        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False)
-        with BackgroundServer(config, sidecar_models) as server:
-            _search(server.url, PLAIN, body("statins"))  # the settings, the vector field
-            relay.reset()
-            response = _search(server.url, PLAIN, body(QUERY))
-            traffic = relay.reset()
-    labelled = [hit["_id"] for hit in _tour(response)["hits"]][:10]
-    assert len(labelled) == 10
-    whole = _search(sidecar.direct, PLAIN, {"query": {"ids": {"values": labelled}},
-                                            "size": 10})
-    assert all("embedding" in hit["_source"] and hit["_source"].get("text")
-               for hit in whole.json()["hits"]["hits"])
-    # with whole sources the engine sent 99 KB, those docs' own 100 KB; without, 19 KB
-    assert traffic.bytes_received < len(whole.content) / 2, traffic
-
-
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
 def test_the_page_and_each_rounds_top_10_name_docs_by_id(sidecar: Sidecar, method: str) -> None:
     """Pool legs name docs by `_seq_no` key; everything a caller reads of them is by `_id`:

@@ -40,7 +40,6 @@ class ExactStore:
         self.sent: list[np.ndarray] = []
         self.returned: list[str] = []
         self.candidates: list[int | None] = []
-        self.fetched: list[tuple[tuple[str, ...], bool]] = []  # docs_by_id's exclude, vectors
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
                   returns="vectors"):
@@ -56,10 +55,7 @@ class ExactStore:
 
     async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         self.returned.append("ids")
-        self.fetched.append((tuple(exclude), vectors))
-        return [Hit(i, 1.0, {key: value for key, value in
-                             {"title": i, "embedding": DOCS[int(i[1:])].tolist()}.items()
-                             if key not in exclude}) for i in ids]
+        return [Hit(i, 1.0, {"title": i, "embedding": DOCS[int(i[1:])].tolist()}) for i in ids]
 
     async def bm25(self, index, text, k, *, fields=("title", "text"), ids=None, exclude=(),
                    ids_only=False, keyed=False):
@@ -96,17 +92,6 @@ async def test_rerank_orders_its_window_by_phi_and_keeps_the_tail_in_knn_order(c
     assert [h.id for h in reranked.hits[:10]] == sorted(window, key=lambda d: -PHI[d])
     assert [h.id for h in reranked.hits[10:]] == [h.id for h in knn.hits[10:]]
     assert reranked.pairs_scored == 10
-
-
-async def test_text_read_to_label_alone_leaves_the_vectors_in_the_engine(context):
-    """A labelling step that reads no stored vector asks its docs' source less the vector
-    field, most of its bytes; TOUR's step, which reads them, the whole source."""
-    # BM25 legs name their hits by doc key, with no source
-    await build_method("rerank", context, {"k": 10, "first_stage": "bm25"}).search("q", 10)
-    assert context.engine.fetched == [(("embedding",), False)]
-    context.engine.fetched.clear()
-    await build_method("tour-soft", context, {"k": 10, "max_rounds": 1}).search("q", 10)
-    assert context.engine.fetched and set(context.engine.fetched) == {((), True)}
 
 
 @pytest.mark.parametrize("method", ["tour-soft", "rocchio"])
