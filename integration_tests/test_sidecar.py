@@ -6,6 +6,7 @@ to it exactly as they talk to the engine.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from es_tour.bench._relay import CountingRelay
+from es_tour.bench._relay import CountingRelay, Traffic
 from es_tour.cluster import NodeStatus
 from es_tour.engines import IndexSpec, connect
 from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
@@ -485,9 +486,10 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         # one worker, which reads the settings and the vector field once; no vector store,
-        # whose reads and writes are the sidecar's own, at times of its own
+        # whose reads and writes are the sidecar's own, at times of its own; no doc cache,
+        # which would spare the second search its text fetches
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False)
+                              vector_store=False, doc_cache_mib=0)
         with BackgroundServer(config, sidecar_models) as server:
             _search(server.url, PLAIN, body)
             relay.reset()
@@ -502,6 +504,53 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
     # each hit as the engine fetched it, its `_score` es-tour's
     assert ([{**hit, "_score": None} for hit in response.json()["hits"]["hits"]]
             == [{**fetched[doc], "_score": None} for doc in page])
+
+
+def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """A search whose labelled docs its caller's earlier search fetched asks the engine one
+    round trip less, for a fraction of the bytes, and answers the same; another caller, or
+    a doc written again (a new `_seq_no`), is fetched anew. Counted on the wire."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
+            "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    relay = CountingRelay(sidecar.direct)
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
+                              vector_store=False)
+        with BackgroundServer(config, sidecar_models) as server:
+            def counted(caller: str) -> tuple[Traffic, dict]:
+                # the engines run without security: they ignore the credentials, which
+                # tell the sidecar's callers apart
+                relay.reset()
+                answer = httpx.post(f"{server.url}/{PLAIN}/_search", json=body, timeout=120,
+                                    auth=(caller, caller))
+                return relay.reset(), answer.json()
+
+            counted("first")  # the sidecar reads the index's vector field once
+            cold, first = counted("app")
+            warm, second = counted("app")
+            other, _ = counted("other")
+            # the top labelled doc written again, as it was: a new version of it
+            doc = second["hits"]["hits"][0]["_id"]
+            source = httpx.get(f"{sidecar.direct}/{PLAIN}/_doc/{doc}").json()["_source"]
+            httpx.put(f"{sidecar.direct}/{PLAIN}/_doc/{doc}", json=source,
+                      params={"refresh": "true"}).raise_for_status()
+            rewritten, third = counted("app")
+
+    def searches(traffic: Traffic) -> int:  # less each caller's first settings read
+        return sum(n for call, n in traffic.calls.items() if call.startswith("POST"))
+
+    assert searches(warm) == searches(cold) - 1, (cold.calls, warm.calls)
+    assert warm.bytes_received < cold.bytes_received / 2
+    assert searches(other) == searches(cold)  # another caller's own fetches
+    assert other.bytes_received > 2 * warm.bytes_received
+    # the doc's new version is fetched, its source and all
+    assert rewritten.bytes_received - warm.bytes_received > len(json.dumps(source)) / 2
+    for answer in (second, third):
+        assert [h["_id"] for h in answer["hits"]["hits"]] == \
+            [h["_id"] for h in first["hits"]["hits"]]
+        assert [h["label"] for h in answer["ext"]["tour"]["hits"]] == \
+            [h["label"] for h in first["ext"]["tour"]["hits"]]
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])

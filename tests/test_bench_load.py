@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from es_tour.bench._grown import copy_id, perturbed
+from es_tour.bench._load_page import ratio
 from es_tour.bench._relay import CountingRelay, FramingError, RequestCounter, Traffic
 from es_tour.bench.load import (
     INDEX,
@@ -25,7 +26,6 @@ from es_tour.bench.load import (
     main_rows,
     markdown,
     per_search,
-    ratio,
     read_ahead,
     saturation_pass,
     search_body,

@@ -20,7 +20,7 @@ from es_tour.cli._checks import (
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
-from es_tour.pipeline import PRELOAD_DOCS
+from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, PRELOAD_DOCS
 from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
@@ -91,6 +91,13 @@ def serve_command(
         min=0, help="labeler vectors each worker reads from the store into memory ahead of "
                     "its searches, over every index (~2 KiB each at 384-d; 0: none)")
     ] = PRELOAD_DOCS,
+    doc_cache_mib: Annotated[int, typer.Option(
+        min=0, help="MiB of the docs each worker keeps, per caller and doc version, of those "
+                    "its searches fetched to label, so later searches do not fetch them "
+                    "again (0: none)")] = DOC_CACHE_MIB,
+    doc_cache_ttl: Annotated[float, typer.Option(
+        min=0, help="seconds a kept doc lives: how long a change of a caller's field-level "
+                    "security may take to reach its labels")] = DOC_CACHE_TTL_S,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
@@ -131,6 +138,7 @@ def serve_command(
                           when_full=when_full, settings_ttl_s=settings_ttl,
                           service_credentials=service_credentials,
                           vector_store=vector_store, store_preload_docs=store_preload_docs,
+                          doc_cache_mib=doc_cache_mib, doc_cache_ttl_s=doc_cache_ttl,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
                           client_cert_for_callers=client_cert_for_callers,

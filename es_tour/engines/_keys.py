@@ -82,6 +82,10 @@ class KeyedSearches:
             if "_seq_no" in hit and "_id" in hit:
                 self._doc_ids[doc_key(hit["_seq_no"])] = hit["_id"]
 
+    def remember_id(self, doc: str, doc_id: str) -> None:
+        """Know the `_id` of the doc key `doc` (one an earlier fetch of the caller's met)."""
+        self._doc_ids[doc] = doc_id
+
     def known_id(self, doc: str) -> str:
         """The `_id` of `doc` where this view has met it; `doc` itself otherwise (an `_id`,
         or a key no search of this view has resolved)."""

@@ -11,6 +11,13 @@ from es_tour.pipeline._context import (
     knn_candidates,
     open_context,
 )
+from es_tour.pipeline._doc_cache import (
+    DOC_CACHE_MIB,
+    DOC_CACHE_TTL_S,
+    CallerDocs,
+    DocCache,
+    DocCacheCounts,
+)
 from es_tour.pipeline._first_stage import (
     LEXICAL_WEIGHT,
     LINEAR_DEPTH,
@@ -54,12 +61,17 @@ from es_tour.pipeline._warm import WarmReport, warm
 __all__ = [
     "BUDGET_OPTIONS",
     "DEFAULT_TEXT_FIELDS",
+    "DOC_CACHE_MIB",
+    "DOC_CACHE_TTL_S",
     "FUSION_NAMES",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",
     "METHODS",
     "PRELOAD_DOCS",
     "STORE_PREFIX",
+    "CallerDocs",
+    "DocCache",
+    "DocCacheCounts",
     "MethodFactory",
     "MethodOptions",
     "ModelPool",

@@ -13,6 +13,7 @@ import numpy as np
 from es_tour.engines import ClientEngine, Hit, KnnReturns, Similarity, key_seq_no, text_query
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
+from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc, fetched_doc
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -128,6 +129,9 @@ class SearchContext:
     # will rank above the ones it did not label: the sidecar's page of them then goes in
     # that round trip (`es_tour.server._fetch.PageAhead`)
     page_ahead: Callable[[Sequence[str]], None] | None = None
+    # the docs this caller's earlier searches fetched, by doc version (the sidecar's):
+    # `with_text` fetches only those it lacks
+    fetched_docs: CallerDocs | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -247,31 +251,63 @@ class SearchContext:
         caller sees them (field-level security applies), in the same call as any vectors.
         Pool legs return ids and scores only; the text of the few docs labelled is all a
         search reads. A doc deleted meanwhile keeps an empty source."""
-        wanted = [hit.id for hit in hits
+        wanted = [hit for hit in hits
                   if not hit.source or (vectors and hit.vector is None
                                         and self.vector_field not in hit.source)]
         if not wanted:
             return list(hits)
-        # the whole `_source` as stored: the engine then copies it, where picking fields out
-        # of it parses it, vectors and all (measured: 1.7 ms against 2.6 ms for 10 docs).
-        # Leaving the vector out alone is no cheaper: a third fewer bytes, and no less engine
-        # CPU per refined search at saturation (python -m es_tour.bench.load, side by side)
-        with timings.engine():
-            found = {hit.id: hit for hit in await self.engine.docs_by_id(
-                self.index, wanted, vectors=vectors)}
+        kept = self._kept_docs(wanted, vectors)
+        unkept = [hit.id for hit in wanted if hit.id not in kept]
+        found: dict[str, FetchedDoc] = dict(kept)
+        if unkept:
+            found |= await self._fetch_docs(unkept, timings, vectors)
         filled = []
         for hit in hits:
             doc = found.get(hit.id)
             if doc is None:
                 filled.append(hit)
                 continue
-            vector = hit.vector if hit.vector is not None else doc.vector
-            source = {key: value for key, value in doc.source.items()
-                      if key != self.vector_field}
-            if vectors and vector is None and self.vector_field in doc.source:
-                vector = np.asarray(doc.source[self.vector_field], dtype=np.float32)
-            filled.append(replace(hit, source={**hit.source, **source}, vector=vector))
+            vector = hit.vector if hit.vector is not None or not vectors else doc.vector
+            filled.append(replace(hit, source={**hit.source, **doc.source}, vector=vector))
         return filled
+
+    def _kept_docs(self, hits: Sequence[Hit], vectors: bool) -> dict[str, FetchedDoc]:
+        """The docs of `hits` the caller's earlier fetches kept (`fetched_docs`), each
+        with its stored vector where `vectors` asks one the hit lacks; their `_id`s are
+        then known to this search's view, as a fetch would have made them."""
+        if self.fetched_docs is None:
+            return {}
+        kept = {}
+        for hit in hits:
+            doc = self.fetched_docs.get(hit.id, vector=vectors and hit.vector is None)
+            if doc is not None:
+                kept[hit.id] = doc
+                self.engine.remember_id(hit.id, doc.doc_id)
+        return kept
+
+    async def _fetch_docs(self, ids: Sequence[str], timings: Timings, vectors: bool
+                          ) -> dict[str, FetchedDoc]:
+        """The docs of `ids` in one ids search, as this caller sees them, kept for its next
+        searches (`fetched_docs`): each doc's source less its vector, and the vector."""
+        # the whole `_source` as stored: the engine then copies it, where picking fields out
+        # of it parses it, vectors and all (measured: 1.7 ms against 2.6 ms for 10 docs).
+        # Leaving the vector out alone is no cheaper: a third fewer bytes, and no less engine
+        # CPU per refined search at saturation (python -m es_tour.bench.load, side by side)
+        with timings.engine():
+            hits = await self.engine.docs_by_id(self.index, ids, vectors=vectors)
+        found = {}
+        for hit in hits:
+            vector = hit.vector
+            if vector is None and self.vector_field in hit.source:
+                vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
+            source = {key: value for key, value in hit.source.items()
+                      if key != self.vector_field}
+            doc_id = hit.id if key_seq_no(hit.id) is None else self.engine.known_id(hit.id)
+            doc = fetched_doc(doc_id, source, vector)
+            found[hit.id] = doc
+            if self.fetched_docs is not None:
+                self.fetched_docs.put(hit.id, doc)
+        return found
 
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from es_tour.errors import ConfigError
-from es_tour.pipeline import PRELOAD_DOCS
+from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, PRELOAD_DOCS
 from es_tour.server._options import DEFAULT_WINDOW, check_method
 from es_tour.tls import UpstreamTls
 
@@ -53,6 +53,10 @@ class ServerConfig:
         (es_tour.pipeline.VectorStore), shared by every sidecar and kept across restarts.
     store_preload_docs: how many of the store's vectors each worker reads into memory
         ahead of its searches, over every index (~2 KiB each at 384-d); 0 reads none.
+    doc_cache_mib: MiB of the docs each worker keeps, per caller, index and doc version, of
+        those its searches fetched to label (es_tour.pipeline.DocCache); 0 keeps none.
+    doc_cache_ttl_s: how long a kept doc lives: a change of a caller's field-level security
+        reaches its labels within it.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
@@ -94,6 +98,8 @@ class ServerConfig:
     service_credentials: str | None = field(default=None, repr=False)
     vector_store: bool = True
     store_preload_docs: int = PRELOAD_DOCS
+    doc_cache_mib: int = DOC_CACHE_MIB
+    doc_cache_ttl_s: float = DOC_CACHE_TTL_S
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
     client_cert_for_callers: bool = False
     tls_cert: str | None = None
@@ -144,10 +150,12 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        preload = self.store_preload_docs
-        if not isinstance(preload, int) or isinstance(preload, bool) or preload < 0:
-            raise ConfigError(f"store_preload_docs must be an integer >= 0, got {preload!r}")
-        for name in ("settings_ttl_s", "connect_timeout_s", "upstream_timeout_s"):
+        for name in ("store_preload_docs", "doc_cache_mib"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        for name in ("settings_ttl_s", "connect_timeout_s", "upstream_timeout_s",
+                     "doc_cache_ttl_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"{name} must be a number >= 0, got {value!r}")

@@ -165,14 +165,17 @@ class PageAhead:
             self._engine.search_alongside(self._index, fetch_body(self._body, self._asked)),
             self._engine.search_alongside(self._index, overview_body(self._body))]
 
-    def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
-        """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched;
-        None where it fetched nothing, failed, or the ranking left the docs it was told of
-        (a round-0 fallback)."""
+    async def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
+        """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched,
+        waited for where still on its way (a last round whose docs were all kept in the doc
+        cache fetched no text to wait for); None where it fetched nothing, failed, or the
+        ranking left the docs it was told of (a round-0 fallback)."""
         asked = set(map(self._engine.known_id, self._asked))
-        if (not self._answers or plan.rest_size or not set(plan.ids) <= asked
-                or not all(answer.done() and not answer.cancelled() and
-                           answer.exception() is None for answer in self._answers)):
+        if not self._answers or plan.rest_size or not set(plan.ids) <= asked:
+            return None
+        await asyncio.wait(self._answers)
+        if not all(not answer.cancelled() and answer.exception() is None
+                   for answer in self._answers):
             return None
         page, overview = (answer.result() for answer in self._answers)
         return Fetched(_in_page_order(page, plan.ids), page.get("timed_out", False),

@@ -19,7 +19,7 @@ from cachetools import TTLCache
 
 from es_tour.engines import ClientEngine, VectorField
 from es_tour.errors import ConfigError, EsTourError
-from es_tour.pipeline import ModelPool, SearchContext, SearchMethod, VectorStore
+from es_tour.pipeline import CallerDocs, ModelPool, SearchContext, SearchMethod, VectorStore
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import hides_ids
 from es_tour.server._models import Models
@@ -109,9 +109,11 @@ class Planner:
             maxsize=config.settings_cache_size, ttl=VECTOR_FIELD_TTL_S)
 
     async def plan(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
-                   engine: ClientEngine, store: VectorStore | None) -> RefinePlan:
+                   engine: ClientEngine, store: VectorStore | None,
+                   fetched_docs: CallerDocs | None = None) -> RefinePlan:
         """The plan of `request` on an index with `flat_settings`, its engine calls made
-        through `engine` (the caller's view); a ConfigError (400) for what cannot run."""
+        through `engine` (the caller's view), the docs the caller's earlier searches
+        fetched in `fetched_docs`; a ConfigError (400) for what cannot run."""
         config = self._config
         chosen = resolve(request.tour, index_settings(flat_settings or {}), config.defaults())
         if request.vector_field is not None and "vector_field" not in request.tour:
@@ -131,7 +133,8 @@ class Planner:
         context = SearchContext(searcher, request.index, encoder, labeler, chosen.text_fields,
                                 chosen.vector_field, self._pool, config.label_batch,
                                 request.lexical, store, query_vectors=given,
-                                vector_similarity=vectors.similarity)
+                                vector_similarity=vectors.similarity,
+                                fetched_docs=fetched_docs)
         # every option checked here; a learned policy is read from disk: off the loop too
         # its pool legs may name docs by doc key: the page resolves those it shows
         method = await asyncio.to_thread(build, chosen.method, context, chosen.options,

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, connect
-from es_tour.pipeline import ModelPool, Timings, VectorStore, with_doc_ids
+from es_tour.pipeline import DocCache, ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import (
     PageAhead,
@@ -33,6 +33,7 @@ from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
 from es_tour.server._rounds import Rounds, settle
 from es_tour.server._stats import Stats
+from es_tour.server._upstream import caller_fingerprint
 
 T = TypeVar("T")
 TRACED_TOP = 10  # each round's top docs named by `_id` in the trace (its nDCG@10's)
@@ -50,8 +51,10 @@ class TourService:
         self._loop = RefineLoop()  # everything below lives on it
         self._engine: ClientEngine | None = None
         self.store: VectorStore | None = None  # made with the engine adapter
+        self.doc_cache = (DocCache(config.doc_cache_mib << 20, config.doc_cache_ttl_s)
+                          if config.doc_cache_mib else None)
         self._writer: asyncio.Task[None] | None = None
-        self.stats = Stats(models.loaded, lambda: self.store)
+        self.stats = Stats(models.loaded, lambda: self.store, lambda: self.doc_cache)
         self._planner = Planner(config, models, self.pool)
         self._rounds = Rounds(config, self.stats)
 
@@ -93,7 +96,11 @@ class TourService:
         answer rendered."""
         started = time.perf_counter()
         as_caller = self.engine(engine).with_headers(caller)
-        plan = await self._planner.plan(request, flat_settings, as_caller, self.store)
+        uuid = (flat_settings or {}).get("index.uuid")
+        fetched_docs = (self.doc_cache.view(caller_fingerprint(caller), uuid)
+                        if self.doc_cache is not None and uuid else None)
+        plan = await self._planner.plan(request, flat_settings, as_caller, self.store,
+                                        fetched_docs)
         if plan.as_the_engine_ranks:
             return await self._as_the_engine_ranks(plan, as_caller, started)
         alongside = overview_alongside(request.params)
@@ -121,7 +128,7 @@ class TourService:
                     result = await with_doc_ids(ranked.result, plan.context, shown)
                     page = replace(page, ids=tuple(map(plan.context.engine.known_id,
                                                        page.ids)))
-                    fetched, counted = ahead.fetched(page) or await fetch_page(
+                    fetched, counted = await ahead.fetched(page) or await fetch_page(
                         as_caller, request.index, request.body, request.params,
                         ranked.window, page, with_overview=alongside)
                     counted = counted if counted is not None else await overview

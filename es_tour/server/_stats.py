@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.models import Labeler
-from es_tour.pipeline import VectorStore
+from es_tour.pipeline import DocCache, VectorStore
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -54,7 +54,8 @@ class Stats:
     """
 
     def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict,
-                 store: Callable[[], VectorStore | None] = lambda: None):
+                 store: Callable[[], VectorStore | None] = lambda: None,
+                 doc_cache: Callable[[], DocCache | None] = lambda: None):
         self.registry = CollectorRegistry()
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         r = self.registry
@@ -89,8 +90,14 @@ class Stats:
                              "loaded", ["labeler"], registry=r, multiprocess_mode="livemax")
         self._store = {name: Counter(f"{PREFIX}store_{name}", help_text, registry=r)
                        for name, help_text in STORE_METRICS.items()}
+        self._doc_cache = {name: Counter(f"{PREFIX}doc_cache_{name}", help_text, registry=r)
+                           for name, help_text in DOC_CACHE_METRICS.items()}
+        self._doc_cache_bytes = Gauge(f"{PREFIX}doc_cache_bytes", "Bytes of the docs the "
+                                      "doc cache keeps", registry=r,
+                                      multiprocess_mode="livesum")
         self._labelers = labelers
         self._store_of = store
+        self._doc_cache_of = doc_cache
         # (metric, label, the source object's id) -> the source's count already added
         self._seen: dict[tuple[str, str], tuple[int, float]] = {}
         self._reasons: set[str] = set()
@@ -132,6 +139,12 @@ class Stats:
                 if kind == "scored" and name not in loaded:  # unloaded: its count stays
                     self._loaded.labels(labeler=name).set(0)
                     self._queued.labels(labeler=name).set(0)
+            doc_cache = self._doc_cache_of()
+            if doc_cache is not None:
+                for name, counter in self._doc_cache.items():
+                    self._add(counter, "doc_cache", name, doc_cache,
+                              getattr(doc_cache.counts, name))
+                self._doc_cache_bytes.set(doc_cache.nbytes)
             store = self._store_of()
             if store is not None:
                 for name, counter in self._store.items():
@@ -203,6 +216,8 @@ class Stats:
                               "doc_vector_hit_rate": _hit_rate(embedded["total"], vectored)}
         asked, found = (out[f"store_docs_{name}"]["total"] for name in ("asked", "found"))
         out["vector_store"] = {"hit_rate": _hit_rate(asked - found, asked)}
+        hits, misses = (out[f"doc_cache_{name}"]["total"] for name in ("hits", "misses"))
+        out["doc_cache"] = {"hit_rate": _hit_rate(misses, hits + misses)}
         return {"timestamp": int(time.time() * 1000), "es_tour": out}
 
 
@@ -252,6 +267,10 @@ class _EmbedsDocs(Protocol):
     def queued_docs(self) -> int: ...
 
 
+DOC_CACHE_METRICS = {
+    "hits": "Docs a search would have fetched to label, found in the doc cache",
+    "misses": "Docs a search fetched to label (the doc cache did not hold them)",
+}
 STORE_METRICS = {
     "docs_asked": "Docs a search looked up in the vector store (in no in-process cache)",
     "docs_found": "Docs whose vector the store held: embedding skipped",

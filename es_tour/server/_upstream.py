@@ -226,15 +226,15 @@ class Upstream:
         return list(payload["responses"])
 
     async def tour_settings(self, index: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
-        """The index's flat `index.tour.*` settings, and its max_result_window when set,
-        cached `settings_ttl_s` per caller; None when the name is not exactly one index the
+        """The index's flat `index.tour.*` settings, its max_result_window when set and its
+        uuid, cached `settings_ttl_s` per caller; None when the name is not exactly one index the
         caller may read (the search then passes through). Read with the caller's
         credentials; or with the sidecar's own when configured, and then kept only for a
         caller the engine lets search the index (a size-0 search as the caller), so no
         setting shapes an answer to a caller who may not read the index. Any other answer
         (401, 429, 5xx) is the engine's error, and is not cached."""
         caller = identity(headers)
-        key = (_fingerprint(caller), index)
+        key = (caller_fingerprint(caller), index)
         now, epoch = time.monotonic(), self._settings_epoch.now()
         cached = self._settings.get(key)
         if cached is not None and cached[0] > now and cached[1] == epoch:
@@ -256,8 +256,8 @@ class Upstream:
                              ) -> dict[str, Any] | None:
         """The settings read as `who`: the sidecar's `own` identity, or a caller."""
         answer = await self._settled(
-            f"/{quote(index, safe='')}/_settings/index.tour.*,index.max_result_window"
-            "?flat_settings=true", who, own=own)
+            f"/{quote(index, safe='')}/_settings/index.tour.*,index.max_result_window,"
+            "index.uuid?flat_settings=true", who, own=own)
         if answer.status == 200:
             indices = answer.payload()
             if len(indices) == 1:
@@ -394,7 +394,7 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
         response.release()
 
 
-def _fingerprint(caller: Mapping[str, str]) -> str:
+def caller_fingerprint(caller: Mapping[str, str]) -> str:
     """A digest of the caller's identity headers: cache keys hold no secrets."""
     return hashlib.sha256(repr(sorted(caller.items())).encode()).hexdigest()
 

@@ -126,16 +126,22 @@ class _RoundTrip:
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.delay_s = 0.0  # how long each answer takes to come
 
     def known_id(self, doc: str) -> str:
         return doc
 
     def search_alongside(self, index: str, body: dict[str, Any]) -> asyncio.Future[dict]:
         self.bodies.append(body)
-        answer: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict] = loop.create_future()
         ids = body["query"]["bool"]["filter"][0]["ids"]["values"] if body["size"] else []
-        answer.set_result({"hits": {"total": {"value": 9, "relation": "eq"},
-                                    "hits": [_engine_hit(doc) for doc in ids]}})
+        result = {"hits": {"total": {"value": 9, "relation": "eq"},
+                           "hits": [_engine_hit(doc) for doc in ids]}}
+        if self.delay_s:
+            loop.call_later(self.delay_s, answer.set_result, result)
+        else:
+            answer.set_result(result)
         return answer
 
 
@@ -144,7 +150,7 @@ async def test_a_page_among_the_labelled_docs_is_fetched_with_the_last_round() -
     ahead = PageAhead(engine, "idx", {"query": QUERY}, 1, 2, 4)  # type: ignore[arg-type]
     ahead.ask(["3", "1", "0", "2"])
     assert [body["size"] for body in engine.bodies] == [4, 0]  # every labelled doc; overview
-    got = ahead.fetched(plan_page(["0", "2", "1", "3"], 1, 2))
+    got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 1, 2))
     assert got is not None
     fetched, overview = got
     assert [hit["_id"] for hit in fetched.hits] == ["2", "1"]
@@ -159,11 +165,24 @@ async def test_a_page_past_the_labelled_docs_or_the_window_is_fetched_after_the_
                           window)
         ahead.ask(["3", "1", "0", "2"])
         assert engine.bodies == []
-        assert ahead.fetched(plan_page(["0", "2", "1", "3"], from_, size)) is None
+        assert await ahead.fetched(plan_page(["0", "2", "1", "3"], from_, size)) is None
 
 
 async def test_a_ranking_that_left_the_labelled_docs_fetches_its_page_after_it() -> None:
     engine = _RoundTrip()
     ahead = PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 10)  # type: ignore[arg-type]
     ahead.ask(["3", "1", "0", "2"])
-    assert ahead.fetched(plan_page(["7", "3"], 0, 2)) is None  # round 0's, past a deadline
+    assert await ahead.fetched(plan_page(["7", "3"], 0, 2)) is None  # round 0's, past a deadline
+
+
+async def test_a_page_asked_ahead_and_still_on_its_way_is_waited_for_not_asked_again() -> None:
+    """A last round whose docs the doc cache held fetched no text: the ranking is done
+    before the page's round trip, which is then waited for."""
+    engine = _RoundTrip()
+    engine.delay_s = 0.05
+    ahead = PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 4)  # type: ignore[arg-type]
+    ahead.ask(["3", "1", "0", "2"])
+    assert not any(answer.done() for answer in ahead._answers)
+    got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 0, 2))
+    assert got is not None and [hit["_id"] for hit in got[0].hits] == ["0", "2"]
+    assert len(engine.bodies) == 2  # the page and the overview, once

@@ -1,0 +1,133 @@
+"""The page `python -m es_tour.bench.load` writes (docs/benchmarks/load.md), from its
+report: a table per engine, the calls by request, and the corpus growth."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from es_tour.bench._sidecar import server_stack
+
+INDEX = "scifact-app"  # make bench-app's (es_tour.bench.app.INDEX, without its imports)
+
+
+def _cell(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def ratio(rows: Sequence[Mapping[str, Any]], index: str) -> float | None:
+    """The index's method's engine CPU per search over the plain match's, on `index`."""
+    cpu = {r["label"]: r["engine_cpu_ms"] for r in rows if r["index"] == index}
+    refined, plain = cpu.get("index's method"), cpu.get("plain match")
+    return refined / plain if refined is not None and plain else None
+
+
+def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[str]:
+    plain = {r["index"]: r["engine_cpu_ms"] for r in rows if r["label"] == "plain match"}
+    lead = "| index " if with_index else ""
+    out = [f"{lead}| row | engine CPU ms / search | × plain match | sidecar CPU ms / search "
+           "| engine calls / search | KB from engine / search | p50 ms | p99 ms "
+           "| searches/s, 4 clients | 16 clients | degraded |",
+           "|---" * (11 + with_index) + "|"]
+    for r in rows:
+        base = plain.get(r["index"])
+        times = None if r["engine_cpu_ms"] is None or not base else r["engine_cpu_ms"] / base
+        rates = r["per_s"]
+        sat = r["saturation"]
+        out.append(
+            (f"| `{r['index']}` " if with_index else "") + f"| {r['label']} | "
+            f"{_cell(r['engine_cpu_ms'], 2)} | {_cell(times, 2)} | "
+            f"{_cell(r['sidecar_cpu_ms'], 2)} | {_cell(r['engine_calls'], 2)} | "
+            f"{_cell(r['kb_received'])} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
+            f"{_cell(rates.get('4'))} | {_cell(rates.get('16'))} | "
+            f"{r['degraded']} + {sat['degraded']} of {r['latency_searches']} + "
+            f"{sat['answered']} |")
+    return out
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    q = report["plan"]
+    lines = [
+        "# What a search costs the cluster", "",
+        "Written by `python -m es_tour.bench.load` (and `make bench-load`); never edited by "
+        "hand.", "",
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']}; machine: {report['machine']}; 1-minute load average "
+        f"{report['load_average'][0]:.1f} at the start, {report['load_average'][1]:.1f} at "
+        "the end; engines on the same machine",
+        f"- index `{INDEX}` (`make bench-app`'s SciFact, 5,183 docs), its own method the "
+        "budget frontier's 20 labeler pairs: `"
+        + ", ".join(f"{k.removeprefix('index.tour.')}={v}"
+                    for k, v in report["settings"].items()) + "`; labeler store warm",
+        "- every search is the application's `{\"query\":{\"match\":{\"text\": QUERY}},"
+        "\"size\":10,\"_source\":false}`; **plain match** sends it to the engine, the other "
+        "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
+        f"{report['workers']} worker processes, one per core, 10 s deadline) with "
+        "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
+        "**index's method**; "
+        + (f"the **index's method, {report['baseline']}** row is the sidecar of main "
+           f"before this change (`--baseline {report['baseline']}`), in the same run"
+           if report["baseline"] else "no baseline revision"),
+        "- **engine CPU**: `_nodes/stats/process` `cpu.total_in_millis` over a row's "
+        "saturation passes, less the engine's idle rate measured between passes "
+        "(per engine below), over the searches answered (rows in order at 4 clients, reversed "
+        "at 16: a drift weighs on each alike); **× plain match**: over its index's plain match",
+        "- **sidecar CPU**: user + system time of the sidecar's processes over the same "
+        "passes",
+        f"- **engine calls** (HTTP requests) and **KB from the engine** (response bytes, "
+        f"headers included): {q['counted']} searches per row, after {q['warmup']} "
+        "uncounted and once its workers have read their vector store ahead (a cost of their "
+        "start), through a counting TCP relay in the bench's process, the upstream of fresh "
+        "sidecars (its callers' calls and its own vector store reads, on the wire)",
+        f"- **p50 / p99**: {q['latency']} searches per row after {q['warmup']} warm-up, one "
+        "client, the rows interleaved query by query (so p99 is about the slowest)",
+        f"- **searches/s**: 4, then 16 clients send back to back for {q['seconds']:.0f} s "
+        "from a process of their own; the searches still running then are waited for and "
+        "counted, over the time to the last answer; **degraded**: answers that gave up "
+        "refining (one-client + saturation, of all answered)",
+        "- before measuring, the bench waits until the engine runs no merge",
+        "- query texts: SciFact's distinct test, then train queries; each sidecar takes "
+        "them in order and never repeats one within the labeler's score cache (256 "
+        "queries), and the labelling rows run on separate sidecars, so no answer is a "
+        "cached one",
+        "- **doc cache**: the index's method's sidecar keeps the docs its searches fetched "
+        "to label, per caller and doc version (`--doc-cache-mib`, `--doc-cache-ttl`), so a "
+        "later query that labels the same doc fetches nothing for it; **no doc cache** is "
+        "the same method on a sidecar with `--doc-cache-mib 0`, every doc fetched",
+        "",
+    ]
+    for e in report["engines"]:
+        lines += [f"## {e['engine']} {e['version']}", "",
+                  f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second. "
+                  "The index's method's doc cache answered "
+                  f"{_cell(100 * (e.get('doc_cache_hit_rate') or 0), 0)}% of the docs its "
+                  "searches labelled, over the run (`GET /_tour/stats`).", "",
+                  *table(e["rows"]), "", "Engine calls per search, by request:", "",
+                  *[f"- {r['label']}: " + ", ".join(f"{n:g} × `{call}`"
+                                                     for call, n in r["calls"].items())
+                    for r in e["rows"]], ""]
+    grown = [e for e in report["engines"] if e.get("scale")]
+    if grown:
+        lines += ["## Corpus growth", "",
+                  "The index's method and the plain match again, on `scifact-app` and on a "
+                  "copy grown N times: each doc again under ids `<id>~c<n>`, its `embedding` "
+                  "and its labeler vector in the store perturbed (gaussian noise of "
+                  f"{grown[0]['scale']['noise']:g} × the norm, renormalised; no "
+                  "re-embedding), the same mappings and `index.tour.*` settings. Copies "
+                  "share their original's text, so BM25 ties them.", ""]
+    for e in grown:
+        s = e["scale"]
+        refined_1x, refined_n = ratio(e["scale_rows"], INDEX), ratio(e["scale_rows"], s["index"])
+        lines += [f"### {e['engine']} {e['version']}", "",
+                  f"`{s['index']}`: {s['docs']:,} docs, "
+                  f"{s['bytes'] / 2**20:.0f} MiB on disk against {s['source_bytes'] / 2**20:.0f} "
+                  f"MiB for `{INDEX}`; docs copied in {s.get('build_seconds', 0):.0f} s, "
+                  f"{s.get('labeler_vectors', 0):,} labeler vectors in "
+                  f"{s.get('store_seconds', 0):.0f} s ("
+                  + ("by this run" if s["rebuilt"] else f"by an earlier run, "
+                     f"{s.get('built', 'unknown date')}: this one found them complete")
+                  + ").", "",
+                  *table(e["scale_rows"], with_index=True), "",
+                  f"Refined engine CPU / plain engine CPU: {_cell(refined_1x, 2)}× at 1x, "
+                  f"{_cell(refined_n, 2)}× at {s['copies']}x.", ""]
+    return "\n".join(lines)

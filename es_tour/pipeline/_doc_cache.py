@@ -1,0 +1,109 @@
+"""The docs a caller's searches fetched to label, kept by doc version, so that its next
+searches label them without fetching them again.
+
+A refined search's pool legs name each hit of a one-shard index by its `_seq_no` (a doc
+key), and a doc's every change gives it a new one: within one index (its `index.uuid`, so
+that a new index under the old name shares nothing), a doc key names one version of one
+doc. What the caller was shown of that version (its `_source` less the vector field, as
+its field-level security left it; its stored vector; its `_id`) cannot change while the
+version lives, so the sidecar keeps it, per caller and index, for `ttl_s`: the fetch of a
+doc's text was about half of a refined search's engine CPU on SciFact.
+
+Nothing is ever shared between callers (their identity headers' digests key it) or
+indices. A doc only comes out for a doc key the caller's own search just returned, so
+document-level security still decides which docs it labels; `ttl_s` bounds how long a
+change of the caller's field-level security takes to reach its labels. Entries are
+bounded by their size in bytes, least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+from cachetools import TTLCache
+
+from es_tour.engines import key_seq_no
+
+DOC_CACHE_MIB = 64  # per worker: about 20,000 SciFact docs with their 384-d vectors
+DOC_CACHE_TTL_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedDoc:
+    """One doc version as a caller's search fetched it."""
+
+    doc_id: str  # its `_id`
+    source: Mapping[str, Any]  # its `_source` less the vector field
+    vector: np.ndarray | None  # its stored vector, where the fetch read it
+    nbytes: int
+
+
+def fetched_doc(doc_id: str, source: Mapping[str, Any], vector: np.ndarray | None
+                ) -> FetchedDoc:
+    size = len(orjson.dumps(source, default=str)) + len(doc_id)
+    return FetchedDoc(doc_id, source, vector, size + (0 if vector is None else vector.nbytes))
+
+
+@dataclass
+class DocCacheCounts:
+    """Docs a search wanted fetched and found kept (`hits`), or fetched (`misses`)."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+class DocCache:
+    """One worker's kept docs, over every caller and index; `view` gives a caller's own."""
+
+    def __init__(self, max_bytes: int = DOC_CACHE_MIB << 20, ttl_s: float = DOC_CACHE_TTL_S,
+                 timer: Any = None):
+        extra = {} if timer is None else {"timer": timer}
+        self._docs: TTLCache[tuple[str, str, int], FetchedDoc] = TTLCache(
+            max(max_bytes, 1), ttl_s, getsizeof=lambda doc: doc.nbytes, **extra)
+        self.counts = DocCacheCounts()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._docs.currsize)
+
+    def view(self, caller: str, index_uuid: str) -> CallerDocs:
+        """The docs kept for `caller` (a digest of its identity) on the index `index_uuid`."""
+        return CallerDocs(self, caller, index_uuid)
+
+    def lookup(self, key: tuple[str, str, int]) -> FetchedDoc | None:
+        return self._docs.get(key)
+
+    def keep(self, key: tuple[str, str, int], doc: FetchedDoc) -> None:
+        if doc.nbytes <= self._docs.maxsize:  # one larger than the whole cache is not kept
+            self._docs[key] = doc
+
+
+@dataclass(frozen=True)
+class CallerDocs:
+    """One caller's kept docs of one index, by doc key."""
+
+    cache: DocCache
+    caller: str
+    index_uuid: str
+
+    def get(self, doc: str, *, vector: bool) -> FetchedDoc | None:
+        """The kept version `doc` names; None for an `_id` (no version), or one not kept
+        (a miss), or kept without the stored `vector` asked for."""
+        seq_no = key_seq_no(doc)
+        if seq_no is None:
+            return None
+        found = self.cache.lookup((self.caller, self.index_uuid, seq_no))
+        if found is None or (vector and found.vector is None):
+            self.cache.counts.misses += 1
+            return None
+        self.cache.counts.hits += 1
+        return found
+
+    def put(self, doc: str, fetched: FetchedDoc) -> None:
+        """Keep what the caller's fetch gave for the version `doc` names (not an `_id`)."""
+        if (seq_no := key_seq_no(doc)) is not None:
+            self.cache.keep((self.caller, self.index_uuid, seq_no), fetched)
