@@ -536,6 +536,10 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
             httpx.put(f"{sidecar.direct}/{PLAIN}/_doc/{doc}", json=source,
                       params={"refresh": "true"}).raise_for_status()
             rewritten, third = counted("app")
+            stats = httpx.get(f"{server.url}/_tour/stats").json()["es_tour"]
+
+    # the warm search's 20 docs at least, ops read how often docs came from the cache
+    assert stats["doc_cache_hits"]["total"] >= 20 and stats["doc_cache"]["hit_rate"] > 0
 
     def searches(traffic: Traffic) -> int:  # less each caller's first settings read
         return sum(n for call, n in traffic.calls.items() if call.startswith("POST"))
