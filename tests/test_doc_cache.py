@@ -8,7 +8,7 @@ import numpy as np
 from es_tour.engines import Hit
 from es_tour.engines._types import doc_key
 from es_tour.pipeline import DocCache, SearchContext, Timings
-from es_tour.pipeline._doc_cache import fetched_doc
+from es_tour.pipeline._doc_cache import FetchedDoc, doc_bytes
 
 VECTOR = np.arange(4, dtype=np.float32)
 
@@ -22,7 +22,7 @@ class Clock:
 
 
 def _doc(doc_id: str, text: str = "some text", vector: np.ndarray | None = VECTOR):
-    return fetched_doc(doc_id, {"title": doc_id, "text": text}, vector)
+    return FetchedDoc(doc_id, {"title": doc_id, "text": text}, vector)
 
 
 def test_a_kept_doc_comes_back_only_to_its_caller_on_its_index():
@@ -61,14 +61,14 @@ def test_kept_docs_expire_after_the_ttl():
 
 
 def test_the_cache_is_bounded_by_bytes_least_recently_used_first():
-    one = _doc("d0", "x" * 1000)
-    cache = DocCache(max_bytes=3 * one.nbytes + 10)
+    one = doc_bytes(_doc("d0", "x" * 1000))
+    cache = DocCache(max_bytes=3 * one + 10)
     view = cache.view("caller", "uuid")
     for seq_no in range(3):
         view.put(doc_key(seq_no), _doc(f"d{seq_no}", "x" * 1000))
     assert view.get(doc_key(0), vector=True) is not None  # now the most recently used
     view.put(doc_key(3), _doc("d3", "x" * 1000))
-    assert cache.nbytes <= 3 * one.nbytes + 10
+    assert cache.nbytes <= 3 * one + 10
     assert view.get(doc_key(1), vector=True) is None
     assert all(view.get(doc_key(n), vector=True) is not None for n in (0, 2, 3))
     view.put(doc_key(9), _doc("d9", "x" * 10_000))  # larger than the whole cache

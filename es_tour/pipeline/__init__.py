@@ -16,7 +16,6 @@ from es_tour.pipeline._doc_cache import (
     DOC_CACHE_TTL_S,
     CallerDocs,
     DocCache,
-    DocCacheCounts,
 )
 from es_tour.pipeline._first_stage import (
     LEXICAL_WEIGHT,
@@ -71,7 +70,6 @@ __all__ = [
     "STORE_PREFIX",
     "CallerDocs",
     "DocCache",
-    "DocCacheCounts",
     "MethodFactory",
     "MethodOptions",
     "ModelPool",

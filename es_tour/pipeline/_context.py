@@ -13,7 +13,7 @@ import numpy as np
 from es_tour.engines import ClientEngine, Hit, KnnReturns, Similarity, key_seq_no, text_query
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
-from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc, fetched_doc
+from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -247,8 +247,9 @@ class SearchContext:
     async def with_text(self, hits: Sequence[Hit], timings: Timings, *,
                         vectors: bool = False) -> list[Hit]:
         """`hits` holding their text fields (and, with `vectors`, their stored vectors):
-        those a pool leg found without a source are fetched in one ids search, as this
-        caller sees them (field-level security applies), in the same call as any vectors.
+        those a pool leg found without a source, and this caller's doc cache lacks, are
+        fetched in one ids search, as this caller sees them (field-level security applies),
+        in the same call as any vectors.
         Pool legs return ids and scores only; the text of the few docs labelled is all a
         search reads. A doc deleted meanwhile keeps an empty source."""
         wanted = [hit for hit in hits
@@ -296,14 +297,16 @@ class SearchContext:
         with timings.engine():
             hits = await self.engine.docs_by_id(self.index, ids, vectors=vectors)
         found = {}
+        # the vector is read for the step that asked it, or for a later one the cache serves
+        read_vector = vectors or self.fetched_docs is not None
         for hit in hits:
             vector = hit.vector
-            if vector is None and self.vector_field in hit.source:
+            if vector is None and read_vector and self.vector_field in hit.source:
                 vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
             doc_id = hit.id if key_seq_no(hit.id) is None else self.engine.known_id(hit.id)
-            doc = fetched_doc(doc_id, source, vector)
+            doc = FetchedDoc(doc_id, source, vector)
             found[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)

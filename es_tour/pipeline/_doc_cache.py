@@ -6,8 +6,8 @@ key), and a doc's every change gives it a new one: within one index (its `index.
 that a new index under the old name shares nothing), a doc key names one version of one
 doc. What the caller was shown of that version (its `_source` less the vector field, as
 its field-level security left it; its stored vector; its `_id`) cannot change while the
-version lives, so the sidecar keeps it, per caller and index, for `ttl_s`: the fetch of a
-doc's text was about half of a refined search's engine CPU on SciFact.
+version lives, so the sidecar keeps it, per caller and index, for `ttl_s`: a later search
+that labels the doc asks the engine nothing for it.
 
 Nothing is ever shared between callers (their identity headers' digests key it) or
 indices. A doc only comes out for a doc key the caller's own search just returned, so
@@ -39,13 +39,12 @@ class FetchedDoc:
     doc_id: str  # its `_id`
     source: Mapping[str, Any]  # its `_source` less the vector field
     vector: np.ndarray | None  # its stored vector, where the fetch read it
-    nbytes: int
 
 
-def fetched_doc(doc_id: str, source: Mapping[str, Any], vector: np.ndarray | None
-                ) -> FetchedDoc:
-    size = len(orjson.dumps(source, default=str)) + len(doc_id)
-    return FetchedDoc(doc_id, source, vector, size + (0 if vector is None else vector.nbytes))
+def doc_bytes(doc: FetchedDoc) -> int:
+    """About what `doc` holds: its source as JSON, its `_id` and its vector."""
+    size = len(orjson.dumps(doc.source, default=str)) + len(doc.doc_id)
+    return size + (0 if doc.vector is None else doc.vector.nbytes)
 
 
 @dataclass
@@ -63,7 +62,7 @@ class DocCache:
                  timer: Any = None):
         extra = {} if timer is None else {"timer": timer}
         self._docs: TTLCache[tuple[str, str, int], FetchedDoc] = TTLCache(
-            max(max_bytes, 1), ttl_s, getsizeof=lambda doc: doc.nbytes, **extra)
+            max(max_bytes, 1), ttl_s, getsizeof=doc_bytes, **extra)
         self.counts = DocCacheCounts()
 
     @property
@@ -78,8 +77,10 @@ class DocCache:
         return self._docs.get(key)
 
     def keep(self, key: tuple[str, str, int], doc: FetchedDoc) -> None:
-        if doc.nbytes <= self._docs.maxsize:  # one larger than the whole cache is not kept
+        try:
             self._docs[key] = doc
+        except ValueError:  # larger than the whole cache: not kept
+            pass
 
 
 @dataclass(frozen=True)
