@@ -506,6 +506,41 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
             == [{**fetched[doc], "_score": None} for doc in page])
 
 
+def _searches_run(url: str) -> int:
+    """The query phases the engine has run, over every index (each search of an `_msearch`
+    one, on these one-shard indices)."""
+    stats = httpx.get(f"{url}/_stats/search").json()
+    return stats["_all"]["total"]["search"]["query_total"]
+
+
+@pytest.mark.parametrize("track_total_hits", [None, True, 7, False])
+def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
+        sidecar: Sidecar, sidecar_models: Models, track_total_hits: bool | int | None) -> None:
+    """A refined search whose lexical leg runs the request's own query counts the request's
+    total in that leg: one search fewer than the same request with a URL parameter, whose
+    total comes from a size-0 search of its own. Either way the total is the engine's."""
+    body: dict[str, Any] = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False}
+    if track_total_hits is not None:
+        body["track_total_hits"] = track_total_hits
+    refined = {**body, "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    engine_answer = _search(sidecar.direct, PLAIN, body).json()
+    # no vector store and no doc cache, whose reads would vary between the two searches
+    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
+                          vector_store=False, doc_cache_mib=0)
+    with BackgroundServer(config, sidecar_models) as server:
+        _search(server.url, PLAIN, refined)  # the sidecar reads the index's vector field once
+        ran: dict[str, int] = {}
+        answers = {}
+        for how, params in (("counted by the leg", {}), ("apart", {"request_cache": "true"})):
+            before = _searches_run(sidecar.direct)
+            answers[how] = _search(server.url, PLAIN, refined, **params).json()
+            ran[how] = _searches_run(sidecar.direct) - before
+    assert ran["counted by the leg"] == ran["apart"] - 1, ran
+    for answer in answers.values():
+        assert answer["hits"].get("total") == engine_answer["hits"].get("total")
+        assert len(answer["hits"]["hits"]) == 10
+
+
 def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """A search whose labelled docs its caller's earlier search fetched asks the engine one

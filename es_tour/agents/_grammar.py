@@ -114,7 +114,10 @@ def compile_bool(query: Query, fields: Sequence[str],
                  base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The engine's `bool` query: q0 as a should multi_match, each Δq as a named clause.
     `base`, a request's own query, stands for q0 as written (its fields, boosts, operator,
-    syntax); the Δq go around it."""
+    syntax); the Δq go around it, and with none it is the query as sent (a lone `should`
+    scores and matches as its clause does)."""
+    if base is not None and not query.refinements:
+        return dict(base)
     clauses: dict[str, list[dict[str, Any]]] = {"should": [], "must": [], "must_not": []}
     clauses["should"].append(dict(base) if base is not None
                              else _match(query.text, fields, _BASE_NAME, 1.0))

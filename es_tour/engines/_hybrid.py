@@ -19,7 +19,7 @@ import numpy as np
 from cachetools import LRUCache
 
 from es_tour.engines._keys import constrained, ids_query
-from es_tour.engines._types import Hit, Similarity, key_seq_no
+from es_tour.engines._types import Hit, Overview, Similarity, key_seq_no
 
 # the script field that gives a hybrid leg's hits their other score
 _OTHER_SCORE = "_tour_other_score"
@@ -52,6 +52,7 @@ class HybridLegs:
         similarity: Similarity,
         num_candidates: int,
         lexical_top: Sequence[Hit] | None = None,
+        overview: Overview | None = None,
     ) -> tuple[list[Hit], list[Hit]] | None:
         """The query DSL `lexical`'s top k and the kNN's top k for `vector`, doc keys and
         scores, each hit with the other retriever's score of it (`Hit.other_score`): both in
@@ -60,8 +61,10 @@ class HybridLegs:
         rescored by `lexical` alone, which gives its BM25 (0 where no term matches). Where
         this engine writes no such script, `_named_legs`. `lexical_top`, `lexical`'s top k
         known already (doc keys or `_id`s, with their BM25), is not scored again: a round
-        that moved only the vector asks its docs' q·c alone. None where neither can, or
-        `index` spans several shards (each shard's top k would be rescored apart)."""
+        that moved only the vector asks its docs' q·c alone. `overview`, where `lexical` is
+        the request's own query, is counted by the lexical leg (`unsharded_search`). None
+        where neither can, or `index` spans several shards (each shard's top k would be
+        rescored apart)."""
         script = self._dense_script(similarity)
         if index in self._sharded:
             return None
@@ -70,14 +73,14 @@ class HybridLegs:
             if not self._legs_by_named_query:
                 return None
             return await self._named_legs(index, unit, lexical, k, field, num_candidates,
-                                          lexical_top)
+                                          lexical_top, overview)
         scripted = {"script_fields": {_OTHER_SCORE: {"script": {
             "source": script, "params": {"f": field, "q": unit}}}}}
         constraints = self._constraints(None)
         if lexical_top is None:
             sparse_leg = self.unsharded_search(
                 index, {"size": k, "query": constrained(lexical, constraints), **scripted},
-                _OTHER_SCORE)
+                _OTHER_SCORE, overview=overview)
         elif lexical_top:  # its hits and their BM25 known: their q·c alone, no BM25 scoring
             sparse_leg = self.unsharded_search(
                 index, {"size": len(lexical_top),
@@ -110,7 +113,7 @@ class HybridLegs:
 
     async def _named_legs(self, index: str, unit: list[float], lexical: Mapping[str, Any],
                           k: int, field: str, num_candidates: int,
-                          lexical_top: Sequence[Hit] | None
+                          lexical_top: Sequence[Hit] | None, overview: Overview | None
                           ) -> tuple[list[Hit], list[Hit]] | None:
         """The legs in one round trip where no script gives their other scores: the kNN
         leg's hits their BM25 from `lexical` as a named post filter (beside `match_all`,
@@ -125,7 +128,7 @@ class HybridLegs:
         if lexical_top is None:
             sparse, dense = await asyncio.gather(
                 self.unsharded_search(index, {"size": k, "query": constrained(
-                    lexical, constraints)}, named_scores=True),
+                    lexical, constraints)}, named_scores=True, overview=overview),
                 dense_leg)
             return (sparse, dense) if sparse is not None and dense is not None else None
         seq_nos = [key_seq_no(hit.id) for hit in lexical_top]

@@ -16,7 +16,7 @@ from cachetools import LRUCache
 
 from es_tour.engines._batch import SearchBatch
 from es_tour.engines._hits import read_hits
-from es_tour.engines._types import Hit, doc_key, key_seq_no
+from es_tour.engines._types import Hit, Overview, doc_key, key_seq_no
 
 # doc keys whose `_id` a view remembers (a search's own view: one request's in the sidecar)
 DOC_IDS_KEPT = 65536
@@ -51,15 +51,25 @@ class KeyedSearches:
 
     async def unsharded_search(self, index: str, body: Mapping[str, Any],
                                other: str | None = None, *, named: str | None = None,
-                               named_scores: bool = False) -> list[Hit] | None:
+                               named_scores: bool = False,
+                               overview: Overview | None = None) -> list[Hit] | None:
         """`body`'s hits named by doc keys, as `keyed_search` asks, each with the script
         field `other`, or the score of the named query `named`, as its `other_score`; None
         where `index` spans several shards (and from then on). `named_scores`: asked with
-        the named queries' scores (`SearchBatch.search`), as `named` is."""
+        the named queries' scores (`SearchBatch.search`), as `named` is. `overview`: the
+        search counts the request's total too (its `keys`), and its answer is the
+        overview's, even where it spans several shards."""
         if index in self._sharded:
             return None
-        answer = await self._batch.search(index, {**body, **_KEYED},
+        keyed = {**body, **_KEYED}
+        if overview is not None:
+            overview.asked = True
+            del keyed["track_total_hits"]  # the request's own, or the engine's default
+            keyed |= overview.keys
+        answer = await self._batch.search(index, keyed,
                                           named_scores=named_scores or named is not None)
+        if overview is not None:
+            overview.answer = answer
         if answer.get("_shards", {}).get("total", 1) > 1:
             self._sharded[index] = True
             return None

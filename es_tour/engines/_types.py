@@ -73,6 +73,18 @@ class Hit:
         return Hit(self.id, score, self.source, self.vector, self.index, self.other_score)
 
 
+@dataclass
+class Overview:
+    """What a request's own size-0 search would give (its total, as its `track_total_hits`
+    asks), counted by the pool leg that runs the request's own query instead: `keys` are
+    the request's counting keys the leg takes on, and `answer` the leg's whole answer once
+    it came. The first leg that may count it sets `asked`."""
+
+    keys: Mapping[str, Any]
+    asked: bool = False
+    answer: dict[str, Any] | None = None
+
+
 @dataclass(frozen=True)
 class VectorField:
     """What an index's mapping says of one vector field: its dimension (None until the

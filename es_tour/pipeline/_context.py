@@ -10,7 +10,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from es_tour.engines import ClientEngine, Hit, KnnReturns, Similarity, key_seq_no, text_query
+from es_tour.engines import (
+    ClientEngine,
+    Hit,
+    KnnReturns,
+    Overview,
+    Similarity,
+    key_seq_no,
+    text_query,
+)
 from es_tour.errors import ConfigError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
 from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc
@@ -132,6 +140,9 @@ class SearchContext:
     # the docs this caller's earlier searches fetched, by doc version (the sidecar's):
     # `with_text` fetches only those it lacks
     fetched_docs: CallerDocs | None = None
+    # the request's total, for its first lexical leg to count where that leg runs the
+    # request's own query (the sidecar's, where the overview can go there)
+    overview: Overview | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -333,14 +344,19 @@ class SearchContext:
         """The query DSL `lexical`'s and the kNN's top k for `vector`, each hit with the
         other's score where the engine can bring it (`ClientEngine.hybrid_legs`; a hit
         without one, the pool asks after); `lexical_top`, `lexical`'s top k known already.
-        None where the engine cannot, and the caller asks its legs apart."""
+        None where the engine cannot, and the caller asks its legs apart. The first legs
+        that run the request's own query count its `overview` too."""
         if self.vector_similarity is None:
             return None
+        overview = self.overview
+        if overview is None or overview.asked or lexical_top is not None \
+                or lexical != self.lexical_query:
+            overview = None
         with timings.engine():
             return await self.engine.hybrid_legs(
                 self.index, _unit(vector), lexical, k, field=self.vector_field,
                 similarity=self.vector_similarity, num_candidates=knn_candidates(k),
-                lexical_top=lexical_top)
+                lexical_top=lexical_top, overview=overview)
 
     def lexical_dsl(self, query: str) -> Mapping[str, Any]:
         """The BM25 leg's query DSL for the search's text `query`: the request's own

@@ -19,13 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from es_tour.engines import ClientEngine, ids_query
+from es_tour.engines import ClientEngine, Overview, ids_query
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
 _NOT_ON_A_PAGE = ("aggs", "aggregations", "track_total_hits", "from", "size")
 # the page's own calls never count: the overview does
 _NO_TOTAL = {"track_total_hits": False}
+# keys of a request body that change what its overview counts, besides its query
+_COUNTING = ("track_total_hits", "timeout")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,20 @@ def overview_body(body: Mapping[str, Any]) -> dict[str, Any]:
     """The request's own search at size 0: its hits.total (as its track_total_hits asks)
     and its aggregations, as the engine computes them for its query and post_filter."""
     return {**_without(body, ("from", "size", "sort")), "size": 0}
+
+
+def counted_by_a_leg(body: Mapping[str, Any], params: Mapping[str, str],
+                     lexical: Mapping[str, Any] | None) -> Overview | None:
+    """The overview for the pool's lexical leg to count, one search fewer, where that leg
+    runs the request's own query (`lexical`) and nothing else of the request changes what
+    the overview counts: no URL parameters, no `post_filter` (the leg keeps it as a
+    filter) and no top-level `knn` (whose docs the total counts). Not for aggregations:
+    the engine's request cache answers a size-0 search asked again, never a leg. None
+    where the overview goes apart."""
+    if params or lexical is None or any(
+            key in body for key in ("post_filter", "knn", "aggs", "aggregations")):
+        return None
+    return Overview({key: body[key] for key in _COUNTING if key in body})
 
 
 def fetch_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
@@ -123,7 +139,7 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
         searches.append(rest_body(body, window, plan.rest_from, plan.rest_size))
     if with_overview:
         searches.append(overview_body(body))
-    if with_overview and len(searches) > 1:
+    if overview_alongside(params) and len(searches) > 1:
         answers = []
         for answer in await engine.msearch([(index, search) for search in searches]):
             if isinstance(answer, Exception):
@@ -149,9 +165,10 @@ class PageAhead:
     answer (`fetched`), in es-tour's order, exactly as `fetch_page` would fetch it."""
 
     def __init__(self, engine: ClientEngine, index: str, body: Mapping[str, Any],
-                 from_: int, size: int, window: int):
+                 from_: int, size: int, window: int, counted: Overview | None = None):
         self._engine, self._index, self._body = engine, index, body
         self._from, self._size, self._window = from_, size, window  # window: its depth
+        self._counted = counted  # the overview a pool leg counted, if it did
         self._asked: tuple[str, ...] = ()
         self._answers: list[asyncio.Future[dict[str, Any]]] = []
 
@@ -162,8 +179,10 @@ class PageAhead:
             return
         self._asked = tuple(ranked_first)
         self._answers = [
-            self._engine.search_alongside(self._index, fetch_body(self._body, self._asked)),
-            self._engine.search_alongside(self._index, overview_body(self._body))]
+            self._engine.search_alongside(self._index, fetch_body(self._body, self._asked))]
+        if leg_answer(self._counted) is None:
+            self._answers.append(
+                self._engine.search_alongside(self._index, overview_body(self._body)))
 
     async def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
         """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched,
@@ -177,9 +196,10 @@ class PageAhead:
         if not all(not answer.cancelled() and answer.exception() is None
                    for answer in self._answers):
             return None
-        page, overview = (answer.result() for answer in self._answers)
+        page, *overview = (answer.result() for answer in self._answers)
         return Fetched(_in_page_order(page, plan.ids), page.get("timed_out", False),
-                       hides_ids(self._body)), overview
+                       hides_ids(self._body)), overview[0] if overview else leg_answer(
+                           self._counted) or {}
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""
@@ -188,6 +208,11 @@ class PageAhead:
                 answer.cancel()
             elif not answer.cancelled():
                 answer.exception()
+
+
+def leg_answer(overview: Overview | None) -> dict[str, Any] | None:
+    """The answer of the pool leg that counted `overview`; None where none did."""
+    return None if overview is None else overview.answer
 
 
 def _in_page_order(answer: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -21,7 +21,9 @@ from es_tour.pipeline import DocCache, ModelPool, Timings, VectorStore, with_doc
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import (
     PageAhead,
+    counted_by_a_leg,
     fetch_page,
+    leg_answer,
     overview_alongside,
     overview_body,
     plan_page,
@@ -104,15 +106,18 @@ class TourService:
         if plan.as_the_engine_ranks:
             return await self._as_the_engine_ranks(plan, as_caller, started)
         alongside = overview_alongside(request.params)
+        # the total counted by round 0's lexical leg, where it can
+        plan.context.overview = counted = counted_by_a_leg(request.body, request.params,
+                                                          request.lexical)
         # the page and overview in the last text fetch's round trip, where they can go there
         ahead = PageAhead(plan.context.engine, request.index, request.body, request.from_,
-                          request.size, plan.chosen.window)
+                          request.size, plan.chosen.window, counted)
         if alongside:
             plan.context.page_ahead = ahead.ask
         async with self._rounds.admitted() as holding:
-            # the engine's total and aggregations for the request as sent: in the page's
-            # round trip, or meanwhile, where an error of its (a malformed aggregation, say)
-            # is the answer at once
+            # the engine's total and aggregations for the request as sent: counted by a
+            # leg, in the page's round trip, or meanwhile, where an error of its (a
+            # malformed aggregation, say) is the answer at once
             overview: asyncio.Future[dict[str, Any]] = (
                 _done({}) if alongside else asyncio.ensure_future(as_caller.search(
                     request.index, overview_body(request.body), request.params)))
@@ -128,10 +133,11 @@ class TourService:
                     result = await with_doc_ids(ranked.result, plan.context, shown)
                     page = replace(page, ids=tuple(map(plan.context.engine.known_id,
                                                        page.ids)))
-                    fetched, counted = await ahead.fetched(page) or await fetch_page(
+                    by_leg = leg_answer(counted)
+                    fetched, answer = await ahead.fetched(page) or await fetch_page(
                         as_caller, request.index, request.body, request.params,
-                        ranked.window, page, with_overview=alongside)
-                    counted = counted if counted is not None else await overview
+                        ranked.window, page, with_overview=alongside and by_leg is None)
+                    answer = answer if answer is not None else by_leg or await overview
             finally:
                 settle(overview, ranking)
                 ahead.settle()
@@ -142,7 +148,7 @@ class TourService:
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
                  "window": len(ranked.window)}
-        return render(result, page, fetched, counted, took * 1000, extra)
+        return render(result, page, fetched, answer, took * 1000, extra)
 
 
     async def _as_the_engine_ranks(self, plan: RefinePlan, as_caller: ClientEngine,

@@ -91,3 +91,4 @@ def test_a_requests_own_query_stands_for_q0_and_the_refinements_go_around_it() -
     assert compiled["should"] == [own]
     assert [c["multi_match"]["query"] for c in compiled["must"] + compiled["must_not"]] == \
         ["marrow", "mouse"]
+    assert compile_bool(Query("stem cells"), FIELDS, own) == own  # q0 alone: as sent

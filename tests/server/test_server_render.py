@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from es_tour.engines import Overview
 from es_tour.errors import ConfigError
 from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.server import parse_listen
@@ -15,6 +16,7 @@ from es_tour.server._fetch import (
     Fetched,
     PageAhead,
     PagePlan,
+    counted_by_a_leg,
     fetch_body,
     overview_body,
     plan_page,
@@ -186,3 +188,37 @@ async def test_a_page_asked_ahead_and_still_on_its_way_is_waited_for_not_asked_a
     got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 0, 2))
     assert got is not None and [hit["_id"] for hit in got[0].hits] == ["0", "2"]
     assert len(engine.bodies) == 2  # the page and the overview, once
+
+
+def test_a_leg_counts_the_overview_of_a_request_whose_query_it_runs_as_sent() -> None:
+    body = {"query": QUERY, "size": 10, "_source": False, "track_total_hits": 100}
+    assert counted_by_a_leg(body, {}, QUERY) == Overview({"track_total_hits": 100})
+    assert counted_by_a_leg({"query": QUERY, "timeout": "1s"}, {}, QUERY) == Overview(
+        {"timeout": "1s"})
+
+
+def test_the_overview_goes_apart_where_a_leg_would_count_otherwise() -> None:
+    """URL parameters (`_msearch` takes few), a post_filter the leg keeps as a filter, a
+    top-level knn whose docs the total counts, aggregations (the request cache serves a
+    size-0 search asked again), and a query no leg runs as sent (a text over the fields)."""
+    assert counted_by_a_leg({"query": QUERY}, {"typed_keys": "true"}, QUERY) is None
+    for key, value in (("post_filter", {"term": {"topic": "x"}}), ("knn", {"k": 3}),
+                       ("aggs", {"t": {"terms": {"field": "topic"}}})):
+        assert counted_by_a_leg({"query": QUERY, key: value}, {}, QUERY) is None
+    assert counted_by_a_leg({"ext": {"tour": {"query_text": "q"}}}, {}, None) is None
+
+
+async def test_a_page_ahead_asks_no_overview_a_leg_counted() -> None:
+    engine = _RoundTrip()
+    counted = Overview({}, asked=True, answer={"hits": {"total": {"value": 4, "relation": "eq"}}})
+    ahead = PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 4,  # type: ignore[arg-type]
+                      counted)
+    ahead.ask(["3", "1", "0", "2"])
+    assert [body["size"] for body in engine.bodies] == [4]  # the page alone
+    got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 0, 2))
+    assert got is not None and got[1]["hits"]["total"]["value"] == 4
+    # a leg that was asked and failed counted nothing: the overview goes with the page
+    engine = _RoundTrip()
+    PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 4,  # type: ignore[arg-type]
+              Overview({}, asked=True)).ask(["3", "1", "0", "2"])
+    assert [body["size"] for body in engine.bodies] == [4, 0]
