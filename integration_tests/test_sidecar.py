@@ -513,16 +513,24 @@ def _searches_run(url: str) -> int:
     return stats["_all"]["total"]["search"]["query_total"]
 
 
-@pytest.mark.parametrize("track_total_hits", [None, True, 7, False])
+_COUNTING_METHODS = {"recommended": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS},
+                     "hybrid-linear": {"method": "hybrid-linear"},
+                     "rerank of bm25": {"method": "rerank", "first_stage": "bm25", "k": 10}}
+
+
+@pytest.mark.parametrize(("method", "track_total_hits"), [
+    ("recommended", None), ("recommended", True), ("recommended", 7), ("recommended", False),
+    ("hybrid-linear", None), ("rerank of bm25", None)])
 def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
-        sidecar: Sidecar, sidecar_models: Models, track_total_hits: bool | int | None) -> None:
+        sidecar: Sidecar, sidecar_models: Models, method: str,
+        track_total_hits: bool | int | None) -> None:
     """A refined search whose lexical leg runs the request's own query counts the request's
     total in that leg: one search fewer than the same request with a URL parameter, whose
     total comes from a size-0 search of its own. Either way the total is the engine's."""
     body: dict[str, Any] = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False}
     if track_total_hits is not None:
         body["track_total_hits"] = track_total_hits
-    refined = {**body, "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    refined = {**body, "ext": {"tour": _COUNTING_METHODS[method]}}
     engine_answer = _search(sidecar.direct, PLAIN, body).json()
     # no vector store and no doc cache, whose reads would vary between the two searches
     config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
@@ -539,6 +547,30 @@ def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
     for answer in answers.values():
         assert answer["hits"].get("total") == engine_answer["hits"].get("total")
         assert len(answer["hits"]["hits"]) == 10
+
+
+def test_a_text_fetch_no_step_reads_vectors_from_leaves_them_out(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """rerank takes no TOUR step: the text it fetches to label comes without the vector
+    field, whose floats as JSON are most of a doc's bytes. Counted on the wire: the whole
+    search brings less than the labelled docs' vectors alone would."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
+            "ext": {"tour": {"method": "rerank", "first_stage": "bm25", "k": 10}}}
+    relay = CountingRelay(sidecar.direct)
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
+                              vector_store=False, doc_cache_mib=0)
+        with BackgroundServer(config, sidecar_models) as server:
+            _search(server.url, PLAIN, body)  # the sidecar reads the index's vector field once
+            relay.reset()
+            answer = _search(server.url, PLAIN, body).json()
+            traffic = relay.reset()
+    labelled = [hit["_id"] for hit in answer["ext"]["tour"]["hits"]]
+    assert len(labelled) == 10
+    docs = _search(sidecar.direct, PLAIN, {"query": {"ids": {"values": labelled}},
+                                           "size": 10}).json()["hits"]["hits"]
+    vector_bytes = sum(len(json.dumps(doc["_source"]["embedding"])) for doc in docs)
+    assert traffic.bytes_received < vector_bytes, (traffic.bytes_received, vector_bytes)
 
 
 def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
@@ -583,8 +615,9 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
     assert warm.bytes_received < cold.bytes_received / 2
     assert searches(other) == searches(cold)  # another caller's own fetches
     assert other.bytes_received > 2 * warm.bytes_received
-    # the doc's new version is fetched, its source and all
-    assert rewritten.bytes_received - warm.bytes_received > len(json.dumps(source)) / 2
+    # the doc's new version is fetched, its source and all (its vector where a step reads it)
+    text = {key: value for key, value in source.items() if key != "embedding"}
+    assert rewritten.bytes_received - warm.bytes_received > len(json.dumps(text)) / 2
     # each doc labelled as the fetched text labelled it. BM25's statistics may move between
     # searches (the engine merging away docs earlier tests deleted, the doc written here),
     # which may swap two docs of close scores or change a labelled doc or two

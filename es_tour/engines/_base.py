@@ -33,6 +33,7 @@ from es_tour.engines._types import (
     Hit,
     IndexSpec,
     KnnReturns,
+    Overview,
     VectorField,
 )
 from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
@@ -374,18 +375,19 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         exclude: Sequence[str] = (),
         ids_only: bool = False,
         keyed: bool = False,
+        overview: Overview | None = None,
     ) -> list[Hit]:
         """Any query DSL; `exclude` drops source fields (vectors) the caller does not need,
         `ids_only` the whole source: a pool leg reads ids and scores, and the engine then
         neither loads nor filters a source (most of a search's cost). `keyed`: no stored
         field at all, each hit named by its doc key where the index has one shard
-        (`keyed_search`)."""
+        (`keyed_search`), counting `overview` where given."""
         if ids is not None and (ids_only or keyed):
             return await self._scores_of(
                 index, {"bool": {"must": [query], "filter": self._constraints(None)}}, ids)
         body: dict[str, Any] = {"size": k, "query": constrained(query, self._constraints(ids))}
         if keyed:
-            return await self.keyed_search(index, body)
+            return await self.keyed_search(index, body, overview)
         if ids_only:
             body["_source"] = False
             return await self._search_hits(index, body, None, None, ids)

@@ -38,12 +38,14 @@ class KeyedSearches:
     # names no single doc: their pool legs load `_id`s
     _sharded: LRUCache[str, bool]
 
-    async def keyed_search(self, index: str, body: Mapping[str, Any]) -> list[Hit]:
+    async def keyed_search(self, index: str, body: Mapping[str, Any],
+                           overview: Overview | None = None) -> list[Hit]:
         """`body`'s hits with their scores, each named by its doc key: the search loads no
-        stored field, its hits read `_seq_no` from doc values, and it counts no total. Where
-        `index` spans several shards a sequence number names no single doc: the search is
-        sent again loading `_id`s, and later ones load them at once."""
-        hits = await self.unsharded_search(index, body)
+        stored field, its hits read `_seq_no` from doc values, and it counts no total but
+        `overview`'s (`unsharded_search`). Where `index` spans several shards a sequence
+        number names no single doc: the search is sent again loading `_id`s, and later ones
+        load them at once."""
+        hits = await self.unsharded_search(index, body, overview=overview)
         if hits is not None:
             return hits
         return read_hits(await self._batch.search(

@@ -301,12 +301,13 @@ class SearchContext:
                           ) -> dict[str, FetchedDoc]:
         """The docs of `ids` in one ids search, as this caller sees them, kept for its next
         searches (`fetched_docs`): each doc's source less its vector, and the vector."""
-        # the whole `_source` as stored: the engine then copies it, where picking fields out
-        # of it parses it, vectors and all (measured: 1.7 ms against 2.6 ms for 10 docs).
-        # Leaving the vector out alone is no cheaper: a third fewer bytes, and no less engine
-        # CPU per refined search at saturation (python -m es_tour.bench.load, side by side)
+        # the vector field left out where no step reads it: the engine writes a vector's
+        # floats out as JSON, most of a text fetch's cost (10 SciFact docs, 4 clients:
+        # 3.9 ms of engine CPU with their vectors, 2.3 ms without, 1.6 ms for a plain match)
+        exclude = () if vectors else (self.vector_field,)
         with timings.engine():
-            hits = await self.engine.docs_by_id(self.index, ids, vectors=vectors)
+            hits = await self.engine.docs_by_id(self.index, ids, vectors=vectors,
+                                                exclude=exclude)
         found = {}
         # the vector is read for the step that asked it, or for a later one the cache serves
         read_vector = vectors or self.fetched_docs is not None
@@ -348,15 +349,20 @@ class SearchContext:
         that run the request's own query count its `overview` too."""
         if self.vector_similarity is None:
             return None
-        overview = self.overview
-        if overview is None or overview.asked or lexical_top is not None \
-                or lexical != self.lexical_query:
-            overview = None
         with timings.engine():
             return await self.engine.hybrid_legs(
                 self.index, _unit(vector), lexical, k, field=self.vector_field,
                 similarity=self.vector_similarity, num_candidates=knn_candidates(k),
-                lexical_top=lexical_top, overview=overview)
+                lexical_top=lexical_top,
+                overview=self._overview_for(lexical) if lexical_top is None else None)
+
+    def _overview_for(self, lexical: Mapping[str, Any]) -> Overview | None:
+        """The request's `overview`, for the first lexical search of the whole index that
+        runs the request's own query (`lexical`) to count."""
+        overview = self.overview
+        if overview is None or overview.asked or lexical != self.lexical_query:
+            return None
+        return overview
 
     def lexical_dsl(self, query: str) -> Mapping[str, Any]:
         """The BM25 leg's query DSL for the search's text `query`: the request's own
@@ -369,10 +375,13 @@ class SearchContext:
                        exclude: Sequence[str] = (), ids_only: bool = False,
                        keyed: bool = False) -> Awaitable[list[Hit]]:
         """The engine's BM25 call for the search's text `query` (untimed): the request's
-        own lexical query when it has one, else the text over the text fields."""
+        own lexical query when it has one, else the text over the text fields. A keyed
+        search of the whole index counts the request's `overview` first."""
         if self.lexical_query is not None:
+            overview = self._overview_for(self.lexical_query) if keyed and ids is None else None
             return self.engine.bool_search(self.index, self.lexical_query, k, ids=ids,
-                                           exclude=exclude, ids_only=ids_only, keyed=keyed)
+                                           exclude=exclude, ids_only=ids_only, keyed=keyed,
+                                           overview=overview)
         return self.engine.bm25(self.index, query, k, fields=self.text_fields, ids=ids,
                                 exclude=exclude, ids_only=ids_only, keyed=keyed)
 
