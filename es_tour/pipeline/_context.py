@@ -309,11 +309,9 @@ class SearchContext:
             hits = await self.engine.docs_by_id(self.index, ids, vectors=vectors,
                                                 exclude=exclude)
         found = {}
-        # the vector is read for the step that asked it, or for a later one the cache serves
-        read_vector = vectors or self.fetched_docs is not None
         for hit in hits:
             vector = hit.vector
-            if vector is None and read_vector and self.vector_field in hit.source:
+            if vector is None and self.vector_field in hit.source:  # where `vectors` asked
                 vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}

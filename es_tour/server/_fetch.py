@@ -64,7 +64,7 @@ def counted_by_a_leg(body: Mapping[str, Any], params: Mapping[str, str],
     filter) and no top-level `knn` (whose docs the total counts). Not for aggregations:
     the engine's request cache answers a size-0 search asked again, never a leg. None
     where the overview goes apart."""
-    if params or lexical is None or any(
+    if not overview_alongside(params) or lexical is None or any(
             key in body for key in ("post_filter", "knn", "aggs", "aggregations")):
         return None
     return Overview({key: body[key] for key in _COUNTING if key in body})
