@@ -549,6 +549,39 @@ def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
         assert len(answer["hits"]["hits"]) == 10
 
 
+def test_a_last_round_reads_its_text_from_a_page_of_whole_sources_one_search_fewer(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """A request that filters no `_source` has its page, fetched in the last round's round
+    trip, bring the text that round labels: one search fewer than the same request
+    filtering `_source`, whose text needs a fetch of its own. Same labels, so the same
+    ranking; the hits are the engine's, with no `_seq_no` the request did not ask for."""
+    refined = {"query": {"match": {"text": QUERY}}, "size": 10,
+               "ext": {"tour": _COUNTING_METHODS["recommended"]}}
+    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
+                          vector_store=False, doc_cache_mib=0)
+    with BackgroundServer(config, sidecar_models) as server:
+        _search(server.url, PLAIN, refined)  # the sidecar reads the index's vector field once
+        ran: dict[str, int] = {}
+        answers = {}
+        for how, source in (("whole", None), ("filtered", ["title", "text"])):
+            body = refined if source is None else {**refined, "_source": source}
+            before = _searches_run(sidecar.direct)
+            answers[how] = _search(server.url, PLAIN, body).json()
+            ran[how] = _searches_run(sidecar.direct) - before
+    assert ran["whole"] == ran["filtered"] - 1, ran
+    hits = answers["whole"]["hits"]["hits"]
+    assert [hit["_id"] for hit in hits] == [
+        hit["_id"] for hit in answers["filtered"]["hits"]["hits"]]
+    ids = [hit["_id"] for hit in hits]
+    engine_hits = _search(sidecar.direct, PLAIN, {"query": {"ids": {"values": ids}},
+                                                  "size": len(ids)}).json()["hits"]["hits"]
+    sources = {hit["_id"]: hit["_source"] for hit in engine_hits}
+    assert len(hits) == 10
+    for hit in hits:
+        assert hit["_source"] == sources[hit["_id"]]
+        assert "_seq_no" not in hit and "_primary_term" not in hit
+
+
 def test_a_text_fetch_no_step_reads_vectors_from_leaves_them_out(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """rerank takes no TOUR step: the text it fetches to label comes without the vector

@@ -141,10 +141,12 @@ class HybridTourMethod:
                 : min(options.k, options.budget - pairs)]
             last = (round_no == options.max_rounds or not to_label
                     or pairs + len(to_label) >= options.budget)
-            if last and context.page_ahead is not None:  # the answer's labelled docs
-                context.page_ahead([*seen.sources, *(hit.id for hit in to_label)])
-            # the text to label, and the stored vectors the step after reads, in one call
-            to_label = await context.with_text(to_label, timings, vectors=not last)
+            page = None  # the answer's labelled docs, fetched as the caller's page
+            if last and context.page_ahead is not None:
+                page = context.page_ahead([*seen.sources, *(hit.id for hit in to_label)])
+            # the text to label, and the stored vectors the step after reads, in one call; a
+            # last round's text from the page, where it holds the docs' whole sources
+            to_label = await context.with_text(to_label, timings, vectors=not last, page=page)
             seen.vectors |= {h.id: h.vector for h in to_label if h.vector is not None}
             _, newly = await context.label(query, to_label, timings, seen.labels)
             pairs += newly

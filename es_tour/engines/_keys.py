@@ -81,12 +81,19 @@ class KeyedSearches:
                            fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:
         """`body`'s hits, those of a search restricted to `ids` named as `ids` names them
         (a doc key, or an `_id`)."""
-        keys = _keys_by_seq_no(ids or ())
-        if keys:
+        if _keys_by_seq_no(ids or ()):
             body = {**body, "seq_no_primary_term": True}
-        answer = await self._batch.search(index, dict(body))
+        return self.hits_as_asked(await self._batch.search(index, dict(body)), ids or (),
+                                  vector_field, fetched)
+
+    def hits_as_asked(self, answer: Mapping[str, Any], ids: Sequence[str],
+                      vector_field: str | None = None, fetched: str | None = None
+                      ) -> list[Hit]:
+        """The hits of `answer`, a search restricted to `ids` (doc keys or `_id`s) whose
+        hits carry their `_seq_no` where a key asked for them, each named as `ids` names
+        it; the `_id` of each is remembered (`known_id`)."""
         self._learn_ids(answer)
-        return read_hits(answer, vector_field, fetched, keys)
+        return read_hits(answer, vector_field, fetched, _keys_by_seq_no(ids))
 
     def _learn_ids(self, answer: Mapping[str, Any]) -> None:
         """Remember the `_id` of each hit that came with its sequence number."""

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from es_tour.engines import ClientEngine, Overview, ids_query
+from es_tour.engines import ClientEngine, Overview, ids_query, key_seq_no
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
@@ -82,6 +82,12 @@ def fetch_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
     if hides_ids(body):  # the ids order the page: asked for, then left out (`render`)
         page = {**_without(page, ("stored_fields",)), "_source": False}
     return {**page, **_NO_TOTAL, "query": query, "size": len(ids)}
+
+
+def holds_whole_source(body: Mapping[str, Any]) -> bool:
+    """Whether the request's hits hold each doc's whole `_source`: it filters none, and
+    asks for no stored field instead."""
+    return body.get("_source", True) is True and "stored_fields" not in body
 
 
 def hides_ids(body: Mapping[str, Any]) -> bool:
@@ -172,17 +178,22 @@ class PageAhead:
         self._asked: tuple[str, ...] = ()
         self._answers: list[asyncio.Future[dict[str, Any]]] = []
 
-    def ask(self, ranked_first: Sequence[str]) -> None:
-        """Fetch the docs of `ranked_first`, where the page lies among them, alongside."""
+    def ask(self, ranked_first: Sequence[str]) -> asyncio.Future[dict[str, Any]] | None:
+        """Fetch the docs of `ranked_first`, where the page lies among them, alongside. The
+        page's answer to come where its hits hold each doc's whole `_source` (a body that
+        filters no source): the text to label is then read from it, no fetch of its own."""
         end = self._from + self._size
         if self._answers or not self._size or end > min(len(ranked_first), self._window):
-            return
+            return None
         self._asked = tuple(ranked_first)
-        self._answers = [
-            self._engine.search_alongside(self._index, fetch_body(self._body, self._asked))]
+        page = fetch_body(self._body, self._asked)
+        if any(key_seq_no(doc) is not None for doc in self._asked):
+            page["seq_no_primary_term"] = True  # each hit's `_id` learned by its doc key
+        self._answers = [self._engine.search_alongside(self._index, page)]
         if leg_answer(self._counted) is None:
             self._answers.append(
                 self._engine.search_alongside(self._index, overview_body(self._body)))
+        return self._answers[0] if holds_whole_source(self._body) else None
 
     async def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
         """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched,
@@ -197,9 +208,11 @@ class PageAhead:
                    for answer in self._answers):
             return None
         page, *overview = (answer.result() for answer in self._answers)
-        return Fetched(_in_page_order(page, plan.ids), page.get("timed_out", False),
-                       hides_ids(self._body)), overview[0] if overview else leg_answer(
-                           self._counted) or {}
+        hits = _in_page_order(page, plan.ids)
+        if not self._body.get("seq_no_primary_term"):  # asked for the doc keys' sake
+            hits = [_without(hit, ("_seq_no", "_primary_term")) for hit in hits]
+        return Fetched(hits, page.get("timed_out", False), hides_ids(self._body)), (
+            overview[0] if overview else leg_answer(self._counted) or {})
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""
