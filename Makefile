@@ -250,13 +250,18 @@ bench-cost: install models $(BOTH_ZIPS)
 # (engine and sidecar CPU, engine calls and KB, p50/p99, searches/s at 4 and 16 clients),
 # the index's method also through LOAD_BASELINE's sidecar (main before the change) in the
 # same run, then on scifact-app grown 20 times on OpenSearch (about 25 minutes on two
-# cores; building the grown index the first time adds its build time).
+# cores; building the grown index the first time adds its build time); then
+# docs/benchmarks/load-source.md, the same rows with the application's search fetching its
+# hits' whole _source (about 15 minutes more).
 LOAD_BASELINE ?= 2e9867d
+LOAD_SOURCE_BASELINE ?= 9c96ff0
 bench-load: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
 	$(BIN)/python -m es_tour.bench.load --dataset $(DATASETS)/scifact \
 		--baseline $(LOAD_BASELINE) --scale 20 --output docs/benchmarks/load.md
+	$(BIN)/python -m es_tour.bench.load --dataset $(DATASETS)/scifact \
+		--whole-source --baseline $(LOAD_SOURCE_BASELINE) --output docs/benchmarks/load-source.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it

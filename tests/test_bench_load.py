@@ -125,6 +125,15 @@ def test_the_index_method_row_sends_no_ext_and_the_methods_name_theirs() -> None
     assert rows["index's method"].side not in {rows["rerank-hybrid k 20"].side, "baseline"}
 
 
+def test_whole_source_rows_send_the_application_search_that_fetches_its_hits_source() -> None:
+    rows = main_rows("abc1234", whole_source=True)
+    assert rows and all(row.whole_source for row in rows)
+    assert not any(row.whole_source for row in main_rows("abc1234"))
+    index_method = {row.label: row for row in rows}["index's method"]
+    body = search_body("q", index_method.tour, index_method.whole_source)
+    assert body == {"query": {"match": {"text": "q"}}, "size": 10}
+
+
 def test_engine_cpu_per_search_takes_the_engines_idle_rate_off() -> None:
     run = RowRun(Row("index's method", "index"), latencies_ms=[10.0] * 99 + [50.0],
                  traffic=Traffic(60, 30 * 1024, 200 * 1024), counted=20,
@@ -182,6 +191,10 @@ def test_the_page_sets_refined_cpu_against_the_plain_match_at_each_scale() -> No
     assert "4.50× at 1x, 3.00× at 20x" in page
     assert f"- index's method: 1 × `POST /{INDEX}/_search`" in page
     assert "1024 MiB on disk against 64 MiB" in page and "an earlier run" in page
+    assert '"_source":false}`' in page and "whole `_source`" not in page
+    whole = markdown({**report, "whole_source": True})
+    assert "with their whole `_source` (the engine's default)" in whole
+    assert '"_source":false' not in whole
 
 
 def test_a_counting_pass_starts_once_the_sidecars_read_ahead_is_over(
@@ -210,9 +223,9 @@ def test_saturation_passes_reverse_the_rows_at_every_other_client_count() -> Non
     sent: list[tuple[str, int]] = []
 
     class Pool:  # runs each burst at once, as the bench's one-process pool does in turn
-        def submit(self, _saturate: object, url: str, index: str, texts: object,
-                   tour: object, clients: int, seconds: float) -> Future[Burst]:
-            sent.append((index, clients))
+        def submit(self, _saturate: object, url: str, row: Row, texts: object,
+                   clients: int, seconds: float) -> Future[Burst]:
+            sent.append((row.index, clients))
             done: Future[Burst] = Future()
             done.set_result(Burst(clients, 10, 0, 0, 1.0))
             return done

@@ -48,7 +48,9 @@ def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[s
 def markdown(report: Mapping[str, Any]) -> str:
     q = report["plan"]
     lines = [
-        "# What a search costs the cluster", "",
+        "# What a search costs the cluster"
+        + (", when the application fetches its hits' source" if report.get("whole_source")
+           else ""), "",
         "Written by `python -m es_tour.bench.load` (and `make bench-load`); never edited by "
         "hand.", "",
         f"- command: `{report['command']}`",
@@ -60,7 +62,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         + ", ".join(f"{k.removeprefix('index.tour.')}={v}"
                     for k, v in report["settings"].items()) + "`; labeler store warm",
         "- every search is the application's `{\"query\":{\"match\":{\"text\": QUERY}},"
-        "\"size\":10,\"_source\":false}`; **plain match** sends it to the engine, the other "
+        + ("\"size\":10}`, its hits with their whole `_source` (the engine's default)"
+           if report.get("whole_source") else "\"size\":10,\"_source\":false}`")
+        + "; **plain match** sends it to the engine, the other "
         "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
         f"{report['workers']} worker processes, one per core, 10 s deadline) with "
         "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -54,11 +54,13 @@ class Row:
     side: str
     tour: Mapping[str, Any] | None = None
     index: str = INDEX
+    whole_source: bool = False  # the application's search asks its hits' whole `_source`
 
 
-def main_rows(baseline: str | None) -> list[Row]:
+def main_rows(baseline: str | None, whole_source: bool = False) -> list[Row]:
     """The table's rows: bm25 to rerank-hybrid share a sidecar (one labels), the index's
-    method has its own, with and without its doc cache, the baseline revision's its own."""
+    method has its own, with and without its doc cache, the baseline revision's its own;
+    each sending the application's search with its hits' whole `_source` or none."""
     rows = [Row("plain match", "engine"),
             *[Row(method, "methods", {"method": method})
               for method in ("bm25", "knn", "hybrid-linear")],
@@ -67,7 +69,7 @@ def main_rows(baseline: str | None) -> list[Row]:
             Row("index's method, no doc cache", "uncached")]
     if baseline:
         rows.append(Row(f"index's method, {baseline}", "baseline"))
-    return rows
+    return [replace(row, whole_source=whole_source) for row in rows]
 
 
 def scale_rows(scaled_index: str) -> list[Row]:
@@ -76,9 +78,13 @@ def scale_rows(scaled_index: str) -> list[Row]:
             Row("index's method", "index", index=scaled_index)]
 
 
-def search_body(text: str, tour: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The application's search, with `ext.tour` when the row names one."""
-    body: dict[str, Any] = {"query": {"match": {"text": text}}, "size": 10, "_source": False}
+def search_body(text: str, tour: Mapping[str, Any] | None, whole_source: bool = False
+                ) -> dict[str, Any]:
+    """The application's search, with `ext.tour` when the row names one; its hits with
+    no `_source`, or, `whole_source`, with the whole of it (the engine's default)."""
+    body: dict[str, Any] = {"query": {"match": {"text": text}}, "size": 10}
+    if not whole_source:
+        body["_source"] = False
     if tour is not None:
         body["ext"] = {"tour": dict(tour)}
     return body
@@ -172,8 +178,7 @@ class Burst:
         return self.answered / self.seconds
 
 
-def saturate(url: str, index: str, texts: Sequence[str], tour: Mapping[str, Any] | None,
-             clients: int, seconds: float) -> Burst:
+def saturate(url: str, row: Row, texts: Sequence[str], clients: int, seconds: float) -> Burst:
     """`clients` threads, each on its own connection, sending searches back to back for
     `seconds`, each taking the next text (run in a process of its own: the client's GIL
     must not cap the rate). The searches still running then are waited for and counted:
@@ -190,7 +195,8 @@ def saturate(url: str, index: str, texts: Sequence[str], tour: Mapping[str, Any]
                 with lock:
                     text = next(order)
                 try:
-                    response = http.post(f"{url}/{index}/_search", json=search_body(text, tour))
+                    response = http.post(f"{url}/{row.index}/_search",
+                                         json=search_body(text, row.tour, row.whole_source))
                     ok = response.status_code == 200
                     worse = ok and degraded(response)
                 except httpx.HTTPError:
@@ -211,7 +217,8 @@ def saturate(url: str, index: str, texts: Sequence[str], tour: Mapping[str, Any]
 def timed(client: httpx.Client, url: str, row: Row, text: str) -> tuple[float, bool]:
     """(ms, degraded) of one search."""
     started = time.perf_counter()
-    response = client.post(f"{url}/{row.index}/_search", json=search_body(text, row.tour))
+    response = client.post(f"{url}/{row.index}/_search",
+                           json=search_body(text, row.tour, row.whole_source))
     ms = (time.perf_counter() - started) * 1000
     response.raise_for_status()
     return ms, degraded(response)
@@ -332,8 +339,8 @@ def saturation_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], clock: Cp
             texts = side.texts.take(LABELER_CACHED_QUERIES)  # more than a pass answers
             cpu0, t0 = clock.idle()
             side0 = side.cpu_s() if side.cpu_s else 0.0
-            burst = pool.submit(saturate, side.url, run.row.index, texts, run.row.tour,
-                                clients, plan.seconds).result()
+            burst = pool.submit(saturate, side.url, run.row, texts, clients,
+                                plan.seconds).result()
             side1 = side.cpu_s() if side.cpu_s else 0.0
             cpu1, t1 = clock.read()
             side.texts.skip(burst.answered + burst.failed - len(texts))
@@ -407,10 +414,10 @@ def _tree_cpu(pid: int) -> Callable[[], float]:
 # ---- a run ---------------------------------------------------------------------------------
 
 def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: str | None,
-            scaled: str | None) -> dict[str, Any]:
+            scaled: str | None, whole_source: bool = False) -> dict[str, Any]:
     """Every row on one engine (and the grown corpus's, on `scaled`): counted through the
     relay by sidecars of their own, then latency and saturation straight to the engine."""
-    runs = [RowRun(row) for row in main_rows(baseline)]
+    runs = [RowRun(row) for row in main_rows(baseline, whole_source)]
     grown = [RowRun(row) for row in scale_rows(scaled)] if scaled else []
     names = {run.row.side for run in [*runs, *grown]}
     relay = CountingRelay(url)
@@ -448,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--counted", type=int, default=Plan.counted)
     parser.add_argument("--seconds", type=float, default=Plan.seconds,
                         help="each saturation pass")
+    parser.add_argument("--whole-source", action="store_true",
+                        help="the application's search asks its hits' whole _source (the "
+                             "engine's default) rather than none")
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/load.md"))
     args = parser.parse_args(argv)
     from es_tour.bench.app import prepare, warm_store
@@ -470,13 +480,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.scale > 1 and engine in args.scale_engines.split(","):
             scale = grow(urls[engine], INDEX, args.scale, stores[0])
         result = measure(engine, urls[engine], texts, plan, args.baseline,
-                         scale["index"] if scale else None)
+                         scale["index"] if scale else None, args.whole_source)
         engines.append({**result, "scale": scale})
     from es_tour.recommended import FRONTIER_20
     from es_tour.server._workers import default_workers
 
     report = {"command": parsed_command("python -m es_tour.bench.load", args, parser),
               "date": now(), "machine": machine(), "baseline": args.baseline,
+              "whole_source": args.whole_source,
               "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
               "plan": {"warmup": plan.warmup, "latency": plan.latency,
                        "counted": plan.counted, "seconds": plan.seconds},
