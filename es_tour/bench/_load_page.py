@@ -64,7 +64,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         "- every search is the application's `{\"query\":{\"match\":{\"text\": QUERY}},"
         + ("\"size\":10}`, its hits with their whole `_source` (the engine's default)"
            if report.get("whole_source") else "\"size\":10,\"_source\":false}`")
-        + "; **plain match** sends it to the engine, the other "
+        + ", asking for no compressed answer as the engines' own clients do; "
+        "**plain match** sends it to the engine, the other "
         "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
         f"{report['workers']} worker processes, one per core, 10 s deadline) with "
         "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
