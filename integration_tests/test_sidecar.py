@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -518,6 +518,25 @@ _COUNTING_METHODS = {"recommended": {"method": RECOMMENDED_METHOD, **RECOMMENDED
                      "rerank of bm25": {"method": "rerank", "first_stage": "bm25", "k": 10}}
 
 
+def _searches_each_ran(sidecar: Sidecar, models: Models,
+                       searches: Mapping[str, tuple[dict[str, Any], dict[str, str]]]
+                       ) -> tuple[dict[str, int], dict[str, Any]]:
+    """Each of `searches` (a body and URL parameters, by name) sent through one fresh
+    one-worker sidecar, after a first that reads the index's vector field: how many searches
+    the engine ran for each, and its answer. No vector store and no doc cache, whose reads
+    would vary between them."""
+    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
+                          vector_store=False, doc_cache_mib=0)
+    ran, answers = {}, {}
+    with BackgroundServer(config, models) as server:
+        _search(server.url, PLAIN, next(iter(searches.values()))[0])
+        for how, (body, params) in searches.items():
+            before = _searches_run(sidecar.direct)
+            answers[how] = _search(server.url, PLAIN, body, **params).json()
+            ran[how] = _searches_run(sidecar.direct) - before
+    return ran, answers
+
+
 @pytest.mark.parametrize(("method", "track_total_hits"), [
     ("recommended", None), ("recommended", True), ("recommended", 7), ("recommended", False),
     ("hybrid-linear", None), ("rerank of bm25", None)])
@@ -532,17 +551,8 @@ def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
         body["track_total_hits"] = track_total_hits
     refined = {**body, "ext": {"tour": _COUNTING_METHODS[method]}}
     engine_answer = _search(sidecar.direct, PLAIN, body).json()
-    # no vector store and no doc cache, whose reads would vary between the two searches
-    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
-                          vector_store=False, doc_cache_mib=0)
-    with BackgroundServer(config, sidecar_models) as server:
-        _search(server.url, PLAIN, refined)  # the sidecar reads the index's vector field once
-        ran: dict[str, int] = {}
-        answers = {}
-        for how, params in (("counted by the leg", {}), ("apart", {"request_cache": "true"})):
-            before = _searches_run(sidecar.direct)
-            answers[how] = _search(server.url, PLAIN, refined, **params).json()
-            ran[how] = _searches_run(sidecar.direct) - before
+    ran, answers = _searches_each_ran(sidecar, sidecar_models, {
+        "counted by the leg": (refined, {}), "apart": (refined, {"request_cache": "true"})})
     assert ran["counted by the leg"] == ran["apart"] - 1, ran
     for answer in answers.values():
         assert answer["hits"].get("total") == engine_answer["hits"].get("total")
@@ -557,17 +567,8 @@ def test_a_last_round_reads_its_text_from_a_page_of_whole_sources_one_search_few
     ranking; the hits are the engine's, with no `_seq_no` the request did not ask for."""
     refined = {"query": {"match": {"text": QUERY}}, "size": 10,
                "ext": {"tour": _COUNTING_METHODS["recommended"]}}
-    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
-                          vector_store=False, doc_cache_mib=0)
-    with BackgroundServer(config, sidecar_models) as server:
-        _search(server.url, PLAIN, refined)  # the sidecar reads the index's vector field once
-        ran: dict[str, int] = {}
-        answers = {}
-        for how, source in (("whole", None), ("filtered", ["title", "text"])):
-            body = refined if source is None else {**refined, "_source": source}
-            before = _searches_run(sidecar.direct)
-            answers[how] = _search(server.url, PLAIN, body).json()
-            ran[how] = _searches_run(sidecar.direct) - before
+    ran, answers = _searches_each_ran(sidecar, sidecar_models, {
+        "whole": (refined, {}), "filtered": ({**refined, "_source": ["title", "text"]}, {})})
     assert ran["whole"] == ran["filtered"] - 1, ran
     hits = answers["whole"]["hits"]["hits"]
     assert [hit["_id"] for hit in hits] == [
