@@ -28,6 +28,7 @@ from es_tour.bench.load import (
     per_search,
     read_ahead,
     saturation_pass,
+    scale_rows,
     search_body,
 )
 
@@ -129,6 +130,7 @@ def test_whole_source_rows_send_the_application_search_that_fetches_its_hits_sou
     rows = main_rows("abc1234", whole_source=True)
     assert rows and all(row.whole_source for row in rows)
     assert not any(row.whole_source for row in main_rows("abc1234"))
+    assert all(row.whole_source for row in scale_rows(f"{INDEX}-x20", whole_source=True))
     index_method = {row.label: row for row in rows}["index's method"]
     body = search_body("q", index_method.tour, index_method.whole_source)
     assert body == {"query": {"match": {"text": "q"}}, "size": 10}

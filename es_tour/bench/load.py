@@ -72,10 +72,11 @@ def main_rows(baseline: str | None, whole_source: bool = False) -> list[Row]:
     return [replace(row, whole_source=whole_source) for row in rows]
 
 
-def scale_rows(scaled_index: str) -> list[Row]:
-    return [Row("plain match", "engine"), Row("index's method", "index"),
-            Row("plain match", "engine", index=scaled_index),
-            Row("index's method", "index", index=scaled_index)]
+def scale_rows(scaled_index: str, whole_source: bool = False) -> list[Row]:
+    return [Row("plain match", "engine", whole_source=whole_source),
+            Row("index's method", "index", whole_source=whole_source),
+            Row("plain match", "engine", index=scaled_index, whole_source=whole_source),
+            Row("index's method", "index", index=scaled_index, whole_source=whole_source)]
 
 
 def app_client() -> httpx.Client:
@@ -425,7 +426,7 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
     """Every row on one engine (and the grown corpus's, on `scaled`): counted through the
     relay by sidecars of their own, then latency and saturation straight to the engine."""
     runs = [RowRun(row) for row in main_rows(baseline, whole_source)]
-    grown = [RowRun(row) for row in scale_rows(scaled)] if scaled else []
+    grown = [RowRun(row) for row in scale_rows(scaled, whole_source)] if scaled else []
     names = {run.row.side for run in [*runs, *grown]}
     relay = CountingRelay(url)
     with relay as relay_url, ExitStack() as stack:

@@ -187,13 +187,14 @@ class PageAhead:
             return None
         self._asked = tuple(ranked_first)
         page = fetch_body(self._body, self._asked)
-        if any(key_seq_no(doc) is not None for doc in self._asked):
+        readable = holds_whole_source(self._body)
+        if readable and any(key_seq_no(doc) is not None for doc in self._asked):
             page["seq_no_primary_term"] = True  # each hit's `_id` learned by its doc key
         self._answers = [self._engine.search_alongside(self._index, page)]
         if leg_answer(self._counted) is None:
             self._answers.append(
                 self._engine.search_alongside(self._index, overview_body(self._body)))
-        return self._answers[0] if holds_whole_source(self._body) else None
+        return self._answers[0] if readable else None
 
     async def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
         """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched,
