@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from es_tour.engines import Hit, ids_query, key_seq_no
+from es_tour.engines import Hit, first_of_each, ids_query, key_seq_no
 from es_tour.pipeline import RankedHit, SearchResult, Timings, TourRound, with_doc_ids
 
 
@@ -20,6 +20,13 @@ def test_ids_query_filters_ids_keys_or_both() -> None:
     assert ids_query(["_seq_no:3", "_seq_no:5"]) == {"terms": {"_seq_no": [3, 5]}}
     assert ids_query(["a", "_seq_no:3"]) == {"bool": {"should": [
         {"ids": {"values": ["a"]}}, {"terms": {"_seq_no": [3]}}]}}
+
+
+def test_an_alias_over_two_indices_shows_each_doc_from_the_first_that_answers_it() -> None:
+    hits = [Hit("a", 2.0, index="one"), Hit("b", 1.0, index="one"), Hit("a", 3.0, index="two")]
+    found = first_of_each(hits)
+    assert list(found) == ["a", "b"]
+    assert found["a"].index == "one" and found["a"].score == 2.0
 
 
 @dataclass

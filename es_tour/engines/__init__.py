@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
+from es_tour.engines._hits import first_of_each
 from es_tour.engines._json import dumps as json_bytes
 from es_tour.engines._keys import ids_query
 from es_tour.engines._opensearch import OpenSearchEngine
@@ -73,6 +74,7 @@ __all__ = [
     "TermStats",
     "VectorField",
     "connect",
+    "first_of_each",
     "ids_query",
     "json_bytes",
     "key_seq_no",

@@ -18,7 +18,7 @@ import numpy as np
 from cachetools import LRUCache, TTLCache
 
 from es_tour.engines._batch import MultiSearch
-from es_tour.engines._hits import read_hits, source_value
+from es_tour.engines._hits import first_of_each, read_hits, source_value
 from es_tour.engines._hybrid import HybridLegs
 from es_tour.engines._keys import (
     DOC_IDS_KEPT,
@@ -436,9 +436,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
                 body["_source"] = {"excludes": list(exclude)}
             wanted = self._vectors_wanted(exclude) if vectors else None
         asked, fetched = self._asking_vectors(body, wanted)
-        found: dict[str, Hit] = {}
-        for hit in await self._search_hits(index, asked, None, fetched, unique):
-            found.setdefault(hit.id, hit)  # an alias over several: the first
+        found = first_of_each(await self._search_hits(index, asked, None, fetched, unique))
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,15 @@ def source_value(source: Mapping[str, Any], field: str) -> Any:
     for part in field.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
     return value
+
+
+def first_of_each(hits: Iterable[Hit]) -> dict[str, Hit]:
+    """Each doc's first hit, by id: an alias over several indices may answer a doc from
+    each, and the first is the one a search of the alias shows."""
+    found: dict[str, Hit] = {}
+    for hit in hits:
+        found.setdefault(hit.id, hit)
+    return found
 
 
 def read_hits(response: Mapping[str, Any], vector_field: str | None,

@@ -16,6 +16,7 @@ from es_tour.engines import (
     KnnReturns,
     Overview,
     Similarity,
+    first_of_each,
     key_seq_no,
     text_query,
 )
@@ -338,11 +339,9 @@ class SearchContext:
         await asyncio.wait([page])
         if page.cancelled() or page.exception() is not None:
             return []
-        wanted, found = set(ids), dict[str, Hit]()
-        for hit in self.engine.hits_as_asked(page.result(), ids):
-            if hit.id in wanted and hit.source:
-                found.setdefault(hit.id, hit)  # an alias over several: the first
-        return list(found.values())
+        wanted = set(ids)
+        return list(first_of_each(hit for hit in self.engine.hits_as_asked(page.result(), ids)
+                                  if hit.id in wanted and hit.source).values())
 
     async def knn(
         self, vector: np.ndarray, k: int, timings: Timings, ids: Sequence[str] | None = None,
