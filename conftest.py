@@ -11,11 +11,12 @@ from es_tour.training._query_tower import TunedTower
 
 
 @pytest.fixture(scope="session")
-def bones_tower(tmp_path_factory: pytest.TempPathFactory) -> tuple[BeirSplit, TunedTower, Path]:
+def bones_tower(tmp_path_factory: pytest.TempPathFactory
+                ) -> tuple[BeirSplit, TunedTower, Path, int]:
     """bge-small's query tower tuned (`QUICK`) on questions about bones that all call one
-    doc relevant: its judged split, what the tuning reports and the model directory. Tuned
-    once a session (about a minute on 2 cores): the unit suite checks the directory, the
-    integration suite serves it."""
+    doc relevant: its judged split, what the tuning reports, the model directory and the
+    optimiser steps it took. Tuned once a session (about a minute on 2 cores): the unit
+    suite checks the directory, the integration suite serves it."""
     from es_tour.training import build
     from es_tour.training._query_tower import tune_query_tower
     from tests.models.test_query_tower import QUICK, bones_split
@@ -23,4 +24,6 @@ def bones_tower(tmp_path_factory: pytest.TempPathFactory) -> tuple[BeirSplit, Tu
     build("default")
     root = tmp_path_factory.mktemp("bones-tower")
     split, out = bones_split(root), root / "bge-queries"
-    return split, tune_query_tower("default", split, out, QUICK), out
+    steps: list[None] = []
+    tuned = tune_query_tower("default", split, out, QUICK, lambda: steps.append(None))
+    return split, tuned, out, len(steps)

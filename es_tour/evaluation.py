@@ -243,11 +243,11 @@ async def _search_each(method: SearchMethod, texts: Sequence[str], concurrency: 
 
 
 @contextmanager
-def progress_bar(description: str, total: int, console: Console | None = None
-                 ) -> Iterator[Callable[[str], None]]:
-    """A bar with elapsed time and time remaining over `total` searches, and one printed
-    line with the ETA once the first `ETA_AFTER` are done (a log or a pipe shows no bar);
-    yields the `on_query` callback `evaluate` takes."""
+def progress_bar(description: str, total: int, console: Console | None = None,
+                 unit: str = "searches") -> Iterator[Callable[[str], None]]:
+    """A bar with elapsed time and time remaining over `total` searches (or other `unit`s),
+    and one printed line with the ETA once the first `ETA_AFTER` are done (a log or a pipe
+    shows no bar); yields the `on_query` callback `evaluate` takes."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), transient=True,
                   console=console) as progress:
@@ -260,16 +260,17 @@ def progress_bar(description: str, total: int, console: Console | None = None
             done += 1
             progress.update(task, advance=1, description=f"{description} {label}")
             if done == min(ETA_AFTER, total) and done < total:
-                progress.console.print(eta_line(done, total, time.perf_counter() - started))
+                progress.console.print(eta_line(done, total, time.perf_counter() - started,
+                                                unit))
 
         yield advance
 
 
-def eta_line(done: int, total: int, elapsed_s: float) -> str:
-    """`done` of `total` searches took `elapsed_s`: the rest at the same rate."""
+def eta_line(done: int, total: int, elapsed_s: float, unit: str = "searches") -> str:
+    """`done` of `total` searches (`unit`s) took `elapsed_s`: the rest at the same rate."""
     left = elapsed_s / done * (total - done)
-    return (f"{done}/{total} searches in {_duration(elapsed_s)}: about {_duration(left)} "
-            "left at this rate (methods differ; the bar's estimate follows)")
+    return (f"{done}/{total} {unit} in {_duration(elapsed_s)}: about {_duration(left)} "
+            "left at this rate (the bar's estimate follows)")
 
 
 def _duration(seconds: float) -> str:

@@ -75,6 +75,9 @@ LEXICAL_GRID = tuple(step / 10 for step in range(11))
 # run at 20 pairs), and the budget frontier's +0.01 target for a labelling method
 MIN_GAIN = 0.01
 MIN_ROBUSTNESS = 0.0  # ... and (wins - losses) / queries at least this: no more losses
+# judged fitting queries from which tune trains a labeler of its own (`es-tour
+# train-labeler`, cross-fitted) as a candidate beside the one given
+MIN_TUNING_QUERIES = 100
 
 
 def plain_spec(method: str, budget: int) -> MethodSpec:
@@ -224,17 +227,20 @@ class Fitted:
         return fused_spec(self.spec, self.w_bm25, self.w_dense)
 
 
-async def fit_candidates(context: SearchContext, queries: Mapping[str, str],
+async def fit_candidates(parts: Sequence[tuple[SearchContext, Mapping[str, str]]],
                          qrels: Mapping[str, Mapping[str, int]], budget: int,
                          candidates: Sequence[str] = CANDIDATES,
                          on_query: Callable[[str], None] | None = None,
                          labeler: str = "default") -> list[Fitted]:
-    """Every candidate at `budget`, its weights fitted on `queries`, labelled by `context`'s
-    labeler, which `labeler` names."""
+    """Every candidate at `budget`, its weights fitted on the queries of `parts`, each part's
+    labelled by its context's labeler (one part; or, for a labeler tuned on these queries,
+    each fold's by the tower that never trained on them), which `labeler` names."""
     fitted = []
     for candidate in candidates:
         spec = plain_spec(candidate, budget)
-        found = await pools(context, spec, queries, on_query)
+        found: dict[str, Pool] = {}
+        for context, queries in parts:
+            found |= await pools(context, spec, queries, on_query)
         fitted.append(Fitted(spec, *fit(found, qrels), labeler=labeler))
     return fitted
 

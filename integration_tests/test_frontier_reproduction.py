@@ -60,7 +60,7 @@ def test_tune_apply_on_scifact_serves_the_frontiers_test_figure(
     tune = subprocess.run(
         [sys.executable, "-m", "es_tour", "tune", "--dataset", str(scifact.root), "--engine",
          engine, "--url", url, "--index", scifact_index, "--budgets", str(BUDGET),
-         "--candidates", CANDIDATE, "--apply", "--output", str(output)],
+         "--candidates", CANDIDATE, "--no-train-labeler", "--apply", "--output", str(output)],
         capture_output=True, text=True, timeout=1200)
     assert tune.returncode == 0, tune.stderr
     tuned = json.loads(output.read_text())

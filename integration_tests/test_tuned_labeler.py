@@ -25,11 +25,11 @@ QUERY = QUESTIONS[0]
 
 
 @pytest.fixture(scope="module")
-def tuned(bones_tower: tuple[Any, Any, Path]) -> Path:
+def tuned(bones_tower: tuple[Any, Any, Path, int]) -> Path:
     """bge-small's query tower tuned on questions about bones that all call TAUGHT
     relevant (two folds, each choosing its epochs on the other's questions): the session's
     (the root conftest's `bones_tower`)."""
-    _, result, out = bones_tower
+    _, result, out, _ = bones_tower
     assert result.chosen_epoch > 0  # a tower that moved, or the test below proves nothing
     return out
 

@@ -452,7 +452,8 @@ def collect(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def new_to_train(dataset: BeirDataset) -> list[str]:
     """The test queries none of whose relevant docs train judged relevant: where a labeler
     tuned on train cannot have learned which docs answer."""
-    return judged_apart(dataset.split("test"), dataset.qrels("train"))["judged docs new"]
+    test = dataset.qrels("test")
+    return judged_apart(list(test), test, dataset.qrels("train"))["judged docs new"]
 
 
 def write(collected: dict[str, Any], out: Path, images: Path) -> Path:

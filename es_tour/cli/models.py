@@ -146,7 +146,8 @@ def evaluate(
 
     dataset_dir = BeirDataset(dataset)
     data = dataset_dir.split(split)
-    groups = judged_apart(data, dataset_dir.qrels(apart_from)) if apart_from else None
+    groups = (judged_apart(data.query_ids, data.qrels, dataset_dir.qrels(apart_from))
+              if apart_from else None)
     # by default the dual models built here; a named one must be known and built, checked
     # before the first model spends minutes on the corpus
     names = names or [s.name for s in MODELS.values()

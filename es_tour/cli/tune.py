@@ -1,15 +1,15 @@
-"""`es-tour tune`: choose an index's method and fusion weights on train, guard the choice
-against rerank-hybrid, keep a labelling method only where it beats the labeler-free
-candidates (plain BM25, hybrid-linear) by enough on validation queries, report them all on
-held-out queries and, with --apply, set the recommendation on the index: a method, or TOUR
-off."""
+"""`es-tour tune`: choose an index's method, fusion weights and labeler (the one given, or
+one it trains on the judgements) on train, guard the choice against rerank-hybrid, keep a
+labelling method only where it beats the labeler-free candidates (plain BM25,
+hybrid-linear) by enough on validation queries, report them all on held-out queries and,
+with --apply, set the recommendation on the index: a method, or TOUR off."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,7 +46,7 @@ from es_tour.cli._shared import (
     short_labels,
 )
 from es_tour.datasets import BeirDataset
-from es_tour.errors import ConfigError
+from es_tour.errors import ConfigError, ModelError
 from es_tour.evaluation import (
     MethodSpec,
     evaluate,
@@ -57,6 +57,8 @@ from es_tour.evaluation import (
 )
 from es_tour.metrics import robustness
 from es_tour.models import WEIGHT_MARK, is_ensemble, load_labeler
+from es_tour.models._labelers import model_directory
+from es_tour.paths import models_dir
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext
 from es_tour.server import ServerConfig
 from es_tour.server._options import SETTINGS_PREFIX, settings_for
@@ -67,6 +69,7 @@ from es_tour.tuning import (
     MEMBER_FIT_METHOD,
     MIN_GAIN,
     MIN_ROBUSTNESS,
+    MIN_TUNING_QUERIES,
     Cost,
     Decision,
     Fitted,
@@ -125,6 +128,13 @@ def tune_command(
         help="the load benchmark's JSON (make bench-load): each method's engine CPU and p50 "
              "over a plain search, shown beside it [default: the checkout's "
              "docs/benchmarks/load.json]")] = None,
+    train_labeler: Annotated[bool, typer.Option(
+        help="where the fitting queries number --tuning-queries or more, also train a "
+             "labeler of the index's own (es-tour train-labeler: the labeler's query "
+             "tower, cross-fitted, on the fitting queries alone) and choose between it and "
+             "--labeler")] = True,
+    tuning_queries: Annotated[int, typer.Option(
+        help="the judged fitting queries --train-labeler needs", min=2)] = MIN_TUNING_QUERIES,
     corpus_vectors: CorpusVectors = None,
     output: Output = None,
     ca_certs: CaCerts = None,
@@ -138,8 +148,10 @@ def tune_command(
     if it beats the best labeler-free candidate (plain BM25, hybrid-linear with its weight
     fitted) by --min-gain without losing more queries than it wins, else recommend that
     candidate (plain BM25: TOUR off); report them on held-out queries no decision reads
-    (test, or a fixed-seed part of the only judged split); with --apply, set the
-    recommendation on the index."""
+    (test, or a fixed-seed part of the only judged split), apart by whether the fitting
+    queries judged one of their relevant docs; with --apply, set the recommendation on the
+    index. With --tuning-queries judged fitting queries or more, a labeler of the index's
+    own, the labeler's query tower tuned on them alone, is a candidate beside it."""
     data = BeirDataset(dataset)
     target = engine_target(engine, url, ca_certs, client_cert, client_key, verify_certs)
     levels = parse_budgets(budgets)
@@ -155,8 +167,9 @@ def tune_command(
     console.print(f"{data.name}: {divided.describe()}"
                   + (f" (the first {len(fitting)} fitting queries)" if fit_queries else ""))
     rule = Rule(min_gain, min_robustness, measured_costs(costs or LOAD_BENCH, target.engine))
+    tuning = tuning_queries if train_labeler else None
     results = asyncio.run(_tune(target, data, index or data.name, labeler, levels, names,
-                                divided, fitting, corpus_vectors, apply, rule))
+                                divided, fitting, corpus_vectors, apply, rule, tuning))
     linear = results["labeler_free_fit"]
     console.print(f"hybrid-linear's lexical_weight fitted on the fitting queries: "
                   f"{linear['lexical_weight']} (nDCG@10 {linear['fit_ndcg@10']:.4f})")
@@ -180,12 +193,14 @@ class Rule:
 async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: str,
                 budgets: Sequence[int], candidates: Sequence[str], divided: Splits,
                 fitting: Mapping[str, str], corpus_vectors: bool | None, apply: bool,
-                rule: Rule) -> dict[str, Any]:
+                rule: Rule, tuning_queries: int | None = None) -> dict[str, Any]:
     """Fit, guard, decide and report at each budget, then (with `apply`) set the largest
     budget's recommendation. With several labelers, each candidate runs with each (an
-    ensemble's member weights fitted first) and the best fit chooses both. The guard and
-    the decision read the validation queries; the held-out (report) queries are searched
-    only after they have."""
+    ensemble's member weights fitted first) and the best fit chooses both; with
+    `tuning_queries` fitting queries or more, one more: the first labeler's query tower
+    tuned on them (`_train_labeler`), each fitting query labelled by the fold tower that
+    never trained on it. The guard and the decision read the validation queries, which no
+    tower trained on; the held-out (report) queries are searched only after they have."""
     labelers = [name.strip() for name in labeler.split(",") if name.strip()]
     context = _context(target, index, labelers[0])
     validation = divided.queries(data, "validation")
@@ -200,6 +215,20 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         "min_robustness": rule.min_robustness, "labelers": {}, "budgets": {}}
     async with context.engine:
         context, own = await _searchable(context, data, labelers[0], target)
+        from es_tour.training._corpus import judged_apart
+        from es_tour.training._query_tower import train_parts
+
+        # the held-out queries by whether the fitting queries judged one of their relevant
+        # docs: what a labeler tuned on them can have learned is which docs answer
+        apart = judged_apart(list(held_out), data.qrels(divided.report),
+                             {q: fit_qrels[q] for q in fitting if q in fit_qrels})
+
+        if tuning_queries is not None:
+            tuned = _train_labeler(data, divided, fitting, labelers[0], index, own,
+                                   tuning_queries)
+            results["tuned_labeler"] = tuned
+            if tuned.get("name"):
+                labelers.append(tuned["name"])
         # every candidate searches the same queries: each embedded once, before the first
         context = replace(context, query_vectors={})
         context.embed_ahead([*fitting.values(), *validation.values(), *held_out.values()])
@@ -212,24 +241,30 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
         pairs = expected_pairs([plain_spec(name, budget) for name in candidates
                                 for budget in budgets],
                                len(fitting) + len(validation) + len(held_out), False)
-        contexts = {}
+        contexts, parts = {}, {}
         for name in labelers:
             fitted_name, facts = await _fit_labeler(context, data, own, corpus_vectors, pairs,
                                                     name, fitting, fit_qrels, max(budgets))
             contexts[fitted_name] = _labelled(context, data, own, corpus_vectors, pairs,
                                               fitted_name)
+            # a labeler tuned on the fitting queries labels each by the fold that held it out
+            parts[fitted_name] = [
+                (contexts[fitted_name] if part == fitted_name else
+                 _labelled(context, data, own, corpus_vectors, pairs, part),
+                 {q: fitting[q] for q in queries})
+                for part, queries in train_parts(fitted_name, list(fitting))]
             results["labelers"][name] = {"name": fitted_name, **facts}
         for budget in budgets:
             fitted: list[Fitted] = []
-            for name, labelled in contexts.items():
+            for name in contexts:
                 with progress_bar(f"fit at {budget} pairs ({name})",
                                   len(candidates) * len(fitting), err_console) as advance:
-                    fitted += await fit_candidates(labelled, fitting, fit_qrels, budget,
+                    fitted += await fit_candidates(parts[name], fit_qrels, budget,
                                                    candidates, advance, labeler=name)
             chosen = choose(fitted)
             results["budgets"][str(budget)] = await _decide_budget(
                 contexts[chosen.labeler], data, divided, validation, held_out, budget, fitted,
-                chosen, labeler_free(lexical_weight), rule)
+                chosen, labeler_free(lexical_weight), rule, apart)
         if apply:
             budget = max(budgets)
             settings = results["budgets"][str(budget)]["settings"]
@@ -244,9 +279,11 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
 async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Splits,
                          validation: Mapping[str, str], held_out: Mapping[str, str],
                          budget: int, fitted: Sequence[Fitted], chosen: Fitted,
-                         free: Sequence[MethodSpec], rule: Rule) -> dict[str, Any]:
+                         free: Sequence[MethodSpec], rule: Rule,
+                         apart: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """One budget's decision on the validation queries among the choice, rerank-hybrid and
-    the labeler-free `free`, then all of them on the held-out queries, which only report."""
+    the labeler-free `free`, then all of them on the held-out queries, which only report:
+    over them all, and over each part of `apart` (held-out query ids by part)."""
     baseline = plain_spec(BASELINE, budget)
     refining = [chosen.fused, baseline]
     specs = [*refining, *free]
@@ -262,10 +299,13 @@ async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Sp
     # the held-out queries, query by query, against the candidate the decision measured by
     report_qrels = data.qrels(divided.report)
     against = next(report for report in reported if report.spec.label == decision.against)
+    reference = against.ndcg_by_query(report_qrels)
     held_out_robustness = {
-        report.spec.label: robustness(report.ndcg_by_query(report_qrels),
-                                      against.ndcg_by_query(report_qrels)).to_dict()
+        report.spec.label: robustness(report.ndcg_by_query(report_qrels), reference).to_dict()
         for report in reported}
+    held_out_apart = {report.spec.label: _apart(report.ndcg_by_query(report_qrels), reference,
+                                                apart)
+                      for report in reported}
     settings: dict[str, Any] = ({f"{SETTINGS_PREFIX}enabled": False} if decision.off
                                 else settings_for(kept.name, kept.options))
     if kept in refining and chosen.labeler != "default":
@@ -279,10 +319,23 @@ async def _decide_budget(labelled: SearchContext, data: BeirDataset, divided: Sp
         "labeler_free": [spec.label for spec in free],
         "validation": {report.spec.label: report.summary() for report in checked},
         "held_out": {report.spec.label: {**report.summary(),
-                                         "robustness": held_out_robustness[report.spec.label]}
+                                         "robustness": held_out_robustness[report.spec.label],
+                                         "apart": held_out_apart[report.spec.label]}
                      for report in reported},
         "decision": _decision_facts(decision), "recommended": kept.label, "off": decision.off,
         "settings": settings}
+
+
+def _apart(ndcg: Mapping[str, float], reference: Mapping[str, float],
+           apart: Mapping[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
+    """Per part of `apart`: its queries, mean nDCG@10 and robustness against `reference`."""
+    figures = {}
+    for part, ids in apart.items():
+        mine = {qid: ndcg[qid] for qid in ids if qid in ndcg}
+        figures[part] = {"queries": len(mine),
+                         "ndcg@10": sum(mine.values()) / len(mine) if mine else None,
+                         "robustness": robustness(mine, reference).to_dict()}
+    return figures
 
 
 def _decision_facts(decision: Decision) -> dict[str, Any]:
@@ -358,6 +411,65 @@ def _what_runs(settings: Mapping[str, Any]) -> dict[str, Any]:
             if key not in WEIGHTS and key != "enabled"}
 
 
+def _train_labeler(data: BeirDataset, divided: Splits, fitting: Mapping[str, str],
+                   base: str, index: str, own: bool, least: int) -> dict[str, Any]:
+    """`base`'s query tower tuned on the judged `fitting` queries alone (`es-tour
+    train-labeler`'s defaults, cross-fitted), written to the model cache as
+    `<base>-<index>-tuned`: what it trained on and where, or why none was trained. A
+    directory trained on the same queries and options already is reused."""
+    from es_tour.training._query_tower import (
+        TRAINING_FILE,
+        QueryTowerOptions,
+        tune_query_tower,
+        tuning_steps,
+    )
+
+    qrels = data.qrels(divided.fit)
+    judged = [q for q in fitting if qrels.get(q)]
+    why_not = (f"{len(judged)} judged fitting queries, fewer than --tuning-queries {least}"
+               if len(judged) < least else
+               "the index is not es-tour's: the dataset's corpus need not be its docs"
+               if own else None)
+    registry_name = None if is_ensemble(base) else model_directory(base)[1]
+    if why_not is None and registry_name is None:
+        why_not = f"[{base}] is not one registry model whose query tower tune can train"
+    if why_not is not None or registry_name is None:
+        console.print(f"no labeler of the index's own: {why_not}")
+        return {"trained": False, "why_not": why_not}
+    options = QueryTowerOptions()
+    name = f"{registry_name}-{index}-tuned"
+    out = models_dir() / name
+    facts_path = out / TRAINING_FILE
+    if facts_path.is_file():
+        facts = json.loads(facts_path.read_text(encoding="utf-8"))
+        if facts["trained"] == judged and facts["options"] == asdict(options):
+            console.print(f"labeler {name}: reused, trained on these {len(judged)} queries")
+            return {"trained": False, "name": name, "reused": True, "queries": len(judged)}
+    whole = data.split(divided.fit)
+    keep = [i for i, q in enumerate(whole.query_ids) if q in fitting]
+    split = replace(whole, query_ids=[whole.query_ids[i] for i in keep],
+                    query_texts=[whole.query_texts[i] for i in keep],
+                    qrels={q: whole.qrels[q] for q in judged})
+    steps = tuning_steps(len(judged), options)
+    console.print(
+        f"training a labeler of the index's own, {name}: {registry_name}'s query tower on the "
+        f"{len(judged)} judged fitting queries, {options.folds} folds and then all of them, "
+        f"at most {options.epochs} epochs each: {steps} steps; the time left shows once the "
+        "first are done", soft_wrap=True)
+    try:
+        with progress_bar(f"train {name}", steps, err_console, unit="steps") as advance:
+            tuned = tune_query_tower(base, split, out, options, lambda: advance(""))
+    except ModelError as error:  # torch missing, or a tower torch cannot load
+        console.print(f"no labeler of the index's own: {error}")
+        return {"trained": False, "why_not": str(error)}
+    base_ndcg, tuned_ndcg = tuned.cross_fitted()
+    console.print(f"trained {name} in {tuned.seconds / 60:.1f} min: cross-fitted exact "
+                  f"nDCG@10 on the fitting queries {base_ndcg:.4f} -> {tuned_ndcg:.4f}")
+    return {"trained": True, "name": name, "queries": len(judged),
+            "seconds": round(tuned.seconds), "epochs": tuned.chosen_epoch,
+            "cross_fitted_ndcg@10": {"base": base_ndcg, "tuned": tuned_ndcg}}
+
+
 def _labelled(context: SearchContext, data: BeirDataset, own: bool,
               corpus_vectors: bool | None, pairs: int, labeler: str) -> SearchContext:
     """`context` labelled by `labeler`, from corpus vectors where they pay."""
@@ -424,6 +536,18 @@ def print_choice(out: Console, dataset: str, budget: int, result: Mapping[str, A
     for label, short in shown.items():
         if short != label:
             out.print(Text(f"  {short[short.rindex('['):]} {label}"), soft_wrap=True)
+    kept = result["held_out"][decision["kept"]]["apart"]
+    against = result["held_out"][decision["against"]]["apart"]
+    for part, figures in kept.items():
+        if figures["queries"]:
+            versus = figures["robustness"]
+            whose = ("whose relevant docs include one" if part == "a judged doc seen" else
+                     "none of whose relevant docs is one")
+            out.print(Text(
+                f"held-out queries {whose} the fitting queries judged ({figures['queries']}): "
+                f"{shown[decision['kept']]} {figures['ndcg@10']:.4f} against "
+                f"{against[part]['ndcg@10']:.4f}, RI {versus['index']:+.2f}, hurt "
+                f"{versus['hurt_share']:.1%}"), soft_wrap=True)
     out.print(Text(f"decision: {decision['reason']}"), soft_wrap=True)
     out.print(Text(f"recommended settings: {settings_text(result['settings'])}"),
               soft_wrap=True)

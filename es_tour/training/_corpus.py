@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,15 +70,15 @@ def evaluate_encoder(
     )
 
 
-def judged_apart(data: BeirSplit, other: Mapping[str, Mapping[str, int]]
-                 ) -> dict[str, list[str]]:
-    """data's judged queries parted by whether a doc judged relevant for one was judged
-    relevant for a query of `other` (qrels): how much a model tuned on `other` can have
-    learned which docs, not which words, are relevant."""
+def judged_apart(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]],
+                 other: Mapping[str, Mapping[str, int]]) -> dict[str, list[str]]:
+    """The judged queries of `query_ids` (by `qrels`) parted by whether a doc judged
+    relevant for one was judged relevant for a query of `other` (qrels): how much a model
+    tuned on `other` can have learned which docs, not which words, are relevant."""
     seen = {doc for judged in other.values() for doc, grade in judged.items() if grade > 0}
     parts: dict[str, list[str]] = {"a judged doc seen": [], "judged docs new": []}
-    for qid in data.query_ids:
-        judged = [doc for doc, grade in data.qrels.get(qid, {}).items() if grade > 0]
+    for qid in query_ids:
+        judged = [doc for doc, grade in qrels.get(qid, {}).items() if grade > 0]
         if judged:
             parts["a judged doc seen" if seen.intersection(judged) else
                   "judged docs new"].append(qid)

@@ -21,7 +21,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -168,12 +168,14 @@ def torch_tower(encoder: DualEncoder) -> Any:
 
 def tune_query_tower(
     base: str, split: BeirSplit, out: Path, options: QueryTowerOptions = QueryTowerOptions(),
+    on_step: Callable[[], None] | None = None,
 ) -> TunedTower:
     """Tune `base`'s query tower on `split`'s judged queries, cross-fitted, and write the
     model directory `out`: the base's doc graphs and tokenizer, the tuned `query.onnx` (and
     int8), the base's corpus vectors of `split`'s corpus, `training.json`, and under
     `folds/` one tower per fold, tuned on the other folds' queries (what choices on train
-    label that fold's queries with, so that no choice sees a tower that trained on them)."""
+    label that fold's queries with, so that no choice sees a tower that trained on them).
+    `on_step` is called after each optimiser step (`tuning_steps` of them at most)."""
     torch, _ = _export_deps()
     path, registry_name = model_directory(base)
     encoder = DualEncoder(path, labeler_precision(base))
@@ -182,10 +184,10 @@ def tune_query_tower(
     judged = [i for i, q in enumerate(split.query_ids) if split.qrels.get(q)]
     check_options(options, len(judged))
     started = time.perf_counter()
-    tuning = _Tuning(torch, encoder, split, options)
+    tuning = _Tuning(torch, encoder, split, options, on_step)
     folds = []
     for k in range(options.folds):
-        held = judged[k * len(judged) // options.folds:(k + 1) * len(judged) // options.folds]
+        held = judged[_fold_bounds(len(judged), options.folds, k)]
         held_out = set(held)
         net, fold = tuning.tune([i for i in judged if i not in held_out], held)
         fold = replace(fold, path=out / FOLDS / str(k), base=registry_name or str(path))
@@ -201,12 +203,31 @@ def tune_query_tower(
     return tuned
 
 
+def tuning_steps(judged: int, options: QueryTowerOptions) -> int:
+    """The optimiser steps `tune_query_tower` takes at most on `judged` queries: each
+    fold's tower on the other folds' queries, then the whole split's, `options.epochs`
+    each (the whole split's takes the folds' choice, which may be fewer)."""
+    def steps(queries: int) -> int:
+        return -(-queries // options.batch_queries) * options.epochs
+
+    held = [len(range(judged)[_fold_bounds(judged, options.folds, k)])
+            for k in range(options.folds)]
+    return sum(steps(judged - n) for n in held) + steps(judged)
+
+
+def _fold_bounds(judged: int, folds: int, k: int) -> slice:
+    """Fold `k` of `folds` contiguous parts of `judged` queries."""
+    return slice(k * judged // folds, (k + 1) * judged // folds)
+
+
 class _Tuning:
     """One base tower, its corpus vectors and the judgements: towers tuned from it."""
 
     def __init__(self, torch: Any, encoder: DualEncoder, split: BeirSplit,
-                 options: QueryTowerOptions) -> None:
+                 options: QueryTowerOptions, on_step: Callable[[], None] | None = None
+                 ) -> None:
         self.torch, self.encoder, self.split, self.options = torch, encoder, split, options
+        self.on_step = on_step
         self.docs = torch.tensor(unit_corpus_embeddings(encoder, split.corpus_path,
                                                         split.doc_texts))
         self.row = {doc_id: i for i, doc_id in enumerate(split.doc_ids)}
@@ -237,6 +258,8 @@ class _Tuning:
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
+                if self.on_step is not None:
+                    self.on_step()
             student.eval()
             if not held:
                 chosen = epoch

@@ -25,6 +25,7 @@ from es_tour.training._query_tower import (
     check_options,
     train_parts,
     tune_query_tower,
+    tuning_steps,
 )
 
 QUICK = QueryTowerOptions(epochs=2, learning_rate=1e-4, folds=2, batch_queries=4)
@@ -66,7 +67,7 @@ def small_train(bones_tower) -> BeirSplit:
 @pytest.fixture(scope="module")
 def tuned(bones_tower) -> tuple[TunedTower, Path]:
     """The session's tower (the root conftest's `bones_tower`), tuned on `small_train`."""
-    _, result, out = bones_tower
+    _, result, out, _ = bones_tower
     return result, out
 
 
@@ -90,6 +91,15 @@ def test_tuning_moves_the_judged_docs_up_for_the_queries_it_trained_on(
     mine = DualEncoder(out, "int8")
     assert result.trained == small_train.query_ids and result.chosen_epoch > 0
     assert judged_ranks(mine, small_train, every) < judged_ranks(base, small_train, every)
+
+
+def test_the_steps_a_tuning_takes_are_known_before_it_starts(bones_tower) -> None:
+    split, tuned, _, steps = bones_tower
+    # 9 questions, 2 folds of 4 and 5, batches of 4: the fold towers 2 and 1 steps an
+    # epoch, the whole split's 3, each for QUICK's 2 epochs at most
+    assert tuning_steps(len(split.query_ids), QUICK) == 12
+    whole = 3 * tuned.chosen_epoch  # the whole split's tower takes the folds' choice
+    assert steps == 2 * QUICK.epochs + 1 * QUICK.epochs + whole
 
 
 def test_each_fold_tower_held_out_its_fold_and_trained_on_the_rest(tuned, small_train):
