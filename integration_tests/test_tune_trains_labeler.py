@@ -23,6 +23,10 @@ import httpx
 import pytest
 
 from es_tour.cluster import NodeStatus
+from es_tour.datasets import BeirDataset
+from es_tour.models import DualEncoder
+from es_tour.models._corpus_cache import _cache_files
+from es_tour.models._labelers import labeler_precision, model_directory
 from es_tour.paths import models_dir
 from es_tour.server import BackgroundServer, ServerConfig
 from tests.models.test_query_tower import TAUGHT, TEXTS
@@ -81,13 +85,23 @@ def _tune(data: Path, url: str, output: Path) -> subprocess.CompletedProcess[str
         capture_output=True, text=True, timeout=1200)
 
 
+def _forget_corpus_vectors(data: Path) -> None:
+    """The default labeler's cached vectors of this corpus removed: tune embeds them."""
+    encoder = DualEncoder(model_directory("default")[0], labeler_precision("default"))
+    texts = [doc.contents for doc in BeirDataset(data).corpus()]
+    for path in _cache_files(encoder, data / "corpus.jsonl", texts):
+        path.unlink(missing_ok=True)
+
+
 def test_tune_trains_chooses_and_applies_a_labeler_a_sidecar_serves(fresh_node, tmp_path):
     url = fresh_node
     data = bones_collection(tmp_path / "bones")
+    _forget_corpus_vectors(data)
     output = tmp_path / "tune.json"
     result = _tune(data, url, output)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stdout.split())
+    assert f"embedding the corpus's {len(TEXTS)} docs with bge-small-en-v1.5 first" in said
     assert f"training a labeler of the index's own, {TUNED}" in said
     tuned = json.loads(output.read_text())
     trained = tuned["tuned_labeler"]

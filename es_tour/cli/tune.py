@@ -45,7 +45,7 @@ from es_tour.cli._shared import (
     settings_text,
     short_labels,
 )
-from es_tour.datasets import BeirDataset
+from es_tour.datasets import BeirDataset, BeirSplit
 from es_tour.errors import ConfigError, ModelError
 from es_tour.evaluation import (
     MethodSpec,
@@ -56,8 +56,9 @@ from es_tour.evaluation import (
     progress_bar,
 )
 from es_tour.metrics import robustness
-from es_tour.models import WEIGHT_MARK, is_ensemble, load_labeler
-from es_tour.models._labelers import model_directory
+from es_tour.models import WEIGHT_MARK, DualEncoder, is_ensemble, load_labeler
+from es_tour.models._corpus_cache import corpus_embeddings, has_corpus_embeddings
+from es_tour.models._labelers import labeler_precision, model_directory
 from es_tour.paths import models_dir
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext
 from es_tour.server import ServerConfig
@@ -450,6 +451,7 @@ def _train_labeler(data: BeirDataset, divided: Splits, fitting: Mapping[str, str
     split = replace(whole, query_ids=[whole.query_ids[i] for i in keep],
                     query_texts=[whole.query_texts[i] for i in keep],
                     qrels={q: whole.qrels[q] for q in judged})
+    _embed_corpus(base, split)
     steps = tuning_steps(len(judged), options)
     console.print(
         f"training a labeler of the index's own, {name}: {registry_name}'s query tower on the "
@@ -468,6 +470,26 @@ def _train_labeler(data: BeirDataset, divided: Splits, fitting: Mapping[str, str
     return {"trained": True, "name": name, "queries": len(judged),
             "seconds": round(tuned.seconds), "epochs": tuned.chosen_epoch,
             "cross_fitted_ndcg@10": {"base": base_ndcg, "tuned": tuned_ndcg}}
+
+
+def _embed_corpus(labeler: str, split: BeirSplit) -> None:
+    """The labeler's doc vectors of the corpus, which tuning its query tower reads, embedded
+    once into the model cache where they are not there yet, with a bar."""
+    path, registry_name = model_directory(labeler)
+    encoder = DualEncoder(path, labeler_precision(labeler))
+    if has_corpus_embeddings(encoder, split.corpus_path, split.doc_texts):
+        return
+    docs = len(split.doc_texts)
+    console.print(f"embedding the corpus's {docs:,} docs with {registry_name or labeler} "
+                  "first, once (the "
+                  "model cache keeps them); the time left shows once the first are done")
+    with progress_bar("embed the corpus", docs, err_console, unit="docs") as advance:
+
+        def batch_done(done: int) -> None:
+            for _ in range(done):
+                advance("")
+
+        corpus_embeddings(encoder, split.corpus_path, split.doc_texts, batch_done)
 
 
 def _labelled(context: SearchContext, data: BeirDataset, own: bool,

@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +20,20 @@ from es_tour.models._runtime import DualEncoder, l2_normalize
 
 
 def corpus_embeddings(
-    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str]
+    encoder: DualEncoder, corpus_path: Path, texts: Sequence[str],
+    on_batch: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, float]:
     """texts: the n docs of `corpus_path` -> ((n, d) float32, docs per second).
 
     Loaded from `<model dir>/cache/` when present; the rate is the one measured when the
-    embeddings were computed.
+    embeddings were computed. `on_batch` is told the docs of each batch encoded.
     """
     cached = cached_corpus_embeddings(encoder, corpus_path, texts)
     if cached is not None:
         return cached
     vectors, meta = _cache_files(encoder, corpus_path, texts)
     started = time.perf_counter()
-    embedded = encoder.for_corpus().encode_docs(texts)
+    embedded = encoder.for_corpus().encode_docs(texts, on_batch)
     rate = len(texts) / max(time.perf_counter() - started, 1e-9)
     vectors.parent.mkdir(exist_ok=True)
     np.save(vectors, embedded)

@@ -5,7 +5,7 @@ Nothing here imports torch. onnxruntime is imported when the first model is open
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,16 +256,19 @@ class DualEncoder(_OnnxModel):
         return self._encode([self.query_prefix + t for t in texts], self._query_session,
                             self._query_batch)
 
-    def encode_docs(self, texts: Sequence[str]) -> np.ndarray:
-        """texts: n documents -> (n, d) float32, unit length when the manifest normalises."""
-        return self.encode([self.doc_prefix + t for t in texts])
+    def encode_docs(self, texts: Sequence[str],
+                    on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """texts: n documents -> (n, d) float32, unit length when the manifest normalises;
+        `on_batch` is told the texts of each batch done."""
+        return self.encode([self.doc_prefix + t for t in texts], on_batch)
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None
+               ) -> np.ndarray:
         """texts (prefixes already applied): n strings -> (n, d) float32, by the doc graph."""
-        return self._encode(texts, self._session)
+        return self._encode(texts, self._session, on_batch=on_batch)
 
-    def _encode(self, texts: Sequence[str], session: Any, batch_size: int | None = None
-                ) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], session: Any, batch_size: int | None = None,
+                on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         if isinstance(texts, str):
             raise ConfigError("encode takes a sequence of strings, not one string")
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -274,6 +277,8 @@ class DualEncoder(_OnnxModel):
         encodings = self._tokenizer.encode_batch(list(texts))
         for rows, hidden, mask in self._run(encodings, session, batch_size):
             result[rows] = pool(hidden, mask, self.manifest.pooling or "mean")
+            if on_batch is not None:
+                on_batch(len(rows))
         if self.manifest.normalize:
             result = l2_normalize(result)
         return result

@@ -116,9 +116,9 @@ def test_a_corpus_is_embedded_on_every_core_though_its_encoder_runs_one_thread(
     threads: list[int] = []
     encode_docs = DualEncoder.encode_docs
 
-    def recording(self: DualEncoder, texts: list[str]) -> np.ndarray:
+    def recording(self: DualEncoder, texts: list[str], on_batch=None) -> np.ndarray:
         threads.append(self._session.get_session_options().intra_op_num_threads)
-        return encode_docs(self, texts)
+        return encode_docs(self, texts, on_batch)
 
     monkeypatch.setattr(DualEncoder, "encode_docs", recording)
     texts = [doc.contents for doc in collection.corpus()]
@@ -135,3 +135,12 @@ def test_the_retriever_labelling_at_int8_reads_the_corpus_vectors_ingest_cached(
     at_int8 = labeler_encoder("retriever", precision="int8")
     assert at_int8.doc_encoding == retriever.doc_encoding  # one cache key: no embedding again
     assert labeler_encoder("retriever").doc_encoding != retriever.doc_encoding  # fp32's own
+
+
+def test_encoding_a_corpus_tells_each_batch_done_and_gives_the_same_vectors(
+        encoder: DualEncoder) -> None:
+    texts = [f"{title} {text}" for title, text in DOCS.values()] * 10
+    batches: list[int] = []
+    vectors = encoder.encode_docs(texts, batches.append)
+    assert sum(batches) == len(texts) and len(batches) > 1
+    assert np.allclose(vectors, encoder.encode_docs(texts), atol=1e-6)
