@@ -95,8 +95,9 @@ test-frontier: install models $(BOTH_ZIPS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m frontier -s \
 		integration_tests/test_frontier_reproduction.py
 
-# the training runs on SciFact, a learned agent's policy and a reranker: ~4 min on 2 cores,
-# so apart from `make test` (CI runs both)
+# the training runs: a learned agent's policy and a reranker on SciFact, and tune training a
+# labeler of an index's own on a small collection: ~6 min on 2 cores, so apart from
+# `make test` (CI runs both)
 test-training: install models $(BOTH_ZIPS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m training --durations=5 integration_tests
 
