@@ -225,8 +225,8 @@ async def _tune(target: EngineTarget, data: BeirDataset, index: str, labeler: st
                              {q: fit_qrels[q] for q in fitting if q in fit_qrels})
 
         if tuning_queries is not None:
-            tuned = _train_labeler(data, divided, fitting, labelers[0], index, own,
-                                   tuning_queries)
+            tuned = _train_labeler(data, divided, fitting, fit_qrels, labelers[0], index,
+                                   own, tuning_queries)
             results["tuned_labeler"] = tuned
             if tuned.get("name"):
                 labelers.append(tuned["name"])
@@ -413,11 +413,12 @@ def _what_runs(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _train_labeler(data: BeirDataset, divided: Splits, fitting: Mapping[str, str],
-                   base: str, index: str, own: bool, least: int) -> dict[str, Any]:
-    """`base`'s query tower tuned on the judged `fitting` queries alone (`es-tour
-    train-labeler`'s defaults, cross-fitted), written to the model cache as
-    `<base>-<index>-tuned`: what it trained on and where, or why none was trained. A
-    directory trained on the same queries and options already is reused."""
+                   qrels: Mapping[str, Mapping[str, int]], base: str, index: str, own: bool,
+                   least: int) -> dict[str, Any]:
+    """`base`'s query tower tuned on the `fitting` queries that `qrels` (the fit split's)
+    judges, alone (`es-tour train-labeler`'s defaults, cross-fitted), written to the model
+    cache as `<base>-<index>-tuned`: what it trained on and where, or why none was trained.
+    A directory trained on the same queries and options already is reused."""
     from es_tour.training._query_tower import (
         TRAINING_FILE,
         QueryTowerOptions,
@@ -425,7 +426,6 @@ def _train_labeler(data: BeirDataset, divided: Splits, fitting: Mapping[str, str
         tuning_steps,
     )
 
-    qrels = data.qrels(divided.fit)
     judged = [q for q in fitting if qrels.get(q)]
     why_not = (f"{len(judged)} judged fitting queries, fewer than --tuning-queries {least}"
                if len(judged) < least else
@@ -481,8 +481,8 @@ def _embed_corpus(labeler: str, split: BeirSplit) -> None:
         return
     docs = len(split.doc_texts)
     console.print(f"embedding the corpus's {docs:,} docs with {registry_name or labeler} "
-                  "first, once (the "
-                  "model cache keeps them); the time left shows once the first are done")
+                  "first, once (the model cache keeps them); the time left shows once the "
+                  "first are done")
     with progress_bar("embed the corpus", docs, err_console, unit="docs") as advance:
 
         def batch_done(done: int) -> None:
