@@ -583,6 +583,31 @@ def test_a_last_round_reads_its_text_from_a_page_of_whole_sources_one_search_few
         assert "_seq_no" not in hit and "_primary_term" not in hit
 
 
+def test_a_page_of_docs_a_leg_named_by_doc_key_names_them_no_search_of_their_ids_first(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """A kNN leg names its hits by doc key (no stored field loaded): the page asks for them
+    by it and learns their `_id`s from its own hits, so a refined kNN search runs its kNN,
+    its page and its total, and no search that only reads `_id`s. The hits are the engine's,
+    with no `_seq_no` the request did not ask for, and the trace names docs by `_id`."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": ["title"],
+            "ext": {"tour": {"method": "knn", "k": 10}}}
+    ran, answers = _searches_each_ran(sidecar, sidecar_models, {"knn": (body, {})})
+    assert ran["knn"] == 3, ran
+    hits = answers["knn"]["hits"]["hits"]
+    ids = [hit["_id"] for hit in hits]
+    engine_hits = _search(sidecar.direct, PLAIN, {"query": {"ids": {"values": ids}},
+                                                  "size": len(ids), "_source": ["title"]}
+                          ).json()["hits"]["hits"]
+    sources = {hit["_id"]: hit["_source"] for hit in engine_hits}
+    assert len(hits) == 10 and set(ids) == set(sources)
+    for hit in hits:
+        assert hit["_source"] == sources[hit["_id"]]
+        assert "_seq_no" not in hit and "_primary_term" not in hit
+    traced = answers["knn"]["ext"]["tour"]
+    assert [hit["_id"] for hit in traced["hits"]] == ids
+    assert traced["rounds"][0]["ranking"][:10] == ids
+
+
 def test_a_text_fetch_no_step_reads_vectors_from_leaves_them_out(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """rerank takes no TOUR step: the text it fetches to label comes without the vector

@@ -23,6 +23,7 @@ from es_tour.engines._types import (
     Similarity,
     TermStats,
     VectorField,
+    doc_key,
     key_seq_no,
 )
 from es_tour.errors import ConfigError
@@ -74,6 +75,7 @@ __all__ = [
     "TermStats",
     "VectorField",
     "connect",
+    "doc_key",
     "first_of_each",
     "ids_query",
     "json_bytes",

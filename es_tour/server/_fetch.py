@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from es_tour.engines import ClientEngine, Overview, ids_query, key_seq_no
+from es_tour.engines import ClientEngine, Overview, doc_key, ids_query, key_seq_no
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
@@ -122,6 +122,8 @@ class Fetched:
     hits: list[dict[str, Any]]
     timed_out: bool
     hide_ids: bool = False  # the request asked for hits without their `_id`
+    # doc key -> `_id`, for the page's docs it asked by doc key (`fetch_page`)
+    doc_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 def overview_alongside(params: Mapping[str, str]) -> bool:
@@ -137,10 +139,14 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
     """The page's hits as the engine fetches them: the window's part in es-tour's order,
     then the engine's own order past the window. A doc deleted since it was ranked is
     left out, as the engine would. `with_overview` (a request without URL parameters)
-    adds the overview's search to the same `_msearch` and returns its answer too."""
+    adds the overview's search to the same `_msearch` and returns its answer too. The
+    window's docs a pool leg named by doc key are asked by it, their `_id`s learned from
+    the page (`Fetched.doc_ids`) rather than by a search of their own first."""
     searches, page_params = [], _page_params(params)
+    by_key = any(key_seq_no(doc) is not None for doc in plan.ids)
     if plan.ids:
-        searches.append(fetch_body(body, plan.ids))
+        searches.append({**fetch_body(body, plan.ids),
+                         **({"seq_no_primary_term": True} if by_key else {})})
     if plan.rest_size:
         searches.append(rest_body(body, window, plan.rest_from, plan.rest_size))
     if with_overview:
@@ -156,10 +162,13 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
                                               for search in searches)))
     overview = answers.pop() if with_overview else None
     hits = _in_page_order(answers[0], plan.ids) if plan.ids else []
+    doc_ids = {doc_key(hit["_seq_no"]): hit["_id"] for hit in hits if "_seq_no" in hit}
+    if by_key and not body.get("seq_no_primary_term"):  # asked for the doc keys' sake
+        hits = [_without(hit, ("_seq_no", "_primary_term")) for hit in hits]
     if plan.rest_size:
         hits += answers[-1]["hits"]["hits"]
     return Fetched(hits, any(answer.get("timed_out", False) for answer in answers),
-                   hides_ids(body)), overview
+                   hides_ids(body), doc_ids), overview
 
 
 class PageAhead:
@@ -230,9 +239,14 @@ def leg_answer(overview: Overview | None) -> dict[str, Any] | None:
 
 
 def _in_page_order(answer: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The hits of a fetch of `ids`, in their order; a doc deleted since it was ranked is
-    left out, as the engine would."""
-    found = {hit["_id"]: hit for hit in answer["hits"]["hits"]}
+    """The hits of a fetch of `ids` (`_id`s, or doc keys where the hits carry their
+    `_seq_no`), in their order; a doc deleted since it was ranked is left out, as the
+    engine would."""
+    found = {}
+    for hit in answer["hits"]["hits"]:
+        found[hit["_id"]] = hit
+        if "_seq_no" in hit:
+            found[doc_key(hit["_seq_no"])] = hit
     return [found[doc] for doc in ids if doc in found]
 
 

@@ -125,19 +125,23 @@ class TourService:
             try:
                 with as_caller.engine_errors():
                     ranked = await _unless_failed(ranking, overview)
+                    known = plan.context.engine.known_id
+                    # the page's docs by `_id` where met, by the doc key a pool leg named
+                    # them by otherwise: the page's own hits then name them
                     page = plan_page(ranked.window, request.from_, request.size)
-                    # the page's docs, and each round's top 10 the trace shows, by `_id`: a
-                    # pool leg may have named some by doc key
-                    shown = [*page.ids, *(doc for trace in ranked.result.rounds
-                                          for doc in trace.ranking[:TRACED_TOP])]
-                    result = await with_doc_ids(ranked.result, plan.context, shown)
-                    page = replace(page, ids=tuple(map(plan.context.engine.known_id,
-                                                       page.ids)))
+                    page = replace(page, ids=tuple(map(known, page.ids)))
                     by_leg = leg_answer(counted)
                     fetched, answer = await ahead.fetched(page) or await fetch_page(
                         as_caller, request.index, request.body, request.params,
                         ranked.window, page, with_overview=alongside and by_leg is None)
                     answer = answer if answer is not None else by_leg or await overview
+                    for key, doc_id in fetched.doc_ids.items():
+                        plan.context.engine.remember_id(key, doc_id)
+                    # and each round's top 10 the trace shows, by `_id` too
+                    shown = [*page.ids, *(doc for trace in ranked.result.rounds
+                                          for doc in trace.ranking[:TRACED_TOP])]
+                    result = await with_doc_ids(ranked.result, plan.context, shown)
+                    page = replace(page, ids=tuple(map(known, page.ids)))
             finally:
                 settle(overview, ranking)
                 ahead.settle()
