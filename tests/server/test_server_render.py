@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from es_tour.engines import Overview
+from es_tour.engines import Overview, doc_key
 from es_tour.errors import ConfigError
 from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
 from es_tour.server import parse_listen
@@ -18,6 +18,7 @@ from es_tour.server._fetch import (
     PagePlan,
     counted_by_a_leg,
     fetch_body,
+    fetch_page,
     overview_body,
     plan_page,
     rest_body,
@@ -188,6 +189,34 @@ async def test_a_page_asked_ahead_and_still_on_its_way_is_waited_for_not_asked_a
     got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 0, 2))
     assert got is not None and [hit["_id"] for hit in got[0].hits] == ["0", "2"]
     assert len(engine.bodies) == 2  # the page and the overview, once
+
+
+class _PageEngine:
+    """What fetch_page reads of an engine view: one search, answered with a hit for each
+    `_id` and doc key its filter names (a doc key's hit with its `_seq_no`, as asked)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    async def search(self, index: str, body: dict[str, Any], params: Any = None) -> dict:
+        self.bodies.append(body)
+        should = body["query"]["bool"]["filter"][0]["bool"]["should"]
+        ids, seq_nos = should[0]["ids"]["values"], should[1]["terms"]["_seq_no"]
+        hits = [_engine_hit(doc) for doc in ids] + [
+            {**_engine_hit(f"doc-{seq_no}"), "_seq_no": seq_no, "_primary_term": 1}
+            for seq_no in seq_nos]
+        return {"hits": {"hits": hits[::-1]}}
+
+
+async def test_a_page_asks_docs_named_by_doc_key_by_it_and_learns_their_ids() -> None:
+    engine = _PageEngine()
+    key = doc_key(7)
+    fetched, _ = await fetch_page(engine, "idx", {"query": QUERY}, {},  # type: ignore[arg-type]
+                                  [key, "a"], PagePlan((key, "a"), 0, 0))
+    assert engine.bodies[0]["seq_no_primary_term"] is True
+    assert [hit["_id"] for hit in fetched.hits] == ["doc-7", "a"]  # es-tour's order
+    assert fetched.doc_ids == {key: "doc-7"}
+    assert not any("_seq_no" in hit or "_primary_term" in hit for hit in fetched.hits)
 
 
 def test_a_leg_counts_the_overview_of_a_request_whose_query_it_runs_as_sent() -> None:
