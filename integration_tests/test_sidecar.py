@@ -608,6 +608,23 @@ def test_a_page_of_docs_a_leg_named_by_doc_key_names_them_no_search_of_their_ids
     assert traced["rounds"][0]["ranking"][:10] == ids
 
 
+def test_a_fused_rerank_of_both_legs_reads_its_pools_bm25_from_the_legs(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """rerank-hybrid's kNN leg brings each hit's BM25 (each leg the other's score), so a
+    final-score fusion that weighs BM25 asks the engine no search of the pool's BM25: the
+    legs, the text it labels and the page, as with no BM25 weight. The fused order still
+    differs from φ's alone."""
+    method = {"method": "rerank-hybrid", "k": 20, "w_dense": 0.0}
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False}
+    ran, answers = _searches_each_ran(sidecar, sidecar_models, {
+        "by phi": ({**body, "ext": {"tour": {**method, "w_bm25": 0.0}}}, {}),
+        "fused": ({**body, "ext": {"tour": {**method, "w_bm25": 1.0}}}, {})})
+    assert ran["fused"] == ran["by phi"] == 4, ran
+    ranked = {how: [hit["_id"] for hit in answer["hits"]["hits"]]
+              for how, answer in answers.items()}
+    assert ranked["fused"] != ranked["by phi"]
+
+
 def test_a_text_fetch_no_step_reads_vectors_from_leaves_them_out(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """rerank takes no TOUR step: the text it fetches to label comes without the vector

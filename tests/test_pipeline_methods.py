@@ -15,7 +15,7 @@ from es_tour.engines import Hit
 from es_tour.errors import ConfigError
 from es_tour.pipeline import SearchContext, Timings, build_method, knn_candidates
 from es_tour.pipeline._first_stage import interleave
-from es_tour.pipeline._fusion import pool_scores
+from es_tour.pipeline._fusion import FUSION_DEPTH, pool_scores
 from es_tour.pipeline._tour_loop import RocchioOptions
 from es_tour.tour import MAX_K, TourConfig, feedback_query, hybrid_scores
 
@@ -287,7 +287,11 @@ async def test_fusion_reorders_the_labelled_pool_by_phi_bm25_and_knn_scores(cont
     assert [h.id for h in fused.hits[:20]] == expected.tolist() != labelled
     assert [h.id for h in fused.hits[20:]] == [h.id for h in plain.hits[20:]]
     assert fused.pairs_scored == plain.pairs_scored
-    assert fused.engine_calls == plain.engine_calls + 2
+    # the fusion's legs, as deep as it fuses, brought every labelled doc's BM25: it asks
+    # their kNN scores alone
+    deep = await build_method("rerank-hybrid", context, {"k": 20}).search("q", FUSION_DEPTH)
+    assert set(labelled) <= set(deep.lexical_scores)
+    assert fused.engine_calls == plain.engine_calls + 1
     assert fused.parameters["w_bm25"] == 1.0
 
 

@@ -8,7 +8,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -65,6 +66,15 @@ class FirstStageOptions(DepthOptions):
             )
 
 
+class Retrieval(NamedTuple):
+    """A first stage's hits in retrieval order, the engine calls that took, and the BM25 of
+    those whose BM25 it met (a final-score fusion asks the rest)."""
+
+    hits: list[Hit]
+    engine_calls: int
+    lexical_scores: Mapping[str, float] = MappingProxyType({})
+
+
 def _ranked(
     ids: Sequence[str], scores: Sequence[float], sources: Mapping[str, Any], size: int
 ) -> list[RankedHit]:
@@ -94,9 +104,11 @@ def _result(
     timings: Timings,
     started: float,
     parameters: dict[str, Any],
+    lexical_scores: Mapping[str, float] = MappingProxyType({}),
 ) -> SearchResult:
     timings.total_ms = (time.perf_counter() - started) * 1000
-    return SearchResult(method, hits, rounds, pairs, calls, timings, parameters)
+    return SearchResult(method, hits, rounds, pairs, calls, timings, parameters,
+                        lexical_scores=dict(lexical_scores))
 
 
 class _FirstStage:
@@ -112,8 +124,8 @@ class _FirstStage:
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
         provenance = Provenance()
-        hits, calls = await self._retrieve(query, max(size, self.options.k), timings,
-                                           provenance)
+        hits, calls, lexical_scores = await self._retrieve(
+            query, max(size, self.options.k), timings, provenance)
         hits = await self._read(hits, timings)
         scores, pairs = await self._score(query, hits, timings)
         # the window's φ, for the trace; the other methods' scores are no labels
@@ -125,22 +137,14 @@ class _FirstStage:
         trace = RoundTrace(round=0, retrieved=len(hits), newly_scored=pairs, timings=timings,
                            ranking=ids, new_docs=len(provenance),
                            label_mass_at_10=label_mass(ids, labels))
-        return _result(
-            self.name,
-            ranking,
-            [trace],
-            pairs,
-            calls,
-            timings,
-            started,
-            self._parameters(),
-        )
+        return _result(self.name, ranking, [trace], pairs, calls, timings, started,
+                       self._parameters(), lexical_scores)
 
     def _parameters(self) -> dict[str, Any]:
         return {"k": self.options.k}
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         """The hits in retrieval order and the engine calls made; each retrieval is
         recorded in `provenance` as round 0."""
         raise NotImplementedError
@@ -180,18 +184,19 @@ class Bm25Method(_FirstStage):
     name = "bm25"
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
-        return _recorded(await self.context.bm25(query, k, timings), "bm25", provenance), 1
+                        ) -> Retrieval:
+        return Retrieval(_recorded(await self.context.bm25(query, k, timings), "bm25",
+                                   provenance), 1)
 
 
 class KnnMethod(_FirstStage):
     name = "knn"
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         vector = await self.context.embed_query(query, timings)
         hits = await self.context.knn(vector, k, timings, returns="keys")
-        return _recorded(hits, "knn", provenance), 1
+        return Retrieval(_recorded(hits, "knn", provenance), 1)
 
 
 class HybridRrfMethod(_FirstStage):
@@ -201,7 +206,7 @@ class HybridRrfMethod(_FirstStage):
     options: FirstStageOptions
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         vector = await self.context.embed_query(query, timings)
         lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance)
         fused: dict[str, float] = {}
@@ -210,7 +215,8 @@ class HybridRrfMethod(_FirstStage):
             for rank, hit in enumerate(ranking, start=1):
                 fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (self.options.rrf_k + rank)
                 by_id.setdefault(hit.id, hit)
-        return [replace(by_id[i], score=s, vector=None) for i, s in fused.items()], 2
+        return Retrieval([replace(by_id[i], score=s, vector=None) for i, s in fused.items()],
+                         2)
 
 
 class HybridLinearMethod(_FirstStage):
@@ -221,7 +227,7 @@ class HybridLinearMethod(_FirstStage):
     options: FirstStageOptions
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         return await linear_hybrid(self.context, query, k, self.options, timings, provenance)
 
     def _parameters(self) -> dict[str, Any]:
@@ -229,7 +235,7 @@ class HybridLinearMethod(_FirstStage):
 
 
 async def linear_hybrid(context: SearchContext, query: str, k: int, options: FirstStageOptions,
-                        timings: Timings, provenance: Provenance) -> tuple[list[Hit], int]:
+                        timings: Timings, provenance: Provenance) -> Retrieval:
     """The union of BM25's and kNN's top `depth`, best first by `hybrid_scores`, then (for
     k past it) their next hits in turn at the union's lowest score, so a deeper page never
     reorders the first; and the engine calls made (`rank_linear` adds up to two)."""
@@ -244,7 +250,7 @@ async def linear_hybrid(context: SearchContext, query: str, k: int, options: Fir
     floor = ranked[-1].score if ranked else 0.0
     rest = [hit.rescored(floor)
             for hit in interleave(dense[depth:], lexical[depth:]) if hit.id not in fused]
-    return ranked + rest, 2 + calls
+    return Retrieval(ranked + rest, 2 + calls)
 
 
 async def rank_linear(context: SearchContext, vector: np.ndarray, dense: Sequence[Hit],

@@ -14,6 +14,7 @@ from es_tour.options import check_number
 from es_tour.pipeline._first_stage import (
     DepthOptions,
     FirstStageOptions,
+    Retrieval,
     _FirstStage,
     _legs,
     _recorded,
@@ -54,16 +55,16 @@ class RerankMethod(_Rerank):
     options: FirstStageOptions
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         if self.options.first_stage == "bm25":
             hits = await self.context.bm25(query, k, timings, keyed=True)
-            return _recorded(hits, "bm25", provenance), 1
+            return Retrieval(_recorded(hits, "bm25", provenance), 1)
         if self.options.first_stage == "hybrid-linear":
             return await linear_hybrid(self.context, query, k, self.options, timings,
                                        provenance)
         vector = await self.context.embed_query(query, timings)
         hits = await self.context.knn(vector, k, timings, returns="keys")
-        return _recorded(hits, "knn", provenance), 1
+        return Retrieval(_recorded(hits, "knn", provenance), 1)
 
     def _parameters(self) -> dict[str, Any]:
         stage = self.options.first_stage
@@ -83,10 +84,15 @@ class RerankHybridMethod(_Rerank):
     name = "rerank-hybrid"
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         vector = await self.context.embed_query(query, timings)
-        lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance)
-        return interleave(dense, lexical), 2
+        # each leg with the other's score where the engine can: the kNN leg's BM25 then
+        # spares a final-score fusion its own search of the pool's BM25
+        lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance,
+                                     scored=True)
+        bm25 = {**{hit.id: hit.other_score for hit in dense if hit.other_score is not None},
+                **{hit.id: hit.score for hit in lexical}}
+        return Retrieval(interleave(dense, lexical), 2, bm25)
 
 
 @dataclass(frozen=True)
@@ -109,9 +115,9 @@ class VectorRerankMethod(_FirstStage):
     options: VectorRerankOptions
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
-                        ) -> tuple[list[Hit], int]:
+                        ) -> Retrieval:
         hits = await self.context.bm25(query, k, timings, with_vectors=True)
-        return _recorded(hits, "bm25", provenance), 1
+        return Retrieval(_recorded(hits, "bm25", provenance), 1)
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
