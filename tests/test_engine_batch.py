@@ -18,17 +18,14 @@ class Calls:
 
     def __init__(self, fail_whole: bool = False):
         self.trips: list[list[str]] = []
-        self.binary: list[bool] = []  # whether each round trip asked for CBOR
         self.fail_whole = fail_whole
 
-    async def one(self, index, body, named_scores=False, binary=False):
+    async def one(self, index, body, named_scores=False):
         self.trips.append([index + "+named" * named_scores])
-        self.binary.append(binary)
         return {"n": body["n"]}
 
-    async def many(self, searches, named_scores=False, binary=False):
+    async def many(self, searches, named_scores=False):
         self.trips.append([index + "+named" * named_scores for index, _ in searches])
-        self.binary.append(binary)
         if self.fail_whole:
             raise ConnectionError("engine down")
         return [EngineError(400, {"error": "bad", "status": 400}) if body.get("bad")
@@ -54,17 +51,6 @@ async def test_searches_asking_named_queries_scores_go_in_a_round_trip_of_their_
                                    batch.search("c", {"n": 3}, named_scores=True))
     assert [answer["n"] for answer in answers] == [1, 2, 3]
     assert sorted(calls.trips) == [["a+named", "c+named"], ["b"]]
-
-
-async def test_own_searches_ask_for_cbor_unless_a_caller_will_see_an_answer_of_the_trip():
-    """A pool leg's answer is es-tour's alone: its round trip asks for binary floats. A
-    page fetched alongside (`shown`) goes back to the caller as the engine wrote it."""
-    calls = Calls()
-    batch = SearchBatch(calls.one, calls.many)
-    await asyncio.gather(batch.search("a", {"n": 1}), batch.search("b", {"n": 2}))
-    await asyncio.gather(batch.search("a", {"n": 1}), batch.submit("b", {"n": 2}, shown=True))
-    await batch.submit("c", {"n": 3}, shown=True)
-    assert calls.binary == [True, False, False]
 
 
 async def test_a_search_alone_is_sent_as_a_search_and_later_ones_apart():

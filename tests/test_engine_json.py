@@ -1,26 +1,17 @@
-"""The engine clients' wire formats (es_tour.engines._json): orjson, with the json module for
-what orjson refuses, and each client's own error for what is not JSON; CBOR answers."""
+"""The engine clients' JSON (es_tour.engines._json): orjson, with the json module for what
+orjson refuses, and each client's own error for what is not JSON."""
 
 from __future__ import annotations
 
 import json
 
-import cbor2
 import numpy as np
 import pytest
 from elastic_transport import SerializationError as ElasticSerializationError
-from opensearchpy import RequestError
 from opensearchpy.exceptions import SerializationError as OpenSearchSerializationError
 
 from es_tour.engines import connect
-from es_tour.engines._json import (
-    CBOR,
-    ElasticsearchCbor,
-    ElasticsearchSerializer,
-    OpenSearchCbor,
-    OpenSearchSerializer,
-)
-from es_tour.engines._opensearch import BytesKeepingConnection
+from es_tour.engines._json import ElasticsearchSerializer, OpenSearchSerializer
 
 PAGE = {"hits": {"total": {"value": 2}, "hits": [
     {"_id": "1", "_score": 1.5, "_source": {"text": "café ☕", "embedding": [0.25, -1e-8, 3.0]}},
@@ -81,23 +72,3 @@ def test_the_sidecars_answers_are_written_compact_or_pretty_with_numpy_and_odd_k
     pretty = json_bytes(answer, lambda v: v.tolist(), pretty=True)
     assert json.loads(compact) == json.loads(pretty) == plain
     assert b"\n" not in compact and b'\n  "hits"' in pretty
-
-
-def test_a_cbor_answer_reads_as_its_json_would_with_floats_exact():
-    """opensearch-py hands an answer over as text: a CBOR answer kept one character per
-    byte reads back whole, as elastic-transport's bytes do."""
-    raw = cbor2.dumps(PAGE)
-    assert ElasticsearchCbor().loads(raw) == PAGE
-    assert OpenSearchCbor().loads(raw.decode("latin-1")) == PAGE
-    with pytest.raises(OpenSearchSerializationError):
-        OpenSearchCbor().loads("\u20ac")  # no character of a byte: not an answer kept
-
-
-def test_a_cbor_error_answer_reaches_the_client_error_as_its_json():
-    """The engine's error body and status survive the binary answer (its error shape)."""
-    body = {"error": {"type": "parsing_exception", "reason": "unknown query [bogus]"},
-            "status": 400}
-    connection = BytesKeepingConnection()
-    with pytest.raises(RequestError) as raised:
-        connection._raise_error(400, cbor2.dumps(body).decode("latin-1"), CBOR)
-    assert raised.value.status_code == 400 and raised.value.info == body

@@ -11,20 +11,17 @@ from cachetools import TTLCache
 
 from es_tour.errors import EngineError
 
-# (index, body, named scores?, binary?) -> the engine's answer
-SearchOne = Callable[[str, Mapping[str, Any], bool, bool], Awaitable[dict[str, Any]]]
+# (index, body, named scores?) -> the engine's answer
+SearchOne = Callable[[str, Mapping[str, Any], bool], Awaitable[dict[str, Any]]]
 # the answers of several (index, body) searches in order, each a dict or its own error
-SearchMany = Callable[[Sequence[tuple[str, Mapping[str, Any]]], bool, bool],
-                      Awaitable[Sequence[Any]]]
-# (index, body, answer to come, whether only es-tour reads the answer)
-_Pending = list[tuple[str, dict[str, Any], "asyncio.Future[dict[str, Any]]", bool]]
+SearchMany = Callable[[Sequence[tuple[str, Mapping[str, Any]]], bool], Awaitable[Sequence[Any]]]
+_Pending = list[tuple[str, dict[str, Any], "asyncio.Future[dict[str, Any]]"]]
 
 
 class SearchBatch:
     """The searches one engine view is asked for in the same turn of the event loop, sent
     together: one alone as a search, several as one `_msearch`. A round's BM25 and kNN
-    legs, gathered by its method, so cost one round trip, with no method knowing. The
-    round trip is answered in CBOR unless a caller will see one of its answers."""
+    legs, gathered by its method, so cost one round trip, with no method knowing."""
 
     def __init__(self, search_one: SearchOne, search_many: SearchMany):
         self._search_one = search_one
@@ -38,16 +35,15 @@ class SearchBatch:
         queries it matches to their scores (`include_named_queries_score`)."""
         return await self.submit(index, body, named_scores=named_scores)
 
-    def submit(self, index: str, body: dict[str, Any], *, named_scores: bool = False,
-               shown: bool = False) -> asyncio.Future[dict[str, Any]]:
-        """The answer to come of a search joined to this turn's round trip, at once.
-        `shown`: a caller will see the answer, which then comes as the engine's JSON."""
+    def submit(self, index: str, body: dict[str, Any], *, named_scores: bool = False
+               ) -> asyncio.Future[dict[str, Any]]:
+        """The answer to come of a search joined to this turn's round trip, at once."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
         if not self._pending:
             # two turns: the tasks gathered beside this one reach their own call first
             loop.call_soon(loop.call_soon, self._send)
-        self._pending.setdefault(named_scores, []).append((index, body, answer, not shown))
+        self._pending.setdefault(named_scores, []).append((index, body, answer))
         return answer
 
     def _send(self) -> None:
@@ -57,16 +53,15 @@ class SearchBatch:
             task.add_done_callback(lambda done: done.exception())  # each error is its caller's
 
     async def _answer(self, pending: _Pending, named_scores: bool) -> None:
-        answers = [answer for _, _, answer, _ in pending]
-        binary = all(own for *_, own in pending)
+        answers = [answer for *_, answer in pending]
         results: list[Any]  # each search's answer, or the error it gets
         try:
             if len(pending) == 1:
-                index, body, *_ = pending[0]
-                results = [await self._search_one(index, body, named_scores, binary)]
+                index, body, _ = pending[0]
+                results = [await self._search_one(index, body, named_scores)]
             else:
                 results = list(await self._search_many(
-                    [(index, body) for index, body, *_ in pending], named_scores, binary))
+                    [(index, body) for index, body, _ in pending], named_scores))
         except Exception as exc:  # every caller waiting gets the call's error
             results = [exc] * len(answers)
         except asyncio.CancelledError:
@@ -88,11 +83,6 @@ def identity(headers: Mapping[str, str] | None) -> str:
                            digest_size=16).hexdigest()
 
 
-def _named_params(on: bool) -> dict[str, str]:
-    """The URL parameter asking `include_named_queries_score`, where `on`."""
-    return {"include_named_queries_score": "true"} if on else {}
-
-
 def answer_or_error(response: dict[str, Any]) -> dict[str, Any] | EngineError:
     if "error" not in response:
         return response
@@ -112,8 +102,6 @@ class MultiSearch:
     # every view, never by two identities
     _msearch_refused: TTLCache[str, bool]
     _error_answer: Callable[[Exception], tuple[int, object]]
-    # whether the client reads CBOR answers, which es-tour's own searches then ask for
-    _reads_cbor = False
 
     def _new_batch(self) -> SearchBatch:
         """A batch of this view's own: searches batched together share its identity."""
@@ -124,29 +112,15 @@ class MultiSearch:
         return {"params": {"include_named_queries_score": "true"}} if on else {}
 
     async def _search_one(self, index: str, body: Mapping[str, Any],
-                          named_scores: bool = False, binary: bool = False) -> dict[str, Any]:
-        if binary and self._reads_cbor:
-            return await self._binary_search(index, body, _named_params(named_scores))
+                          named_scores: bool = False) -> dict[str, Any]:
         return dict(await self._client.search(index=index, body=dict(body),
                                               **self._named_scores(named_scores)))
 
-    async def _binary_search(self, index: str, body: Mapping[str, Any],
-                             params: Mapping[str, str]) -> dict[str, Any]:
-        """A search answered in CBOR (`_json.CBOR`), with the URL parameters `params`."""
-        raise NotImplementedError
-
-    async def _binary_msearch(self, lines: Sequence[Mapping[str, Any]],
-                              params: Mapping[str, str]) -> dict[str, Any]:
-        """An `_msearch` of `lines` answered in CBOR."""
-        raise NotImplementedError
-
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]],
-                      named_scores: bool = False, binary: bool = False
-                      ) -> list[dict[str, Any] | EngineError]:
+                      named_scores: bool = False) -> list[dict[str, Any] | EngineError]:
         """Several (index, body) searches in one `_msearch` round trip, each answer in
         order: a search's own error answer as the EngineError, with its status, that the
-        search alone would have raised. `named_scores` as `SearchBatch.search` takes it;
-        `binary`: answered in CBOR, for es-tour's own reading alone.
+        search alone would have raised. `named_scores` as `SearchBatch.search` takes it.
 
         Elasticsearch's `read` privilege grants `_msearch`; OpenSearch Security checks it
         as a cluster action (`cluster_composite_ops_ro`), which a reader of one index may
@@ -158,23 +132,20 @@ class MultiSearch:
             for index, body in searches:
                 lines += [{"index": index}, body]
             try:
-                if binary and self._reads_cbor:
-                    answer = await self._binary_msearch(lines, _named_params(named_scores))
-                else:
-                    answer = await self._client.msearch(body=lines,
-                                                        **self._named_scores(named_scores))
+                answer = await self._client.msearch(body=lines,
+                                                    **self._named_scores(named_scores))
                 return [answer_or_error(dict(response)) for response in answer["responses"]]
             except self._api_error as exc:
                 if self._error_answer(exc)[0] != 403:
                     raise
                 self._msearch_refused[who] = True
-        return list(await asyncio.gather(*(self._one_or_error(index, body, named_scores, binary)
+        return list(await asyncio.gather(*(self._one_or_error(index, body, named_scores)
                                            for index, body in searches)))
 
-    async def _one_or_error(self, index: str, body: Mapping[str, Any], named_scores: bool,
-                            binary: bool) -> dict[str, Any] | EngineError:
+    async def _one_or_error(self, index: str, body: Mapping[str, Any], named_scores: bool
+                            ) -> dict[str, Any] | EngineError:
         try:
-            return await self._search_one(index, body, named_scores, binary)
+            return await self._search_one(index, body, named_scores)
         except self._api_error as exc:
             return EngineError(*self._error_answer(exc))
 
@@ -183,4 +154,4 @@ class MultiSearch:
         """A search as written, with no URL parameter, sent in the round trip of the searches
         this view is asked for in this turn of the event loop (one `_msearch`): its answer
         to come, or the search's EngineError. No filter of this view is added."""
-        return self._batch.submit(index, dict(body), shown=True)
+        return self._batch.submit(index, dict(body))

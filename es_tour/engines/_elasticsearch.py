@@ -11,18 +11,8 @@ from elasticsearch import TransportError as ElasticTransportError
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
-from es_tour.engines._json import (
-    CBOR,
-    ELASTICSEARCH_CBOR,
-    ElasticsearchCbor,
-    ElasticsearchSerializer,
-)
+from es_tour.engines._json import ElasticsearchSerializer
 from es_tour.engines._types import IndexSpec, Similarity
-
-# JSON (the compatible mimetypes too) by orjson; CBOR as asked, or as compatible with 8.x
-# (`ELASTICSEARCH_CBOR`)
-_SERIALIZERS = {"application/json": ElasticsearchSerializer(), CBOR: ElasticsearchCbor(),
-                "application/vnd.elasticsearch+cbor": ElasticsearchCbor()}
 
 
 class ElasticsearchEngine(ClientEngine):
@@ -38,13 +28,13 @@ class ElasticsearchEngine(ClientEngine):
         hosts = url if isinstance(url, str) else list(url)
 
         def client(**tls: Any) -> AsyncElasticsearch:
-            return AsyncElasticsearch(hosts, request_timeout=60, serializers=_SERIALIZERS,
+            return AsyncElasticsearch(hosts, request_timeout=60,
+                                      serializer=ElasticsearchSerializer(),
                                       **{**client_options, **tls})
 
         own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
         super().__init__(client(), async_bulk, NotFoundError, BadRequestError, own)
         self._keep_source_vectors = False  # learnt from the engine's version at create_index
-        self._reads_cbor = True
 
     async def create_index(self, spec: IndexSpec, *, replace: bool = False) -> bool:
         # 9.x leaves dense_vector values out of `_source` by default, where es-tour reads them
@@ -63,23 +53,6 @@ class ElasticsearchEngine(ClientEngine):
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, ApiError)
         return exc.meta.status, exc.body
-
-    async def _binary_search(self, index: str, body: Mapping[str, Any],
-                             params: Mapping[str, str]) -> dict[str, Any]:
-        # the client's search() asks for JSON whatever its caller's headers say
-        return await self._binary_call(f"/{quote(index, safe=',*')}/_search", dict(body),
-                                       params, "application/json")
-
-    async def _binary_msearch(self, lines: Sequence[Mapping[str, Any]],
-                              params: Mapping[str, str]) -> dict[str, Any]:
-        return await self._binary_call("/_msearch", list(lines), params, "application/x-ndjson")
-
-    async def _binary_call(self, path: str, body: Any, params: Mapping[str, str],
-                           content_type: str) -> dict[str, Any]:
-        answer = await self._client.perform_request(
-            "POST", path, params=dict(params), body=body,
-            headers={"accept": ELASTICSEARCH_CBOR, "content-type": content_type})
-        return dict(answer.body)
 
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:

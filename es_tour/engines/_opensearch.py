@@ -6,21 +6,13 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import cbor2
-from opensearchpy import (
-    AIOHttpConnection,
-    AsyncOpenSearch,
-    NotFoundError,
-    RequestError,
-    TransportError,
-)
+from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError, TransportError
 from opensearchpy import ConnectionError as OpenSearchConnectionError
-from opensearchpy._async.http_aiohttp import OpenSearchClientResponse
 from opensearchpy.client.utils import NamespacedClient
 from opensearchpy.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
-from es_tour.engines._json import CBOR, OpenSearchCbor, OpenSearchSerializer, dumps
+from es_tour.engines._json import OpenSearchSerializer
 from es_tour.engines._types import IndexSpec, Similarity
 
 _SPACE: dict[Similarity, str] = {"dot_product": "innerproduct", "cosine": "cosinesimil"}
@@ -47,19 +39,16 @@ class OpenSearchEngine(ClientEngine):
     def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
                  **client_options: Any):
         """`own_ssl_context`, when given, makes a second client with it for the process's
-        own calls (`ClientEngine.as_own_identity`). A `connection_class` of the caller's
-        own reads JSON answers alone."""
+        own calls (`ClientEngine.as_own_identity`)."""
         hosts = [url] if isinstance(url, str) else list(url)
-        options = {"connection_class": BytesKeepingConnection, **client_options}
 
         def client(**tls: Any) -> AsyncOpenSearch:
             return AsyncOpenSearch(hosts=hosts, timeout=CLIENT_TIMEOUT_S,
                                    serializer=OpenSearchSerializer(),
-                                   serializers={CBOR: OpenSearchCbor()}, **{**options, **tls})
+                                   **{**client_options, **tls})
 
         own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
         super().__init__(client(), async_bulk, NotFoundError, RequestError, own)
-        self._reads_cbor = options["connection_class"] is BytesKeepingConnection
 
     def _bind(self, client: Any, headers: dict[str, str]) -> Any:
         return _WithHeaders(client, headers)
@@ -67,20 +56,6 @@ class OpenSearchEngine(ClientEngine):
     def _error_answer(self, exc: Exception) -> tuple[int, object]:
         assert isinstance(exc, TransportError)
         return int(exc.status_code), exc.info
-
-    async def _binary_search(self, index: str, body: Mapping[str, Any],
-                             params: Mapping[str, str]) -> dict[str, Any]:
-        return dict(await self._client.search(index=index, body=dict(body), params=params,
-                                              headers=self._cbor_headers()))
-
-    async def _binary_msearch(self, lines: Sequence[Mapping[str, Any]],
-                              params: Mapping[str, str]) -> dict[str, Any]:
-        return dict(await self._client.msearch(body=list(lines), params=params,
-                                               headers=self._cbor_headers()))
-
-    def _cbor_headers(self) -> dict[str, str]:
-        # a view's client sends its caller's headers unless a call names its own: both go
-        return {**(self._headers or {}), "accept": CBOR}
 
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -160,33 +135,3 @@ class _WithHeaders:
         if callable(value):
             return functools.partial(value, headers=self._headers)
         return value
-
-
-class _BytesKeepingResponse(OpenSearchClientResponse):
-    """An answer read as text, as opensearch-py reads every answer, that keeps a CBOR
-    answer's bytes: one character per byte (latin-1), which `OpenSearchCbor` reads back."""
-
-    async def text(self, encoding: Any = None, errors: str = "strict") -> Any:
-        if self.content_type == CBOR:
-            return (await self.read()).decode("latin-1")
-        return await super().text(encoding, errors)
-
-
-class BytesKeepingConnection(AIOHttpConnection):
-    """opensearch-py's aiohttp connection, reading CBOR answers (`_BytesKeepingResponse`);
-    an error answer in CBOR reaches the client's error as the JSON it would have sent."""
-
-    async def _create_aiohttp_session(self) -> Any:
-        await super()._create_aiohttp_session()
-        # aiohttp takes a session's response class at its creation alone
-        self.session._response_class = _BytesKeepingResponse
-
-    def _raise_error(self, status_code: int, raw_data: str | bytes,
-                     content_type: str | None = None) -> None:
-        if content_type is not None and content_type.split(";")[0].strip() == CBOR:
-            raw = raw_data.encode("latin-1") if isinstance(raw_data, str) else raw_data
-            try:
-                raw_data, content_type = dumps(cbor2.loads(raw), str).decode(), "application/json"
-            except ValueError:
-                pass  # left as it came: the client's error without its body
-        super()._raise_error(status_code, raw_data, content_type)
