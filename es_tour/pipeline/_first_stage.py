@@ -282,8 +282,7 @@ async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequen
     """
     union = interleave(dense, lexical)
     # legs asked with each other's scores (`SearchContext.hybrid_legs`) need no more calls
-    bm25 = {**_other_scores(dense), **{hit.id: hit.score for hit in lexical}}
-    knn = {**_other_scores(lexical), **{hit.id: hit.score for hit in dense}}
+    bm25, knn = leg_scores(lexical, dense), leg_scores(dense, lexical)
     dense_only = [hit.id for hit in union if hit.id not in bm25]
     lexical_only = [hit.id for hit in union if hit.id not in knn]
 
@@ -303,8 +302,11 @@ async def linear_union(context: SearchContext, vector: np.ndarray, dense: Sequen
             int(bool(dense_only)) + int(bool(lexical_only)))
 
 
-def _other_scores(hits: Sequence[Hit]) -> dict[str, float]:
-    return {hit.id: hit.other_score for hit in hits if hit.other_score is not None}
+def leg_scores(own: Sequence[Hit], other: Sequence[Hit]) -> dict[str, float]:
+    """Each doc's score by the retriever of the leg `own`: its hits' own scores, and the
+    score `other`'s hits brought of it (`Hit.other_score`), where they did."""
+    return {**{hit.id: hit.other_score for hit in other if hit.other_score is not None},
+            **{hit.id: hit.score for hit in own}}
 
 
 async def linear_scores(context: SearchContext, query: str, timings: Timings,

@@ -19,6 +19,7 @@ from es_tour.pipeline._first_stage import (
     _legs,
     _recorded,
     interleave,
+    leg_scores,
     linear_hybrid,
 )
 from es_tour.pipeline._types import (
@@ -90,9 +91,7 @@ class RerankHybridMethod(_Rerank):
         # spares a final-score fusion its own search of the pool's BM25
         lexical, dense = await _legs(self.context, query, vector, k, k, timings, provenance,
                                      scored=True)
-        bm25 = {**{hit.id: hit.other_score for hit in dense if hit.other_score is not None},
-                **{hit.id: hit.score for hit in lexical}}
-        return Retrieval(interleave(dense, lexical), 2, bm25)
+        return Retrieval(interleave(dense, lexical), 2, leg_scores(lexical, dense))
 
 
 @dataclass(frozen=True)
