@@ -209,18 +209,22 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
     assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
 
 
+@pytest.mark.parametrize("script", ["plugin", "without-plugin"])
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
 async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sample,
-                                                                      similarity):
+                                                                      similarity, script):
     """BM25's and kNN's legs, asked together, are the legs asked apart, and each kNN hit
-    brings its BM25 as a call restricted to it gives it (0 where no term matches). On
-    OpenSearch each BM25 hit brings its q·c, cosine on a cosine field (whose vectors here
-    are not unit length), and each kNN hit's score is its q·c. Elasticsearch writes no
-    such script. Asked again for a BM25 top it has, either engine scores no BM25 again (the
-    scores it was given come back as given) and brings their q·c (on Elasticsearch, their
-    kNN scores, as a kNN restricted to them gives them). Across two shards neither engine
-    asks them together."""
-    spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}", DIM, similarity=similarity)
+    brings its BM25 as a call restricted to it gives it (0 where no term matches). With the
+    es-tour plugin's script, on either engine, each BM25 hit brings its q·c, cosine on a
+    cosine field (whose vectors here are not unit length), and each kNN hit's score is its
+    q·c; without it, OpenSearch's painless gives the same, and Elasticsearch none. Asked
+    again for a BM25 top it has, either engine scores no BM25 again (the scores it was
+    given come back as given) and brings their q·c (on Elasticsearch without the plugin,
+    their kNN scores, as a kNN restricted to them gives them). Across two shards neither
+    engine asks them together. A doc without a vector in a leg leaves the plugin's script
+    for later searches of the index."""
+    spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}-{script}", DIM,
+                     similarity=similarity)
     scale = 2.0 if similarity == "cosine" else 1.0
     docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
     await engine.create_index(spec, replace=True)
@@ -231,6 +235,8 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     vector = np.asarray(sample[3]["embedding"], dtype=np.float32) + 0.05
     vector /= np.linalg.norm(vector)
     text = sample[5]["title"]
+    if script == "without-plugin":  # as where the engine lacks it: its script failed once
+        view._untoured[spec.name] = True
 
     def legs(index: str, lexical_top: list | None = None):
         return view.hybrid_legs(index, vector, text_query(text, spec.text_fields), 20,
@@ -248,7 +254,7 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     known = [replace(h, score=h.score + 100.0, other_score=None) for h in sparse]
     again, _ = await legs(spec.name, known)
     assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in known]
-    if engine.name == "elasticsearch":
+    if engine.name == "elasticsearch" and script == "without-plugin":
         assert all(h.other_score is None for h in sparse)
         restricted_knn = await view.knn(spec.name, vector, 20, ids=[h.id for h in sparse],
                                         returns="keys")
@@ -256,6 +262,7 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
             {h.id: h.score for h in restricted_knn})
         assert [h.score for h in dense] == pytest.approx([h.score for h in apart_dense])
     else:
+        assert (spec.name in view._untoured) == (script == "without-plugin")
         assert {h.id: h.other_score for h in again} == pytest.approx(
             {h.id: h.other_score for h in sparse})
         ids = await view.doc_ids(spec.name, [h.id for h in [*sparse, *dense]])
@@ -273,6 +280,14 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     assert {h.id: h.other_score for h in dense} == pytest.approx(
         {h.id: bm25.get(h.id, 0.0) for h in dense})
     assert any(h.other_score == 0.0 for h in dense) or len(bm25) == len(dense)
+    # a doc without a vector, the BM25 leg's best: it has no q·c, and the index's next legs
+    # go without the plugin's script, as they answer still
+    await engine.bulk_index(spec.name, [{"_id": "no-vector", "title": text, "text": text}])
+    await engine.refresh(spec.name)
+    sparse, _ = await legs(spec.name)
+    assert [h.other_score for h in sparse if h.id not in {d.id for d in again}] == [None]
+    assert spec.name in view._untoured
+    assert len((await legs(spec.name))[0]) == 20
     sharded = IndexSpec(f"{spec.name}-2", DIM, similarity=similarity, shards=2)
     await engine.create_index(sharded, replace=True)
     await engine.bulk_index(sharded.name, docs)

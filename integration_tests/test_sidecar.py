@@ -454,33 +454,27 @@ def test_past_the_deadline_round_0_results_come_back_degraded(sidecar: Sidecar) 
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
-def test_a_hybrid_pools_legs_bring_each_others_scores_on_opensearch(sidecar: Sidecar,
-                                                                    method: str) -> None:
-    """A hybrid pool ranks BM25 ∪ kNN by both scores. On OpenSearch each leg brings the
-    other's score of its hits, so the first round asks its two searches and nothing more;
-    Elasticsearch asks the missing scores after them. The ranking is the same either way
-    (integration_tests/test_engines.py checks the scores)."""
+def test_a_hybrid_pools_legs_bring_each_others_scores(sidecar: Sidecar, method: str) -> None:
+    """A hybrid pool ranks BM25 ∪ kNN by both scores. Each leg brings the other's score of
+    its hits, the BM25 leg's q·c by the es-tour plugin's script (on Elasticsearch, whose
+    painless gives none, the only way), so the first round asks its two searches and nothing
+    more (integration_tests/test_engines.py checks the scores)."""
     options = {"pool": "hybrid-linear", "lexical": "none"} if method == "hybrid-tour" else {}
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
             "ext": {"tour": {"method": method, **options}}}
     tour = _tour(_search(sidecar.url, PLAIN, body))
     # hybrid-linear is one round: its searches are the method's
     first = tour["rounds"][0]["engine_calls"] if method == "hybrid-tour" else tour["engine_calls"]
-    if sidecar.engine == "opensearch":
-        assert first == 2
-    else:
-        assert first > 2
+    assert first == 2
 
 
 def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
                                                             sidecar_models: Models) -> None:
     """The recommended method's last round fetches the text it labels and, in the same
     `_msearch`, the page's candidates (every doc it labelled, with the request's body) and
-    the overview: on OpenSearch a refined search is 4 round trips, where a page fetched
-    after the ranking makes 5. Elasticsearch, with no script to give the BM25 leg's hits
-    their q·c, asks it after round 0's legs, and round 1 in its legs' round trip: 5.
-    Counted on the wire between a sidecar and the engine; the page's hits are the
-    engine's own fetch of the docs es-tour ranked."""
+    the overview: a refined search is 4 round trips on either engine, where a page fetched
+    after the ranking makes 5. Counted on the wire between a sidecar and the engine; the
+    page's hits are the engine's own fetch of the docs es-tour ranked."""
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
             "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
     relay = CountingRelay(sidecar.direct)
@@ -495,7 +489,7 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
             relay.reset()
             response = _search(server.url, PLAIN, body)
             traffic = relay.reset()
-    assert traffic.requests == (4 if sidecar.engine == "opensearch" else 5), traffic.calls
+    assert traffic.requests == 4, traffic.calls
     page = [hit["_id"] for hit in response.json()["hits"]["hits"]]
     assert page == [hit["_id"] for hit in _tour(response)["hits"]][:10]
     fetched = {hit["_id"]: hit for hit in _search(sidecar.direct, PLAIN, {

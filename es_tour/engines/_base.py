@@ -77,8 +77,10 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         self._msearch_refused: TTLCache[str, bool] = TTLCache(
             maxsize=MSEARCH_REFUSALS_KEPT, ttl=MSEARCH_REFUSAL_TTL_S)
         self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
-        # indices where `hybrid_legs`' script failed (painless off, say): shared too
+        # indices where `hybrid_legs`' painless script failed (painless off, say), and where
+        # the es-tour plugin's did (no plugin, or vectors it cannot read): shared too
         self._unscripted: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
+        self._untoured: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
 
     def _view(self) -> ClientEngine:
         """A copy of this engine that shares its connections (closing it leaves them open)

@@ -2,11 +2,13 @@
 
 A hybrid pool ranks the union of both legs by both scores: asked apart, each leg's docs then
 lack the other's score, and a second round trip asks for it. Asked together, a script field
-gives every hit its q·c, and the kNN leg, rescored by the lexical query alone, its BM25.
-Where no script can (Elasticsearch's vector functions serve score scripts only), the kNN
-leg's hits get their BM25 from a named query, and the BM25 leg's a q·c only once its docs
-are known. Either way, a round that moves only the vector runs no BM25 again: it asks the
-q·c of the BM25 top it already has.
+gives every hit its q·c, and the kNN leg, rescored by the lexical query alone, its BM25. The
+script is the es-tour plugin's (`tour` language: the field's Lucene vectors, the query
+vector read once per search) where the engine has it, else painless on OpenSearch. Where no
+script can (Elasticsearch without the plugin: its painless vector functions serve score
+scripts only), the kNN leg's hits get their BM25 from a named query, and the BM25 leg's a
+q·c only once its docs are known. Either way, a round that moves only the vector runs no
+BM25 again: it asks the q·c of the BM25 top it already has.
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ from es_tour.engines._types import Hit, Overview, Similarity, key_seq_no
 _OTHER_SCORE = "_tour_other_score"
 # the named query that gives a kNN leg's hits their BM25 where no script field can
 _LEXICAL = "_tour_lexical"
+# the es-tour plugin's script giving a hit q·c (plugin/src/main/java/.../SimilarityScriptEngine)
+TOUR_SCRIPT = {"lang": "tour", "source": "similarity"}
 
 
 class HybridLegs:
     """The hybrid legs of an engine adapter (`ClientEngine`)."""
 
     _sharded: LRUCache[str, bool]
-    # indices where the legs' script failed (painless off, say): asked apart from then on
+    # indices where the legs' painless script failed (painless off, say), and where the
+    # plugin's did (no plugin) or found no vector: each asked without it from then on
     _unscripted: LRUCache[str, bool]
+    _untoured: LRUCache[str, bool]
     # whether a hit's `matched_queries` can bring each named query's score: the legs are
     # then asked with the kNN leg's BM25 named where no script gives the other scores
     _legs_by_named_query = False
@@ -57,25 +63,48 @@ class HybridLegs:
         """The query DSL `lexical`'s top k and the kNN's top k for `vector`, doc keys and
         scores, each hit with the other retriever's score of it (`Hit.other_score`): both in
         one round trip, where a hybrid pool would ask each leg's missing scores in a second.
-        A script field gives each hit its q·c (cosine for a cosine field); the kNN leg is
-        rescored by `lexical` alone, which gives its BM25 (0 where no term matches). Where
-        this engine writes no such script, `_named_legs`. `lexical_top`, `lexical`'s top k
-        known already (doc keys or `_id`s, with their BM25), is not scored again: a round
-        that moved only the vector asks its docs' q·c alone. `overview`, where `lexical` is
+        A script field gives each hit its q·c (cosine for a cosine field): the es-tour
+        plugin's, else painless; the kNN leg is rescored by `lexical` alone, which gives its
+        BM25 (0 where no term matches). Where neither script runs, `_named_legs`.
+        `lexical_top`, `lexical`'s top k known already (doc keys or `_id`s, with their
+        BM25), is not scored again: a round that moved only the vector asks its docs' q·c
+        alone. `overview`, where `lexical` is
         the request's own query, is counted by the lexical leg (`unsharded_search`). None
         where neither can, or `index` spans several shards (each shard's top k would be
         rescored apart)."""
-        script = self._dense_script(similarity)
         if index in self._sharded:
             return None
         unit = np.asarray(vector, dtype=np.float32).tolist()
-        if script is None or index in self._unscripted:
+        painless = self._dense_script(similarity)
+        if index not in self._untoured:
+            script: dict[str, Any] = TOUR_SCRIPT
+        elif painless is not None and index not in self._unscripted:
+            script = {"source": painless}
+        else:
             if not self._legs_by_named_query:
                 return None
             return await self._named_legs(index, unit, lexical, k, field, num_candidates,
                                           lexical_top, overview)
+        legs = await self._scripted_legs(index, script, unit, lexical, k, field,
+                                         num_candidates, lexical_top, overview)
+        if legs is None and script is TOUR_SCRIPT:  # the plugin's failed: without it
+            return await self.hybrid_legs(index, vector, lexical, k, field=field,
+                                          similarity=similarity,
+                                          num_candidates=num_candidates,
+                                          lexical_top=lexical_top, overview=overview)
+        return legs
+
+    async def _scripted_legs(self, index: str, script: dict[str, Any], unit: list[float],
+                             lexical: Mapping[str, Any], k: int, field: str,
+                             num_candidates: int, lexical_top: Sequence[Hit] | None,
+                             overview: Overview | None
+                             ) -> tuple[list[Hit], list[Hit]] | None:
+        """`hybrid_legs` with `script` giving each hit its q·c; None where the script
+        failed, which then marks the index to be asked without it. The plugin's script
+        also marks it where a hit got no q·c: its field's vectors are not Lucene's (an
+        OpenSearch Faiss field), or some docs lack one, which painless tells alike."""
         scripted = {"script_fields": {_OTHER_SCORE: {"script": {
-            "source": script, "params": {"f": field, "q": unit}}}}}
+            **script, "params": {"f": field, "q": unit}}}}}
         constraints = self._constraints(None)
         if lexical_top is None:
             sparse_leg = self.unsharded_search(
@@ -100,10 +129,15 @@ class HybridLegs:
             if isinstance(answer, BaseException):
                 if not _script_failed(answer):
                     raise answer
-                self._unscripted[index] = True  # the legs are asked apart from now on
+                if script is TOUR_SCRIPT:
+                    self._untoured[index] = True
+                else:
+                    self._unscripted[index] = True  # the legs are asked apart from now on
                 return None
         if not isinstance(sparse, list) or not isinstance(dense, list):
             return None
+        if script is TOUR_SCRIPT and any(hit.other_score is None for hit in sparse + dense):
+            self._untoured[index] = True  # painless, or the named legs, from the next search
         if lexical_top is not None:
             sparse = _with_other_scores(lexical_top, {hit.id: hit.other_score for hit in sparse})
         # the kNN leg comes ordered by BM25: its own order is by q·c
@@ -169,6 +203,7 @@ async def _no_hits() -> list[Hit]:
 
 
 def _script_failed(error: BaseException) -> bool:
-    """Whether an engine error is a script's (not compiled, not allowed), not the query's."""
-    body = getattr(error, "body", None) or getattr(error, "info", None)
-    return "script_exception" in str(body)
+    """Whether an engine error is a script's (not compiled, not allowed, a language the
+    engine lacks), not the query's."""
+    body = str(getattr(error, "body", None) or getattr(error, "info", None))
+    return "script_exception" in body or "script_lang not supported" in body

@@ -1,0 +1,165 @@
+/*
+ * es-tour engine plugin.
+ */
+package org.estour.plugin;
+
+import java.io.IOException;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.lucene.index.FieldInfo;
+import org.apache.lucene.index.FloatVectorValues;
+import org.apache.lucene.index.LeafReader;
+import org.apache.lucene.index.LeafReaderContext;
+import org.apache.lucene.index.VectorSimilarityFunction;
+import org.apache.lucene.search.DocIdSetIterator;
+import org.apache.lucene.search.VectorScorer;
+import org.opensearch.script.FieldScript;
+import org.opensearch.script.ScriptContext;
+import org.opensearch.script.ScriptEngine;
+
+/**
+ * The {@value #LANG} script language: one field script, {@value #SIMILARITY}, giving each hit
+ * q·c, the similarity of a query vector ({@code params.q}) to the hit's vector in a vector
+ * field ({@code params.f}), as the field's kNN compares them, unscaled: the cosine for a
+ * cosine field, the dot product for a dot-product one.
+ *
+ * <p>A hybrid search's BM25 leg asks it of its hits, so that both of its scores come in one
+ * round trip. Painless can give it on OpenSearch only, and converts the query vector from
+ * its parameters at every hit; this script converts it once per search and reads the
+ * segment's Lucene vectors (an OpenSearch {@code knn_vector} of the Lucene engine, an
+ * Elasticsearch indexed {@code dense_vector}). A hit without such a vector gets none (null).
+ */
+public final class SimilarityScriptEngine implements ScriptEngine {
+
+    /** The script language's name ({@code "lang"} of a script). */
+    public static final String LANG = "tour";
+
+    /** The one script's source. */
+    public static final String SIMILARITY = "similarity";
+
+    @Override
+    public String getType() {
+        return LANG;
+    }
+
+    @Override
+    public <T> T compile(String name, String code, ScriptContext<T> context, Map<String, String> options) {
+        if (!context.equals(FieldScript.CONTEXT)) {
+            throw new IllegalArgumentException("[" + LANG + "] scripts are field scripts (script_fields), not [" + context.name + "]");
+        }
+        if (!SIMILARITY.equals(code)) {
+            throw new IllegalArgumentException("unknown [" + LANG + "] script [" + code + "]: the one script is [" + SIMILARITY + "]");
+        }
+        FieldScript.Factory factory = (params, lookup) -> {
+            String field = field(params);
+            float[] query = query(params);
+            return leaf -> new Similarity(params, leaf.reader(), field, query);
+        };
+        return context.factoryClazz.cast(factory);
+    }
+
+    @Override
+    public Set<ScriptContext<?>> getSupportedContexts() {
+        return Set.of(FieldScript.CONTEXT);
+    }
+
+    static String field(Map<String, Object> params) {
+        if (params.get("f") instanceof String field) {
+            return field;
+        }
+        throw new IllegalArgumentException("[" + LANG + "] script [" + SIMILARITY + "] needs params.f, the vector field's name");
+    }
+
+    static float[] query(Map<String, Object> params) {
+        if (params.get("q") instanceof List<?> values && !values.isEmpty()) {
+            float[] query = new float[values.size()];
+            for (int i = 0; i < query.length; i++) {
+                if (!(values.get(i) instanceof Number number)) {
+                    throw new IllegalArgumentException("[" + LANG + "] script [" + SIMILARITY + "]: params.q holds a non-number");
+                }
+                query[i] = number.floatValue();
+            }
+            return query;
+        }
+        throw new IllegalArgumentException("[" + LANG + "] script [" + SIMILARITY + "] needs params.q, the query vector");
+    }
+
+    /**
+     * q·c unscaled from a Lucene vector score, which maps it into [0, ∞): the inverse of each
+     * {@link VectorSimilarityFunction}'s map; the score itself for Euclidean distance, which
+     * has no q·c.
+     */
+    static double unscaled(VectorSimilarityFunction function, float score) {
+        return switch (function) {
+            case COSINE, DOT_PRODUCT -> 2.0 * score - 1.0;
+            case MAXIMUM_INNER_PRODUCT -> score < 1 ? 1.0 - 1.0 / score : score - 1.0;
+            default -> score;
+        };
+    }
+
+    /** One segment's script: the fetch phase asks it of that segment's hits in doc order. */
+    static final class Similarity extends FieldScript {
+        private final Map<String, Object> params;
+        private final LeafReader reader;
+        private final String field;
+        private final float[] query;
+        private final VectorSimilarityFunction function;
+        private VectorScorer scorer;
+        private int doc = -1;
+
+        Similarity(Map<String, Object> params, LeafReader reader, String field, float[] query) throws IOException {
+            this.params = params;
+            this.reader = reader;
+            this.field = field;
+            this.query = query;
+            FieldInfo info = reader.getFieldInfos().fieldInfo(field);
+            this.function = info == null ? null : info.getVectorSimilarityFunction();
+            this.scorer = scorer();
+        }
+
+        private VectorScorer scorer() throws IOException {
+            if (function == null) {
+                return null;
+            }
+            FloatVectorValues values = reader.getFloatVectorValues(field);
+            if (values == null) {
+                return null;
+            }
+            if (values.dimension() != query.length) {
+                throw new IllegalArgumentException("[" + LANG + "] script [" + SIMILARITY + "]: params.q has " + query.length
+                    + " dimensions and [" + field + "] " + values.dimension());
+            }
+            return values.scorer(query);
+        }
+
+        @Override
+        public Map<String, Object> getParams() {
+            return params;
+        }
+
+        @Override
+        public void setDocument(int doc) {
+            this.doc = doc;
+        }
+
+        @Override
+        public Object execute() {
+            try {
+                if (scorer == null) {
+                    return null;
+                }
+                DocIdSetIterator vectors = scorer.iterator();
+                if (vectors.docID() > doc) { // asked out of doc order: read the segment again
+                    scorer = scorer();
+                    vectors = scorer.iterator();
+                }
+                int at = vectors.docID() < doc ? vectors.advance(doc) : vectors.docID();
+                return at == doc ? unscaled(function, scorer.score()) : null;
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+    }
+}
