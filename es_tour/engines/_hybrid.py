@@ -14,6 +14,7 @@ BM25 again: it asks the q·c of the BM25 top it already has.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from cachetools import LRUCache
 
 from es_tour.engines._keys import constrained, ids_query
 from es_tour.engines._types import Hit, Overview, Similarity, key_seq_no
+
+log = logging.getLogger("es_tour.engines")
 
 # the script field that gives a hybrid leg's hits their other score
 _OTHER_SCORE = "_tour_other_score"
@@ -131,6 +134,9 @@ class HybridLegs:
                     raise answer
                 if script is TOUR_SCRIPT:
                     self._untoured[index] = True
+                    log.warning("index [%s]: the es-tour plugin's script failed (%s): its "
+                                "hybrid legs go without it from now on; is the plugin on "
+                                "every node?", index, _reason(answer))
                 else:
                     self._unscripted[index] = True  # the legs are asked apart from now on
                 return None
@@ -138,6 +144,9 @@ class HybridLegs:
             return None
         if script is TOUR_SCRIPT and any(hit.other_score is None for hit in sparse + dense):
             self._untoured[index] = True  # painless, or the named legs, from the next search
+            log.info("index [%s]: a hit without a vector the es-tour plugin's script reads "
+                     "(a Faiss field, or a doc without one): its hybrid legs go without it",
+                     index)
         if lexical_top is not None:
             sparse = _with_other_scores(lexical_top, {hit.id: hit.other_score for hit in sparse})
         # the kNN leg comes ordered by BM25: its own order is by q·c
@@ -200,6 +209,16 @@ def _with_other_scores(hits: Sequence[Hit], other: Mapping[str, float | None]) -
 
 async def _no_hits() -> list[Hit]:
     return []
+
+
+def _reason(error: BaseException) -> str:
+    """An engine error's first root cause, for a log line."""
+    body = getattr(error, "body", None) or getattr(error, "info", None)
+    found = body.get("error") if isinstance(body, dict) else None
+    if isinstance(found, dict):
+        causes = found.get("root_cause") or [found]
+        return str(causes[0].get("reason") or causes[0].get("type"))
+    return str(error)
 
 
 def _script_failed(error: BaseException) -> bool:
