@@ -90,7 +90,10 @@ def markdown(report: Mapping[str, Any]) -> str:
         "from a process of their own; the searches still running then are waited for and "
         "counted, over the time to the last answer; **degraded**: answers that gave up "
         "refining (one-client + saturation, of all answered)",
-        "- before measuring, the bench waits until the engine runs no merge",
+        "- before measuring, the bench force-merges each index it searches to one segment, "
+        "as a read-mostly index is kept (a bulk load leaves as many segments as the engine "
+        "flushed, each with a kNN graph of its own that every kNN leg searches), and waits "
+        "until the engine runs no merge",
         "- query texts: SciFact's distinct test, then train queries; each sidecar takes "
         "them in order and never repeats one within the labeler's score cache (256 "
         "queries), and the labelling rows run on separate sidecars, so no answer is a "
@@ -106,7 +109,10 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second. "
                   "The index's method's doc cache answered "
                   f"{_cell(100 * (e.get('doc_cache_hit_rate') or 0), 0)}% of the docs its "
-                  "searches labelled, over the run (`GET /_tour/stats`).", "",
+                  "searches labelled, over the run (`GET /_tour/stats`). Segments before "
+                  "the bench merged them: " + ", ".join(
+                      f"`{index}` {n}" for index, n in
+                      (e.get("segments_before_merge") or {}).items()) + ".", "",
                   *table(e["rows"]), "", "Engine calls per search, by request:", "",
                   *[f"- {r['label']}: " + ", ".join(f"{n:g} × `{call}`"
                                                      for call, n in r["calls"].items())

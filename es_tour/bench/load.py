@@ -359,6 +359,21 @@ def saturation_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], clock: Cp
                 run.sidecar_cpu_s = (run.sidecar_cpu_s or 0.0) + side1 - side0
 
 
+def merge(url: str, indices: Sequence[str]) -> dict[str, int]:
+    """Force-merge each of `indices` to one segment, as a read-mostly index is kept (a bulk
+    load leaves as many segments as the engine flushed, and every kNN leg searches each
+    segment's graph apart); returns each index's segments before."""
+    before = {}
+    with httpx.Client(timeout=1800) as client:
+        for index in indices:
+            segments = client.get(f"{url}/{index}/_segments").json()["indices"][index]["shards"]
+            before[index] = sum(len(copy["segments"]) for shard in segments.values()
+                                for copy in shard)
+            client.post(f"{url}/{index}/_forcemerge",
+                        params={"max_num_segments": 1}).raise_for_status()
+    return before
+
+
 def settle(client: httpx.Client, url: str, timeout_s: float = 600.0) -> None:
     """Wait until the engine runs no merge (a fresh bulk load merges for minutes, which
     would count as every row's CPU), or `timeout_s`."""
@@ -487,9 +502,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         scale = None
         if args.scale > 1 and engine in args.scale_engines.split(","):
             scale = grow(urls[engine], INDEX, args.scale, stores[0])
+        segments = merge(urls[engine], [INDEX, *([scale["index"]] if scale else [])])
         result = measure(engine, urls[engine], texts, plan, args.baseline,
                          scale["index"] if scale else None, args.whole_source)
-        engines.append({**result, "scale": scale})
+        engines.append({**result, "scale": scale, "segments_before_merge": segments})
     from es_tour.recommended import FRONTIER_20
     from es_tour.server._workers import default_workers
 
