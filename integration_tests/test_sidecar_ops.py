@@ -88,6 +88,9 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     assert counts["passed_through"]["by_reason"] == {"index.tour.enabled is not true": 1.0}
     assert counts["search_duration_seconds"]["by_method"]["rerank"]["count"] == 2.0
     assert counts["pairs_labelled"]["by_method"]["rerank"] >= 5
+    searched = sum(r.json()["ext"]["tour"]["engine_calls"] for r in (refined, degraded))
+    assert searched >= 2
+    assert counts["engine_searches"]["by_method"] == {"rerank": searched}
     assert counts["queue_depth"] == 0.0 and counts["rejected"]["total"] == 0.0
     assert 0.0 <= counts["label_cache"]["hit_rate"] <= 1.0  # pairs were labelled
     assert QUERY not in stats.text

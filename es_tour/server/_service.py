@@ -148,7 +148,7 @@ class TourService:
         took = time.perf_counter() - started
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
-                            result.timings.model_ms)
+                            result.timings.model_ms, result.engine_calls)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
                  "window": len(ranked.window)}
@@ -164,7 +164,7 @@ class TourService:
             answer = await as_caller.search(request.index, body, request.params)
         took = time.perf_counter() - started
         timings.total_ms = took * 1000
-        self.stats.answered(chosen.method, False, took, 0, 0.0)
+        self.stats.answered(chosen.method, False, took, 0, 0.0, 1)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
                  "window": len(answer.get("hits", {}).get("hits", []))}

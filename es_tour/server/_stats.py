@@ -74,6 +74,9 @@ class Stats:
                              "searches labelled, cached scores included", ["method"], registry=r)
         self.model_seconds = Counter(f"{PREFIX}model_seconds", "Model time of the answered "
                                      "searches", ["method"], registry=r)
+        self.engine_searches = Counter(f"{PREFIX}engine_searches", "Engine searches the "
+                                       "answered searches' methods made (their trace's "
+                                       "engine_calls)", ["method"], registry=r)
         self.queue = Gauge(f"{PREFIX}queue_depth", "Refinements waiting for an admission slot",
                            registry=r, multiprocess_mode="livesum")
         self.workers = Gauge(f"{PREFIX}workers", "Worker processes serving", registry=r,
@@ -114,12 +117,13 @@ class Stats:
         self.passed_through.labels(reason=label).inc()
 
     def answered(self, method: str, degraded: bool, seconds: float, pairs: int,
-                 model_ms: float) -> None:
+                 model_ms: float, engine_searches: int) -> None:
         """One intercepted search answered, fully refined or (`degraded`) round 0."""
         (self.degraded if degraded else self.refined).labels(method=method).inc()
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)
         self.model_seconds.labels(method=method).inc(model_ms / 1000)
+        self.engine_searches.labels(method=method).inc(engine_searches)
         self.sync()
 
     def sync(self) -> None:

@@ -43,8 +43,10 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1, queued_docs=7)
     cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
     stats = Stats(lambda: {"default": dual, "cross": cross})
-    stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0)
-    stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0)
+    stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0,
+                   engine_searches=4)
+    stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0,
+                   engine_searches=1)
     stats.passthrough("unsupported body key [x]")
     stats.rejected.inc()
     stats.queue.inc()
@@ -57,6 +59,7 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     latency = body["search_duration_seconds"]["by_method"]["tour-hard"]
     assert latency["count"] == 2.0 and latency["buckets"]["0.25"] == 1.0
     assert body["model_seconds"]["total"] == pytest.approx(0.155)
+    assert body["engine_searches"] == {"total": 5.0, "by_method": {"tour-hard": 5.0}}
     # 4 pairs scored anew of 10 labelled; 1 doc embedded of the dual encoder's 3 new pairs
     assert body["label_cache"] == {"hit_rate": 0.6, "doc_vector_hit_rate": 0.6667}
 
@@ -91,7 +94,8 @@ from es_tour.server._stats import Stats
 labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queued_docs=2)
 stats = Stats(lambda: {"default": labeler})
 stats.workers.inc()
-stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0)
+stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0,
+               engine_searches=3)
 labeler.pairs_scored, labeler.docs_embedded = 4, 1
 stats.sync()
 stats.sync()  # what a labeler did is added once
@@ -111,6 +115,7 @@ def test_worker_processes_counts_add_up_in_the_shared_directory(tmp_path: Path) 
     body = json.loads(reader.stdout)
     assert body["refined"]["by_method"] == {"tour-hard": 2.0}
     assert body["pairs_labelled"]["total"] == 20.0
+    assert body["engine_searches"]["total"] == 6.0
     assert body["search_duration_seconds"]["by_method"]["tour-hard"]["count"] == 2.0
     assert body["passed_through"]["by_reason"] == {"unsupported body key": 2.0}
     assert body["labeler_pairs_scored"]["by_labeler"] == {"default": 8.0}
