@@ -211,9 +211,15 @@ async def _no_hits() -> list[Hit]:
     return []
 
 
+def _error_body(error: BaseException) -> object:
+    """What the engine answered with an error: its body (es-tour's and Elasticsearch's
+    errors) or info (OpenSearch's)."""
+    return getattr(error, "body", None) or getattr(error, "info", None)
+
+
 def _reason(error: BaseException) -> str:
     """An engine error's first root cause, for a log line."""
-    body = getattr(error, "body", None) or getattr(error, "info", None)
+    body = _error_body(error)
     found = body.get("error") if isinstance(body, dict) else None
     if isinstance(found, dict):
         causes = found.get("root_cause") or [found]
@@ -224,5 +230,5 @@ def _reason(error: BaseException) -> str:
 def _script_failed(error: BaseException) -> bool:
     """Whether an engine error is a script's (not compiled, not allowed, a language the
     engine lacks), not the query's."""
-    body = str(getattr(error, "body", None) or getattr(error, "info", None))
+    body = str(_error_body(error))
     return "script_exception" in body or "script_lang not supported" in body

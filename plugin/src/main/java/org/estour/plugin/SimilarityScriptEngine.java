@@ -4,6 +4,7 @@
 package org.estour.plugin;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -26,8 +27,8 @@ import org.opensearch.script.ScriptEngine;
  * cosine field, the dot product for a dot-product one.
  *
  * <p>A hybrid search's BM25 leg asks it of its hits, so that both of its scores come in one
- * round trip. Painless can give it on OpenSearch only, and converts the query vector from
- * its parameters at every hit; this script converts it once per search and reads the
+ * round trip. Painless can give it on OpenSearch only (Elasticsearch's vector functions serve
+ * score scripts alone); this script converts the query vector once per search and reads the
  * segment's Lucene vectors (an OpenSearch {@code knn_vector} of the Lucene engine, an
  * Elasticsearch indexed {@code dense_vector}). A hit without such a vector gets none (null).
  */
@@ -158,7 +159,7 @@ public final class SimilarityScriptEngine implements ScriptEngine {
                 int at = vectors.docID() < doc ? vectors.advance(doc) : vectors.docID();
                 return at == doc ? unscaled(function, scorer.score()) : null;
             } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
+                throw new UncheckedIOException(e);
             }
         }
     }
