@@ -468,15 +468,19 @@ def test_a_hybrid_pools_legs_bring_each_others_scores(sidecar: Sidecar, method: 
     assert first == 2
 
 
-def test_a_refined_page_comes_in_its_last_rounds_round_trip(sidecar: Sidecar,
-                                                            sidecar_models: Models) -> None:
-    """The recommended method's last round fetches the text it labels and, in the same
-    `_msearch`, the page's candidates (every doc it labelled, with the request's body) and
-    the overview: a refined search is 4 round trips on either engine, where a page fetched
-    after the ranking makes 5. Counted on the wire between a sidecar and the engine; the
-    page's hits are the engine's own fetch of the docs es-tour ranked."""
+@pytest.mark.parametrize("tour", [
+    {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS},
+    {"method": "tour-soft", **TOUR, "bm25_weight": 0.3}], ids=["recommended", "fused tour"])
+def test_a_refined_page_comes_in_its_last_rounds_round_trip(
+        sidecar: Sidecar, sidecar_models: Models, tour: dict[str, Any]) -> None:
+    """A refinement's last round fetches the text it labels and, in the same `_msearch`,
+    the page's candidates (every doc it labelled, with the request's body) and the
+    overview, and a TOUR search the BM25 its fusion weighs: a refined search is 4 round
+    trips on either engine, where a page fetched after the ranking makes 5 (a fused TOUR
+    search's made 6). Counted on the wire between a sidecar and the engine; the page's hits
+    are the engine's own fetch of the docs es-tour ranked."""
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
-            "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+            "ext": {"tour": tour}}
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         # one worker, which reads the settings and the vector field once; no vector store,

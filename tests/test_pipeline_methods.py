@@ -111,6 +111,25 @@ async def test_tour_returns_what_its_last_round_ranked_and_fills_the_depth(conte
     assert result.engine_calls == 2 * len(result.rounds) + 1
 
 
+async def test_a_fused_tours_last_round_scores_the_bm25_fusion_needs(context):
+    """Where fusion weighs BM25, a TOUR search known to be in its last round asks its
+    labelled docs' BM25 beside that round's text fetch (one round trip, on the sidecar's
+    batch), so fusion asks the engine nothing after it: same answer, scores in hand."""
+    options = {"k": 10, "budget": 20}
+    plain = await build_method("tour-soft", context, options).search("q", 10)
+    fused = await build_method("tour-soft", context, {**options, "w_bm25": 1.0}).search("q", 10)
+    labelled = [d for r in fused.rounds for d in r.labelled]
+    assert len(labelled) == 20 and not plain.lexical_scores
+    assert fused.lexical_scores == {d: float(BM25[int(d[1:])]) for d in labelled}
+    z = [(np.array(v) - np.mean(v)) / np.std(v) for v in (
+        [PHI[d] for d in labelled], [BM25[int(d[1:])] for d in labelled])]
+    expected = np.array(labelled)[np.argsort(-(z[0] + z[1]), kind="stable")]
+    assert [h.id for h in fused.hits] == expected[:10].tolist()
+    # its searches: two rounds' kNN and text; in the last round, the BM25, and the kNN
+    # order below the labelled docs, fusion asking for its depth
+    assert fused.engine_calls == plain.engine_calls + 2 == 6
+
+
 async def test_query_vectors_reach_the_engine_at_unit_length(context):
     await build_method("tour-soft", context, {"k": 10, "max_rounds": 3}).search("q")
     assert len(context.engine.sent) > 1

@@ -64,6 +64,8 @@ class FusedMethod:
         self.context = context
         self.weights = weights
         self.name = inner.name
+        if weights.w_bm25 and hasattr(inner, "scores_lexical"):  # spares a round trip
+            inner.scores_lexical = True
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started = time.perf_counter()

@@ -3,8 +3,9 @@ behind an `UpdateRule` that moves the query vector between kNN rounds."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
@@ -169,6 +170,9 @@ class TourMethod:
         self._new_rule = new_rule  # the rule keeps one query's optimiser state
         sample = new_rule()
         self.name, self._parameters = sample.name, _parameters(sample.options)
+        # fusion weighs BM25 (`FusedMethod` sets it): a last round known as one before it
+        # labels asks its labelled docs' BM25 in its text fetch's round trip
+        self.scores_lexical = False
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, total = time.perf_counter(), Timings()
@@ -192,9 +196,13 @@ class TourMethod:
             to_label = self._within_budget(window, labels, plan, pairs)
             # the text and stored vectors of the docs no earlier round read, in one call
             unread = [h for h in to_label if h.id not in vectors]
-            read = {h.id: h for h in await self.context.with_text(unread, timings,
-                                                                  vectors=True)}
-            calls += 1 + bool(unread)
+            last = (round_no == plan.max_rounds or not to_label or (
+                plan.budget is not None
+                and pairs + sum(h.id not in labels for h in to_label) >= plan.budget))
+            fetched, lexical, below, asked = await self._fetch(
+                query, q, vectors, unread, timings, size if last else None)
+            read = {h.id: h for h in fetched}
+            calls += 1 + bool(unread) + asked
             to_label = [read.get(h.id, h) for h in to_label]
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
@@ -229,8 +237,9 @@ class TourMethod:
             if stop:
                 break
         if size > len(ranking):  # deeper than the docs labelled: the engine's order below
-            below = await self.context.knn(q, size, total, returns="keys")
-            calls += 1
+            if below is None:  # a round that stopped early, not known as the last one
+                below = await self.context.knn(q, size, total, returns="keys")
+                calls += 1
             # found with the last round's query, so they show that round (outside its trace)
             provenance.add(rounds[-1].round, [h.id for h in below], "knn")
             ranking += [RankedHit(h.id, h.score, _without_vector(h.source,
@@ -238,7 +247,33 @@ class TourMethod:
                         for h in below if h.id not in labels][: size - len(ranking)]
         phis = _labelled(vectors, labels)
         return _result(self.name, [provenance.stamp(hit, phis) for hit in ranking], rounds,
-                       pairs, calls, total, started, dict(self._parameters))
+                       pairs, calls, total, started, dict(self._parameters), lexical)
+
+    async def _fetch(self, query: str, q: np.ndarray, read: Mapping[str, np.ndarray],
+                     unread: list[Hit], timings: Timings, last_size: int | None
+                     ) -> tuple[list[Hit], dict[str, float], list[Hit] | None, int]:
+        """`unread` with their text and stored vectors; a last round (`last_size`: the size
+        asked) also asks, in the same round trip: the sidecar's page of every doc labelled
+        (`page_ahead`: the answer ranks them first), their BM25 where fusion weighs it, and
+        where they are fewer than the size, the kNN order below them (its q is final now).
+        Then the BM25 by id, the kNN hits below, and the searches these asked."""
+        fetch = self.context.with_text(unread, timings, vectors=True)
+        if last_size is None:
+            return await fetch, {}, None, 0
+        labelled = [*read, *(hit.id for hit in unread)]
+        if self.context.page_ahead is not None:
+            self.context.page_ahead(labelled)
+        wanted: list[Awaitable[list[Hit]]] = [fetch]
+        if self.scores_lexical:
+            wanted.append(self.context.bm25(query, len(labelled), timings, ids=labelled))
+        if last_size > len(labelled):
+            wanted.append(self.context.knn(q, last_size, timings, returns="keys"))
+        hits, *asked = await asyncio.gather(*wanted)
+        lexical = {}
+        if self.scores_lexical:  # a doc with no BM25 hit matches no query term: 0
+            lexical = dict.fromkeys(labelled, 0.0) | {hit.id: hit.score for hit in asked[0]}
+        below = asked[-1] if last_size > len(labelled) else None
+        return hits, lexical, below, len(asked)
 
     @staticmethod
     def _within_budget(window: list[Hit], labels: LabelCache, plan: _Rounds,
