@@ -109,21 +109,24 @@ class Environment:
         self._q0 = query
         context = self.context
         vector = await context.embed_query(query, timings)
+        engine, known = context.engine, context.engine.known_id
         lexical, dense = await self._engine(timings, context.lexical_search(
             query, self.k, exclude=[context.vector_field],
-        ), context.engine.knn(context.index, vector, self.top_k,
-                              num_candidates=knn_candidates(self.top_k),
-                              field=context.vector_field, returns="ids"))
+        ), engine.knn(context.index, vector, self.top_k,
+                      num_candidates=knn_candidates(self.top_k),
+                      field=context.vector_field, returns="keys"))
+        # Top-K by doc key: no stored field read (1000 hits' `_id`s were most of a SciFact
+        # search's engine time); the docs a session labels or answers with go by `_id`
         self._sub_collection = [hit.id for hit in dense]
         self._dense_scores = {hit.id: hit.score for hit in dense}
-        # Top-K came back as ids (its texts are megabytes); fetch the k that get labelled
+        # its texts are megabytes: fetch the k that get labelled, which names them by `_id`
         read = {hit.id: hit for hit in lexical}
-        unread = [hit.id for hit in dense[: self.k] if hit.id not in read]
+        unread = [hit.id for hit in dense[: self.k] if known(hit.id) not in read]
         if unread:
-            (docs,) = await self._engine(timings, context.engine.docs_by_id(
+            (docs,) = await self._engine(timings, engine.docs_by_id(
                 context.index, unread, exclude=[context.vector_field]))
-            read.update((doc.id, doc) for doc in docs)
-        top = [read.get(hit.id, hit) for hit in dense[: self.k]]
+            read.update((known(doc.id), replace(doc, id=known(doc.id))) for doc in docs)
+        top = [read.get(known(hit.id), hit) for hit in dense[: self.k]]
         # in turn, so a budget below 2k labels an equal share of each
         phi = await self._join({}, interleave(top, lexical), timings)
         returned = {"bm25": _ids(lexical), "knn": _ids(top)}
@@ -131,9 +134,11 @@ class Environment:
                      vector)
 
     def unlabelled_rest(self, state: State) -> list[tuple[str, float]]:
-        """Top-K docs the session never labelled, in kNN order with the engine's scores."""
-        return [(doc, self._dense_scores[doc]) for doc in self._sub_collection
-                if doc not in state.phi]
+        """Top-K docs the session never labelled, in kNN order with the engine's scores
+        (by doc key where no search has named its `_id`)."""
+        known = self.context.engine.known_id
+        return [(known(doc), self._dense_scores[doc]) for doc in self._sub_collection
+                if known(doc) not in state.phi]
 
     async def step(self, state: State, action: Action, timings: Timings) -> State:
         """q_{t+1} = q_t Δq: its top-k over the index and over Top-K, joined to what was
@@ -214,7 +219,9 @@ class Environment:
                 engine.bool_search(index, compiled, self.k, ids=self._sub_collection,
                                    exclude=exclude),
             )
-            self._retrieved[key] = (whole, within)
+            # a hit within Top-K comes named by its doc key, and brings its `_id`
+            self._retrieved[key] = (whole, [replace(hit, id=engine.known_id(hit.id))
+                                            for hit in within])
         return self._retrieved[key]
 
     def _compiled(self, query: Query) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from es_tour import agents
 from es_tour.agents import AGENTS, Environment, Refinement, parse
-from es_tour.engines import Hit, TermStats
+from es_tour.engines import Hit, TermStats, doc_key, key_seq_no
 from es_tour.errors import ConfigError
 from es_tour.pipeline import ModelPool, SearchContext, Timings
 
@@ -19,12 +19,15 @@ PHI = {f"d{i}": 1.0 - i / 100 for i in range(100)}  # d0 is best
 
 
 class FakeEngine:
-    """BM25 returns docs by a fixed order per query text; kNN returns d50.. first."""
+    """BM25 returns docs by a fixed order per query text; kNN returns d50.. first, by doc
+    key (doc i's sequence number is i) where asked for keys; a search restricted to doc
+    keys names its hits by them; a fetch by doc key learns each doc's `_id`."""
 
     name = "fake"
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self._ids: dict[str, str] = {}
 
     async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
                   keyed=False):
@@ -34,23 +37,33 @@ class FakeEngine:
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
                   returns="vectors"):
         self.calls.append(("knn", k, returns))
-        return [Hit(f"d{i}", 1.0) for i in range(50, 50 + k)]
+        name = doc_key if returns == "keys" else "d{}".format
+        return [Hit(name(i), 1.0) for i in range(50, 50 + k)]
 
-    def known_id(self, doc):  # the fake names every doc by its _id
-        return doc
+    def known_id(self, doc):
+        return self._ids.get(doc, doc)
+
+    def _as_asked(self, doc: str) -> Hit:
+        """Doc `doc`'s hit, named by its `_id` or its doc key, as `doc` names it."""
+        seq_no = key_seq_no(doc)
+        if seq_no is not None:
+            self._ids[doc] = f"d{seq_no}"
+        return replace(_hit(self.known_id(doc)), id=doc)
 
     async def doc_ids(self, index, docs):
         return list(docs)
 
     async def docs_by_id(self, index, ids, *, exclude=(), include=None, vectors=True):
         self.calls.append(("docs_by_id", tuple(ids), tuple(exclude)))
-        return [_hit(doc) for doc in ids]
+        return [self._as_asked(doc) for doc in ids]
 
     async def bool_search(self, index, query, k, *, ids=None, exclude=(), ids_only=False,
                   keyed=False):
         self.calls.append(("bool", query, None if ids is None else len(ids)))
-        start = 60 if ids is not None else 5
-        return [_hit(f"d{i}") for i in range(start, start + k)]
+        if ids is None:
+            return [_hit(f"d{i}") for i in range(5, 5 + k)]
+        name = doc_key if any(key_seq_no(doc) is not None for doc in ids) else "d{}".format
+        return [self._as_asked(name(i)) for i in range(60, 60 + k)]
 
     async def term_stats(self, index, ids, *, fields):
         self.calls.append(("term_stats", tuple(ids)))
@@ -76,10 +89,11 @@ async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> 
     state = await env.start("Vitamin D", Timings())
     kinds = [call[0] for call in context.engine.calls]
     assert kinds.count("knn") == 1
-    # Top-K comes back as ids; only the k of it that get labelled are read, without vectors
-    assert context.engine.calls[kinds.index("knn")][1:] == (10, "ids")
-    assert context.engine.calls[kinds.index("docs_by_id")][1:] == (("d50", "d51", "d52"),
-                                                             ("embedding",))
+    # Top-K comes back by doc key, no stored field read; only the k of it that get
+    # labelled are read, without vectors, and named by `_id` from then on
+    assert context.engine.calls[kinds.index("knn")][1:] == (10, "keys")
+    assert context.engine.calls[kinds.index("docs_by_id")][1:] == (
+        tuple(doc_key(i) for i in (50, 51, 52)), ("embedding",))
     # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
     assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
     assert state.answer == ("d20", "d21", "d22")
@@ -97,6 +111,11 @@ async def test_a_step_searches_the_index_and_top_k_and_never_calls_knn_again(con
     assert [call[0] for call in context.engine.calls].count("knn") == 1
     assert after.answer == ("d5", "d6", "d7")  # best φ of everything seen
     assert set(state.phi) < set(after.phi) and state.round + 1 == after.round
+    # the hits within Top-K (filtered by doc key) are labelled under their `_id`s
+    assert {"d60", "d61", "d62"} <= set(after.phi)
+    assert all(key_seq_no(doc) is None for doc in after.phi)
+    assert [doc for doc, _ in env.unlabelled_rest(after)] == [
+        doc_key(i) for i in range(53, 60)]  # Top-K's rest, no `_id` read for it
     again = await env.step(state, Refinement("calcium", "must"), Timings())
     assert again.phi == after.phi and len(bools) == 2  # same query: no new engine calls
     assert env.budget.pairs_scored == len(after.phi)
