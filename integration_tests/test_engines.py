@@ -13,6 +13,7 @@ import pytest
 
 from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, IndexSpec, key_seq_no, text_query
+from es_tour.engines._batch import identity
 from es_tour.ingest import IngestError, index_spec, ingest
 
 DIM = 64
@@ -113,6 +114,30 @@ async def test_settings_report_bm25_parameters(engine, sample_index):
 async def test_text_is_analysed_in_english_with_the_plugins_analyzer(engine, sample_index):
     tokens = await engine.analyzed_tokens(sample_index, "The patients' STUDIES were running")
     assert tokens == ["patient", "studi", "were", "run"]
+
+
+async def test_term_stats_read_every_doc_in_one_call_or_one_each_where_refused(
+        engine, sample_index, sample):
+    """One `_mtermvectors` reads every doc's terms; an identity the engine refused it
+    (OpenSearch Security's `read` lacks it) gets one `_termvectors` per doc, and the same
+    statistics. A doc that does not exist is left out either way."""
+    docs = [doc["_id"] for doc in sample[:12]] + ["no-such-doc"]
+    singles: list[str] = []
+    termvectors = engine._client.termvectors
+
+    async def counted(**kwargs):
+        singles.append(kwargs["id"])
+        return await termvectors(**kwargs)
+
+    engine._client.termvectors = counted
+    together = await engine.term_stats(sample_index, docs)
+    assert singles == []
+    engine._refused["_mtermvectors", identity(engine._headers)] = True
+    one_each = await engine.term_stats(sample_index, docs)
+    assert sorted(singles) == sorted(docs)
+    assert together == one_each
+    assert set(together.tf) == set(docs[:12]) and together.doc_count == len(sample)
+    assert all(together.df[term] >= 1 for counts in together.tf.values() for term in counts)
 
 
 @pytest.mark.parametrize("text", [

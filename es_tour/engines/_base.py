@@ -41,9 +41,9 @@ from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamE
 _BULK_CHUNK = 500
 
 
-# identities refused `_msearch` kept, and for how long (a role may be granted it meanwhile)
-MSEARCH_REFUSALS_KEPT = 4096
-MSEARCH_REFUSAL_TTL_S = 300.0
+# refusals of a multi-doc endpoint kept, and for how long (a role may be granted it meanwhile)
+REFUSALS_KEPT = 4096
+REFUSAL_TTL_S = 300.0
 
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
@@ -72,10 +72,11 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         self._doc_value_vectors: str | None = None
         self._batch = self._new_batch()
         self._doc_ids = LRUCache(maxsize=DOC_IDS_KEPT)
-        # identities (a digest of their headers) the engine refused `_msearch`: shared by
-        # every view, never by two identities
-        self._msearch_refused: TTLCache[str, bool] = TTLCache(
-            maxsize=MSEARCH_REFUSALS_KEPT, ttl=MSEARCH_REFUSAL_TTL_S)
+        # (endpoint, identity: a digest of its headers) where the engine refused that
+        # identity a multi-doc endpoint (`_msearch`, `_mtermvectors`): shared by every view,
+        # never by two identities
+        self._refused: TTLCache[tuple[str, str], bool] = TTLCache(
+            maxsize=REFUSALS_KEPT, ttl=REFUSAL_TTL_S)
         self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
         # indices where `hybrid_legs`' painless script failed (painless off, say), and where
         # the es-tour plugin's did (no plugin, or vectors it cannot read): shared too

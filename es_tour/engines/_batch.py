@@ -98,9 +98,8 @@ class MultiSearch:
     _headers: dict[str, str] | None
     _batch: SearchBatch
     _api_error: type[Exception]
-    # identities (a digest of their headers) the engine refused `_msearch`: shared by
-    # every view, never by two identities
-    _msearch_refused: TTLCache[str, bool]
+    # (endpoint, identity) the engine refused (`ClientEngine`)
+    _refused: TTLCache[tuple[str, str], bool]
     _error_answer: Callable[[Exception], tuple[int, object]]
 
     def _new_batch(self) -> SearchBatch:
@@ -127,7 +126,7 @@ class MultiSearch:
         lack. An identity the engine refused it is sent each search on its own, at once,
         and remembered a while, so that it is not asked again."""
         who = identity(self._headers)
-        if who not in self._msearch_refused:
+        if ("_msearch", who) not in self._refused:
             lines: list[Mapping[str, Any]] = []
             for index, body in searches:
                 lines += [{"index": index}, body]
@@ -138,7 +137,7 @@ class MultiSearch:
             except self._api_error as exc:
                 if self._error_answer(exc)[0] != 403:
                     raise
-                self._msearch_refused[who] = True
+                self._refused["_msearch", who] = True
         return list(await asyncio.gather(*(self._one_or_error(index, body, named_scores)
                                            for index, body in searches)))
 

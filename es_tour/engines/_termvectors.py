@@ -1,5 +1,6 @@
-"""Term vectors: how the index analyses a text, and the terms and statistics of docs, each
-read by single-doc `_termvectors` calls, which the `read` action group grants."""
+"""Term vectors: how the index analyses a text, by a single-doc `_termvectors` call, which
+the `read` action group grants; and the terms and statistics of docs, in one
+`_mtermvectors` call, or single-doc calls where the engine refuses the caller that."""
 
 from __future__ import annotations
 
@@ -7,16 +8,27 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cachetools import TTLCache
+
+from es_tour.engines._batch import identity
 from es_tour.engines._types import TermStats
 
 # single-doc _termvectors calls of one term_stats in flight at once
 TERM_VECTOR_CONCURRENCY = 8
+# what term_stats reads of each doc: its terms' frequencies and the index's statistics
+_STATS_ONLY = {"term_statistics": True, "field_statistics": True, "positions": False,
+               "offsets": False, "payloads": False}
 
 
 class TermVectors:
     """The term-vector reads of an engine adapter (`ClientEngine`), over its client."""
 
     _client: Any
+    _headers: dict[str, str] | None
+    _api_error: type[Exception]
+    _error_answer: Callable[[Exception], tuple[int, object]]
+    # (endpoint, identity) the engine refused (`ClientEngine`)
+    _refused: TTLCache[tuple[str, str], bool]
     # the `_id` of a doc key a search of this view met (`KeyedSearches.known_id`)
     known_id: Callable[[str], str]
 
@@ -44,10 +56,13 @@ class TermVectors:
         *,
         fields: Sequence[str] = ("title", "text"),
     ) -> TermStats:
-        """Term vectors of `ids` with document frequencies: one `_termvectors` call per doc
-        (the `read` action group grants it; OpenSearch Security checks `_mtermvectors` as
-        a cluster action), TERM_VECTOR_CONCURRENCY at a time. A doc key is read by the
-        `_id` this view met it with, and keeps its key in the answer."""
+        """Term vectors of `ids` with document frequencies, in one `_mtermvectors` call.
+        Elasticsearch's `read` privilege grants it; OpenSearch Security checks it as a
+        cluster action, which a reader of one index may lack: an identity the engine
+        refused it is sent one `_termvectors` call per doc (which `read` grants),
+        TERM_VECTOR_CONCURRENCY at a time, and remembered a while, so that it is not asked
+        again. A doc key is read by the `_id` this view met it with, and keeps its key in
+        the answer."""
         tf: dict[str, dict[str, int]] = {}
         df: dict[str, int] = {}
         doc_count = 0
@@ -59,11 +74,17 @@ class TermVectors:
         async def one(doc_id: str) -> Mapping[str, Any]:
             async with limit:  # a doc deleted meanwhile: found false
                 return dict(await self._client.termvectors(
-                    index=index, id=self.known_id(doc_id), fields=list(fields),
-                    term_statistics=True,
-                    field_statistics=True, positions=False, offsets=False, payloads=False))
+                    index=index, id=self.known_id(doc_id), fields=list(fields), **_STATS_ONLY))
 
-        for doc_id, doc in zip(unique, await asyncio.gather(*map(one, unique)), strict=True):
+        docs = await self._multi_term_vectors(index, unique, fields)
+        if docs is None:
+            docs = list(await asyncio.gather(*map(one, unique)))
+        # a doc the engine failed to read gets a call of its own, and its own error
+        failed = [i for i, doc in enumerate(docs) if "error" in doc]
+        for i, doc in zip(failed, await asyncio.gather(*(one(unique[i]) for i in failed)),
+                          strict=True):
+            docs[i] = doc
+        for doc_id, doc in zip(unique, docs, strict=True):
             if not doc.get("found", False):
                 continue
             counts = tf.setdefault(doc_id, {})
@@ -73,3 +94,23 @@ class TermVectors:
                     counts[term] = counts.get(term, 0) + int(stats["term_freq"])
                     df[term] = max(df.get(term, 0), int(stats.get("doc_freq", 0)))
         return TermStats(tf, df, doc_count)
+
+    async def _multi_term_vectors(self, index: str, ids: Sequence[str],
+                                  fields: Sequence[str]) -> list[Mapping[str, Any]] | None:
+        """Each doc of `ids`' term vectors, in order (the engine answers in an order of its
+        own), from one `_mtermvectors`; None where the engine refuses it to this identity,
+        now or within the last while."""
+        who = identity(self._headers)
+        if ("_mtermvectors", who) in self._refused:
+            return None
+        named = [self.known_id(doc) for doc in ids]
+        try:
+            answer = await self._client.mtermvectors(index=index, body={
+                "ids": named, "parameters": {"fields": list(fields), **_STATS_ONLY}})
+        except self._api_error as exc:
+            if self._error_answer(exc)[0] != 403:
+                raise
+            self._refused["_mtermvectors", who] = True
+            return None
+        by_id = {doc.get("_id"): dict(doc) for doc in answer["docs"]}
+        return [by_id.get(doc_id, {"found": False}) for doc_id in named]
