@@ -124,6 +124,9 @@ def test_the_index_method_row_sends_no_ext_and_the_methods_name_theirs() -> None
                                       "_source": False}
     assert rows["index's method, abc1234"].side == "baseline"
     assert rows["index's method"].side not in {rows["rerank-hybrid k 20"].side, "baseline"}
+    # each labelling row on a sidecar of its own: no answer is another row's cached one
+    labelling = ["rerank-hybrid k 20", "tour-soft", "tour-agent", "index's method"]
+    assert len({rows[label].side for label in labelling}) == len(labelling)
 
 
 def test_whole_source_rows_send_the_application_search_that_fetches_its_hits_source() -> None:

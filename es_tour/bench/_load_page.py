@@ -69,7 +69,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         "rows to a sidecar (" + server_stack() + ", `es-tour serve`'s defaults: "
         f"{report['workers']} worker processes, one per core, 10 s deadline) with "
         "`\"ext\":{\"tour\":{\"method\": ...}}`, or no `ext` for the "
-        "**index's method**; "
+        "**index's method**; **tour-soft** (TOUR alone) and **tour-agent** (an agent in "
+        "the BM25 ∪ kNN environment) take the index's `k`, `budget` and fusion weights; "
         + (f"the **index's method, {report['baseline']}** row is the sidecar of main "
            f"before this change (`--baseline {report['baseline']}`), in the same run"
            if report["baseline"] else "no baseline revision"),

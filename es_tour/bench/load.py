@@ -58,13 +58,16 @@ class Row:
 
 
 def main_rows(baseline: str | None, whole_source: bool = False) -> list[Row]:
-    """The table's rows: bm25 to rerank-hybrid share a sidecar (one labels), the index's
+    """The table's rows: bm25 to rerank-hybrid share a sidecar (one labels), TOUR alone
+    and an agent have one each (with the index's k, budget and fusion weights), the index's
     method has its own, with and without its doc cache, the baseline revision's its own;
     each sending the application's search with its hits' whole `_source` or none."""
     rows = [Row("plain match", "engine"),
             *[Row(method, "methods", {"method": method})
               for method in ("bm25", "knn", "hybrid-linear")],
             Row("rerank-hybrid k 20", "methods", {"method": "rerank-hybrid", "k": 20}),
+            Row("tour-soft", "tour", {"method": "tour-soft"}),
+            Row("tour-agent", "agent", {"method": "tour-agent"}),
             Row("index's method", "index"),
             Row("index's method, no doc cache", "uncached")]
     if baseline:
