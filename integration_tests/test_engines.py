@@ -15,6 +15,7 @@ from es_tour.datasets import BeirDataset
 from es_tour.engines import ClientEngine, IndexSpec, key_seq_no, text_query
 from es_tour.engines._batch import identity
 from es_tour.ingest import IngestError, index_spec, ingest
+from es_tour.pipeline import SearchContext, build_method
 
 DIM = 64
 N_DOCS = 300
@@ -114,6 +115,25 @@ async def test_settings_report_bm25_parameters(engine, sample_index):
 async def test_text_is_analysed_in_english_with_the_plugins_analyzer(engine, sample_index):
     tokens = await engine.analyzed_tokens(sample_index, "The patients' STUDIES were running")
     assert tokens == ["patient", "studi", "were", "run"]
+
+
+async def test_vector_rerank_reads_each_hits_q_c_from_its_one_bm25_search(
+        engine, sample_index, sample):
+    """Where the vector field's similarity is known (as the sidecar reads it), vector-rerank's
+    one BM25 search brings each hit's q·c from a script: the engine sends doc keys and
+    scores, no source and no stored vector, and the ranking is the stored vectors' own."""
+    text = sample[5]["title"]
+    plain = SearchContext(engine, sample_index, None, None,
+                          query_vectors={text: hashed_embedding(text)})
+    field = await engine.vector_field(sample_index, "embedding")
+    scripted = replace(plain, vector_similarity=field.similarity)
+    by_vectors, by_script = [
+        await build_method("vector-rerank", context, {"k": 30}).search(text, 30)
+        for context in (plain, scripted)]
+    assert [h.id for h in by_script.hits] == [h.id for h in by_vectors.hits]
+    assert [h.score for h in by_script.hits] == pytest.approx([h.score for h in by_vectors.hits])
+    assert by_script.engine_calls == by_vectors.engine_calls == 1
+    assert not any(h.source for h in by_script.hits) and all(h.source for h in by_vectors.hits)
 
 
 async def test_term_stats_read_every_doc_in_one_call_or_one_each_where_refused(

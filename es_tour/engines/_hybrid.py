@@ -62,6 +62,7 @@ class HybridLegs:
         num_candidates: int,
         lexical_top: Sequence[Hit] | None = None,
         overview: Overview | None = None,
+        dense: bool = True,
     ) -> tuple[list[Hit], list[Hit]] | None:
         """The query DSL `lexical`'s top k and the kNN's top k for `vector`, doc keys and
         scores, each hit with the other retriever's score of it (`Hit.other_score`): both in
@@ -72,7 +73,8 @@ class HybridLegs:
         `lexical_top`, `lexical`'s top k known already (doc keys or `_id`s, with their
         BM25), is not scored again: a round that moved only the vector asks its docs' q·c
         alone. `overview`, where `lexical` is
-        the request's own query, is counted by the lexical leg (`unsharded_search`). None
+        the request's own query, is counted by the lexical leg (`unsharded_search`). `dense`
+        False: the lexical leg alone, by a script (no kNN leg: its hits are empty). None
         where neither can, or `index` spans several shards (each shard's top k would be
         rescored apart)."""
         if index in self._sharded:
@@ -84,23 +86,24 @@ class HybridLegs:
         elif painless is not None and index not in self._unscripted:
             script = {"source": painless}
         else:
-            if not self._legs_by_named_query:
+            if not self._legs_by_named_query or not dense:
                 return None
             return await self._named_legs(index, unit, lexical, k, field, num_candidates,
                                           lexical_top, overview)
         legs = await self._scripted_legs(index, script, unit, lexical, k, field,
-                                         num_candidates, lexical_top, overview)
+                                         num_candidates, lexical_top, overview, dense)
         if legs is None and script is TOUR_SCRIPT:  # the plugin's failed: without it
             return await self.hybrid_legs(index, vector, lexical, k, field=field,
                                           similarity=similarity,
                                           num_candidates=num_candidates,
-                                          lexical_top=lexical_top, overview=overview)
+                                          lexical_top=lexical_top, overview=overview,
+                                          dense=dense)
         return legs
 
     async def _scripted_legs(self, index: str, script: dict[str, Any], unit: list[float],
                              lexical: Mapping[str, Any], k: int, field: str,
                              num_candidates: int, lexical_top: Sequence[Hit] | None,
-                             overview: Overview | None
+                             overview: Overview | None, dense: bool = True
                              ) -> tuple[list[Hit], list[Hit]] | None:
         """`hybrid_legs` with `script` giving each hit its q·c; None where the script
         failed, which then marks the index to be asked without it. The plugin's script
@@ -123,12 +126,11 @@ class HybridLegs:
         rescored = {"window_size": k, "query": {"rescore_query": lexical, "query_weight": 0,
                                                "rescore_query_weight": 1}}
         knn = self._knn_clause(unit, k, num_candidates, field, constraints)
-        sparse, dense = await asyncio.gather(
-            sparse_leg,
-            self.unsharded_search(index, {"size": k, "query": knn, "rescore": rescored,
-                                          **scripted}, _OTHER_SCORE),
-            return_exceptions=True)
-        for answer in (sparse, dense):
+        dense_leg = self.unsharded_search(
+            index, {"size": k, "query": knn, "rescore": rescored, **scripted},
+            _OTHER_SCORE) if dense else _no_hits()
+        sparse, dense_hits = await asyncio.gather(sparse_leg, dense_leg, return_exceptions=True)
+        for answer in (sparse, dense_hits):
             if isinstance(answer, BaseException):
                 if not _script_failed(answer):
                     raise answer
@@ -140,9 +142,10 @@ class HybridLegs:
                 else:
                     self._unscripted[index] = True  # the legs are asked apart from now on
                 return None
-        if not isinstance(sparse, list) or not isinstance(dense, list):
+        if not isinstance(sparse, list) or not isinstance(dense_hits, list):
             return None
-        if script is TOUR_SCRIPT and any(hit.other_score is None for hit in sparse + dense):
+        if script is TOUR_SCRIPT and any(hit.other_score is None
+                                         for hit in sparse + dense_hits):
             self._untoured[index] = True  # painless, or the named legs, from the next search
             log.info("index [%s]: a hit without a vector the es-tour plugin's script reads "
                      "(a Faiss field, or a doc without one): its hybrid legs go without it",
@@ -151,7 +154,7 @@ class HybridLegs:
             sparse = _with_other_scores(lexical_top, {hit.id: hit.other_score for hit in sparse})
         # the kNN leg comes ordered by BM25: its own order is by q·c
         by_vector = [Hit(hit.id, hit.other_score or 0.0, index=hit.index, other_score=hit.score)
-                     for hit in dense]
+                     for hit in dense_hits]
         return sparse, sorted(by_vector, key=lambda hit: -hit.score)
 
     async def _named_legs(self, index: str, unit: list[float], lexical: Mapping[str, Any],

@@ -359,13 +359,14 @@ class SearchContext:
             )
 
     async def hybrid_legs(self, vector: np.ndarray, lexical: Mapping[str, Any], k: int,
-                          timings: Timings, lexical_top: Sequence[Hit] | None = None
-                          ) -> tuple[list[Hit], list[Hit]] | None:
+                          timings: Timings, lexical_top: Sequence[Hit] | None = None,
+                          dense: bool = True) -> tuple[list[Hit], list[Hit]] | None:
         """The query DSL `lexical`'s and the kNN's top k for `vector`, each hit with the
         other's score where the engine can bring it (`ClientEngine.hybrid_legs`; a hit
-        without one, the pool asks after); `lexical_top`, `lexical`'s top k known already.
-        None where the engine cannot, and the caller asks its legs apart. The first legs
-        that run the request's own query count its `overview` too."""
+        without one, the pool asks after); `lexical_top`, `lexical`'s top k known already;
+        `dense` False, `lexical`'s leg alone, each hit with its q·c. None where the engine
+        cannot, and the caller asks its legs apart. The first legs that run the request's
+        own query count its `overview` too."""
         if self.vector_similarity is None:
             return None
         with timings.engine():
@@ -373,7 +374,8 @@ class SearchContext:
                 self.index, _unit(vector), lexical, k, field=self.vector_field,
                 similarity=self.vector_similarity, num_candidates=knn_candidates(k),
                 lexical_top=lexical_top,
-                overview=self._overview_for(lexical) if lexical_top is None else None)
+                overview=self._overview_for(lexical) if lexical_top is None else None,
+                dense=dense)
 
     def _overview_for(self, lexical: Mapping[str, Any]) -> Overview | None:
         """The request's `overview`, for the first lexical search of the whole index that

@@ -107,7 +107,9 @@ class VectorRerankMethod(_FirstStage):
     """BM25's top-k reranked by q·c over the stored retriever vectors: no labeler pairs.
 
     The score is (1−μ)·minmax(BM25) + μ·minmax(q·c) over the k hits, the linear
-    interpolation of BERTserini (Yang et al. 2019) with its μ = 0.5.
+    interpolation of BERTserini (Yang et al. 2019) with its μ = 0.5. The engine gives each
+    hit its q·c with the BM25 search, where a script can (`SearchContext.hybrid_legs`,
+    the unit q: min-max is the same); else the hits come with their stored vectors.
     """
 
     name = "vector-rerank"
@@ -115,8 +117,14 @@ class VectorRerankMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> Retrieval:
+        vector = await self.context.embed_query(query, timings)
+        legs = await self.context.hybrid_legs(vector, self.context.lexical_dsl(query), k,
+                                              timings, dense=False)
+        if legs is not None and all(hit.other_score is not None for hit in legs[0]):
+            return Retrieval(_recorded(legs[0], "bm25", provenance), 1)
+        # a hit without a vector the script reads: every hit's stored vector instead
         hits = await self.context.bm25(query, k, timings, with_vectors=True)
-        return Retrieval(_recorded(hits, "bm25", provenance), 1)
+        return Retrieval(_recorded(hits, "bm25", provenance), 1 + (legs is not None))
 
     async def _score(
         self, query: str, hits: list[Hit], timings: Timings
@@ -124,10 +132,13 @@ class VectorRerankMethod(_FirstStage):
         window = hits[: self.options.k]
         if not window:
             return [], 0
-        q = await self.context.embed_query(query, timings)
-        stored = np.stack([self.context.stored_vector(h) for h in window])
+        if all(hit.other_score is not None for hit in window):  # the engine's q·c
+            similarities = np.array([hit.other_score for hit in window])
+        else:
+            q = await self.context.embed_query(query, timings)
+            similarities = np.stack([self.context.stored_vector(h) for h in window]) @ q
         bm25 = np.array([h.score for h in window])
-        return final_scores(stored @ q, bm25, self.options.mu).tolist(), 0
+        return final_scores(similarities, bm25, self.options.mu).tolist(), 0
 
     def _parameters(self) -> dict[str, Any]:
         return {"k": self.options.k, "mu": self.options.mu}
