@@ -393,14 +393,19 @@ def test_a_lone_surrogate_in_the_query_text_is_searched_as_the_engine_reads_it(
     assert response.json()["hits"]["hits"]
 
 
-def test_a_doc_without_a_stored_vector_is_a_400_that_names_it(sidecar: Sidecar) -> None:
+def test_a_doc_without_a_stored_vector_is_a_400_that_names_it(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """Through a sidecar of its own: meeting the doc, the script that gives BM25 hits their
+    q·c leaves the index for that sidecar's later searches, which the module's others share."""
     doc = f"{sidecar.direct}/{PLAIN}/_doc/no-vector?refresh=true"
     created = httpx.put(doc, json={"title": "Vitamin D deficiency", "text": QUERY * 20})
     assert created.status_code in (200, 201), created.text
+    config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1)
     try:
         body = {"query": {"match": {"text": QUERY}}, "size": 3,
                 "ext": {"tour": {"method": "vector-rerank", "k": 10}}}
-        error = _engine_error(_search(sidecar.url, PLAIN, body), 400)
+        with BackgroundServer(config, sidecar_models) as server:
+            error = _engine_error(_search(server.url, PLAIN, body), 400)
         assert "[no-vector]" in error["reason"] and "[embedding]" in error["reason"]
     finally:
         httpx.delete(doc)
