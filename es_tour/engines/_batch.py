@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from cachetools import TTLCache
 
@@ -16,6 +16,7 @@ SearchOne = Callable[[str, Mapping[str, Any], bool], Awaitable[dict[str, Any]]]
 # the answers of several (index, body) searches in order, each a dict or its own error
 SearchMany = Callable[[Sequence[tuple[str, Mapping[str, Any]]], bool], Awaitable[Sequence[Any]]]
 _Pending = list[tuple[str, dict[str, Any], "asyncio.Future[dict[str, Any]]"]]
+T = TypeVar("T")
 
 
 class SearchBatch:
@@ -123,23 +124,32 @@ class MultiSearch:
 
         Elasticsearch's `read` privilege grants `_msearch`; OpenSearch Security checks it
         as a cluster action (`cluster_composite_ops_ro`), which a reader of one index may
-        lack. An identity the engine refused it is sent each search on its own, at once,
-        and remembered a while, so that it is not asked again."""
-        who = identity(self._headers)
-        if ("_msearch", who) not in self._refused:
-            lines: list[Mapping[str, Any]] = []
-            for index, body in searches:
-                lines += [{"index": index}, body]
-            try:
-                answer = await self._client.msearch(body=lines,
-                                                    **self._named_scores(named_scores))
-                return [answer_or_error(dict(response)) for response in answer["responses"]]
-            except self._api_error as exc:
-                if self._error_answer(exc)[0] != 403:
-                    raise
-                self._refused["_msearch", who] = True
+        lack. An identity the engine refused it is sent each search on its own, at once
+        (`unless_refused`)."""
+        lines: list[Mapping[str, Any]] = []
+        for index, body in searches:
+            lines += [{"index": index}, body]
+        answer = await self.unless_refused("_msearch", lambda: self._client.msearch(
+            body=lines, **self._named_scores(named_scores)))
+        if answer is not None:
+            return [answer_or_error(dict(response)) for response in answer["responses"]]
         return list(await asyncio.gather(*(self._one_or_error(index, body, named_scores)
                                            for index, body in searches)))
+
+    async def unless_refused(self, endpoint: str, call: Callable[[], Awaitable[T]]) -> T | None:
+        """`call`'s answer; None where the engine refuses this view's identity `endpoint`
+        (a 403: a multi-doc endpoint that OpenSearch Security checks as a cluster action),
+        now or within the last while, so that a refused caller is not asked again."""
+        who = identity(self._headers)
+        if (endpoint, who) in self._refused:
+            return None
+        try:
+            return await call()
+        except self._api_error as exc:
+            if self._error_answer(exc)[0] != 403:
+                raise
+            self._refused[endpoint, who] = True
+            return None
 
     async def _one_or_error(self, index: str, body: Mapping[str, Any], named_scores: bool
                             ) -> dict[str, Any] | EngineError:

@@ -5,12 +5,9 @@ the `read` action group grants; and the terms and statistics of docs, in one
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from cachetools import TTLCache
-
-from es_tour.engines._batch import identity
 from es_tour.engines._types import TermStats
 
 # single-doc _termvectors calls of one term_stats in flight at once
@@ -24,11 +21,8 @@ class TermVectors:
     """The term-vector reads of an engine adapter (`ClientEngine`), over its client."""
 
     _client: Any
-    _headers: dict[str, str] | None
-    _api_error: type[Exception]
-    _error_answer: Callable[[Exception], tuple[int, object]]
-    # (endpoint, identity) the engine refused (`ClientEngine`)
-    _refused: TTLCache[tuple[str, str], bool]
+    # a multi-doc call's answer, None where refused (`MultiSearch.unless_refused`)
+    unless_refused: Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
     # the `_id` of a doc key a search of this view met (`KeyedSearches.known_id`)
     known_id: Callable[[str], str]
 
@@ -100,17 +94,11 @@ class TermVectors:
         """Each doc of `ids`' term vectors, in order (the engine answers in an order of its
         own), from one `_mtermvectors`; None where the engine refuses it to this identity,
         now or within the last while."""
-        who = identity(self._headers)
-        if ("_mtermvectors", who) in self._refused:
-            return None
         named = [self.known_id(doc) for doc in ids]
-        try:
-            answer = await self._client.mtermvectors(index=index, body={
-                "ids": named, "parameters": {"fields": list(fields), **_STATS_ONLY}})
-        except self._api_error as exc:
-            if self._error_answer(exc)[0] != 403:
-                raise
-            self._refused["_mtermvectors", who] = True
+        answer = await self.unless_refused("_mtermvectors", lambda: self._client.mtermvectors(
+            index=index, body={"ids": named,
+                               "parameters": {"fields": list(fields), **_STATS_ONLY}}))
+        if answer is None:
             return None
         by_id = {doc.get("_id"): dict(doc) for doc in answer["docs"]}
         return [by_id.get(doc_id, {"found": False}) for doc_id in named]
