@@ -117,9 +117,11 @@ class VectorRerankMethod(_FirstStage):
 
     async def _retrieve(self, query: str, k: int, timings: Timings, provenance: Provenance
                         ) -> Retrieval:
-        vector = await self.context.embed_query(query, timings)
-        legs = await self.context.hybrid_legs(vector, self.context.lexical_dsl(query), k,
-                                              timings, dense=False)
+        legs = None
+        if self.context.vector_similarity is not None:  # a script may give each hit its q·c
+            vector = await self.context.embed_query(query, timings)
+            legs = await self.context.hybrid_legs(vector, self.context.lexical_dsl(query), k,
+                                                  timings, dense=False)
         if legs is not None and all(hit.other_score is not None for hit in legs[0]):
             return Retrieval(_recorded(legs[0], "bm25", provenance), 1)
         # a hit without a vector the script reads: every hit's stored vector instead
