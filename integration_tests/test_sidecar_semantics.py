@@ -42,8 +42,9 @@ QUERY = "vitamin D deficiency and bone health"
 MATCH = {"match": {"text": QUERY}}
 DEEP = {"query": {"match": {"text": "cell protein expression in patients"}}}  # 3,917 docs
 # hit keys the engine gives only some docs of a page: a highlight needs a fragment, a named
-# query a match
-SOME_HITS = frozenset({"highlight", "matched_queries", "_ignored"})
+# query a match; `_ignored` and `_routing` are the doc's own
+OWN = frozenset({"_ignored", "_routing"})
+SOME_HITS = frozenset({"highlight", "matched_queries"}) | OWN
 # keys whose value is the refinement's: the order's score, and the engine's explanation of
 # the fetch (the request's query beside the page's ids)
 OURS = frozenset({"_score", "_explanation"})
@@ -250,6 +251,7 @@ async def pair(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
                      metadata=True, show_progress=False)
         await ingest(adapter, scifact, OTHER, sidecar_models.encoder, if_missing=True,
                      metadata=True, show_progress=False, max_docs=50, reuse_embeddings=False)
+    _route_some(url)
     aliased = httpx.post(f"{url}/_aliases", json={"actions": [
         {"add": {"index": INDEX, "alias": ALIAS, "filter": BIOLOGY}}]})
     assert aliased.status_code == 200, aliased.text
@@ -260,6 +262,17 @@ async def pair(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
     config = ServerConfig(upstream=url, deadline_ms=120_000, max_refinements=4)
     with BackgroundServer(config, sidecar_models) as server:
         yield Pair(engine, server.url, url)
+
+
+def _route_some(url: str) -> None:
+    """Index again, with a routing, the docs the query's own top 5 holds: a refined page
+    holds them, and the engine's hits show each one's `_routing`."""
+    top = httpx.post(f"{url}/{INDEX}/_search", json={"query": MATCH, "size": 5}).json()
+    for hit in top["hits"]["hits"]:
+        if "_routing" not in hit:
+            put = httpx.put(f"{url}/{INDEX}/_doc/{hit['_id']}", json=hit["_source"],
+                            params={"routing": "routed", "refresh": "true"})
+            assert put.status_code == 200, put.text
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -313,7 +326,7 @@ def test_every_shape_keeps_the_engines_meaning(pair: Pair, shape: Shape) -> None
     assert len({hit.get("_id") for hit in hits}) == len(hits) or shape.name.endswith("_none_")
     if expected:
         assert {frozenset(_hit_keys(hit)) for hit in hits} == {frozenset(_hit_keys(expected[0]))}
-    for name in SOME_HITS - {"_ignored"}:  # what the engine gives some docs, ours give some
+    for name in SOME_HITS - OWN:  # what the engine gives some docs, ours give some
         assert any(name in hit for hit in hits) == any(name in hit for hit in expected), name
     by_id = {hit.get("_id"): hit for hit in expected}
     for hit in hits:
@@ -402,6 +415,22 @@ def test_pages_across_the_window_stitch_without_gaps_or_duplicates(pair: Pair) -
                         json={**_q(), "size": 200, "_source": False}).json()
     rest = [hit["_id"] for hit in engine["hits"]["hits"] if hit["_id"] not in window]
     assert whole[100:] == rest[:30]
+
+
+def test_a_page_of_names_alone_shows_each_docs_routing_as_the_engine_does(pair: Pair) -> None:
+    """A `_source: false` page loads no stored field: its hits are named from the fetches
+    of their text, `_routing` (and `_ignored`) as the engine shows them."""
+    answer = httpx.post(f"{pair.sidecar}/{INDEX}/_search", timeout=300,
+                        json={**_q(), "_source": False, "size": 10}).json()
+    hits = answer["hits"]["hits"]
+    assert "ext" in answer and any("_routing" in hit for hit in hits)
+    engine = httpx.post(f"{pair.direct}/{INDEX}/_search", timeout=60, json={
+        "query": {"ids": {"values": [hit["_id"] for hit in hits]}}, "_source": False,
+        "size": len(hits)}).json()
+    expected = {hit["_id"]: {k: v for k, v in hit.items() if k != "_score"}
+                for hit in engine["hits"]["hits"]}
+    assert {hit["_id"]: {k: v for k, v in hit.items() if k != "_score"} for hit in hits} \
+        == expected
 
 
 def test_the_window_is_an_index_setting(pair: Pair) -> None:

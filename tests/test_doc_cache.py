@@ -22,14 +22,14 @@ class Clock:
 
 
 def _doc(doc_id: str, text: str = "some text", vector: np.ndarray | None = VECTOR):
-    return FetchedDoc(doc_id, {"title": doc_id, "text": text}, vector)
+    return FetchedDoc({"_id": doc_id}, {"title": doc_id, "text": text}, vector)
 
 
 def test_a_kept_doc_comes_back_only_to_its_caller_on_its_index():
     cache = DocCache()
     mine = cache.view("caller-a", "uuid-1")
     mine.put(doc_key(7), _doc("d7"))
-    assert mine.get(doc_key(7), vector=True).doc_id == "d7"
+    assert mine.get(doc_key(7), vector=True).name == {"_id": "d7"}
     assert cache.view("caller-b", "uuid-1").get(doc_key(7), vector=False) is None
     # a new index under the same name has another uuid, and seq_nos that start again
     assert cache.view("caller-a", "uuid-2").get(doc_key(7), vector=False) is None
@@ -90,8 +90,11 @@ class KeyedEngine:
     def known_id(self, doc: str) -> str:
         return self.ids.get(doc, f"id-of-{doc}")
 
-    def remember_id(self, doc: str, doc_id: str) -> None:
-        self.ids[doc] = doc_id
+    def known_name(self, doc: str) -> dict[str, str]:
+        return {"_id": self.known_id(doc)}
+
+    def remember_name(self, doc: str, name: dict[str, str]) -> None:
+        self.ids[doc] = name["_id"]
 
 
 async def test_a_search_fetches_only_the_docs_its_caller_has_not_fetched_before():

@@ -11,7 +11,7 @@ from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._hits import first_of_each
 from es_tour.engines._json import dumps as json_bytes
-from es_tour.engines._keys import ids_query
+from es_tour.engines._keys import hit_name, ids_query
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -77,6 +77,7 @@ __all__ = [
     "connect",
     "doc_key",
     "first_of_each",
+    "hit_name",
     "ids_query",
     "json_bytes",
     "key_seq_no",

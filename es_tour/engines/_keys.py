@@ -18,8 +18,11 @@ from es_tour.engines._batch import SearchBatch
 from es_tour.engines._hits import read_hits
 from es_tour.engines._types import Hit, Overview, doc_key, key_seq_no
 
-# doc keys whose `_id` a view remembers (a search's own view: one request's in the sidecar)
+# doc keys whose name a view remembers (a search's own view: one request's in the sidecar)
 DOC_IDS_KEPT = 65536
+# what names a doc in a hit, read from its stored fields: a hit that loads them shows each
+# the doc has (Elasticsearch's `_ignored` too), and a keyed page's hits are given them
+NAME_FIELDS = ("_id", "_routing", "_ignored")
 # indices or aliases known to span several shards, remembered by every view
 SHARDED_KEPT = 4096
 # the names of the filters that tell `_scores_of` which doc a hit is
@@ -32,8 +35,8 @@ class KeyedSearches:
     """The doc-key searches of an engine adapter (`ClientEngine`), over its batch."""
 
     _batch: SearchBatch
-    # doc key -> `_id`, for the keys this view's searches have met with their `_id`s
-    _doc_ids: LRUCache[str, str]
+    # doc key -> its name (`hit_name`), for the keys this view's searches have met with it
+    _doc_ids: LRUCache[str, dict[str, Any]]
     # indices (or aliases) whose searches span several shards, where a sequence number
     # names no single doc: their pool legs load `_id`s
     _sharded: LRUCache[str, bool]
@@ -96,19 +99,26 @@ class KeyedSearches:
         return read_hits(answer, vector_field, fetched, _keys_by_seq_no(ids))
 
     def _learn_ids(self, answer: Mapping[str, Any]) -> None:
-        """Remember the `_id` of each hit that came with its sequence number."""
+        """Remember the name of each hit that came with its sequence number."""
         for hit in answer["hits"]["hits"]:
             if "_seq_no" in hit and "_id" in hit:
-                self._doc_ids[doc_key(hit["_seq_no"])] = hit["_id"]
+                self._doc_ids[doc_key(hit["_seq_no"])] = hit_name(hit)
 
-    def remember_id(self, doc: str, doc_id: str) -> None:
-        """Know the `_id` of the doc key `doc` (one an earlier fetch of the caller's met)."""
-        self._doc_ids[doc] = doc_id
+    def remember_name(self, doc: str, name: Mapping[str, Any]) -> None:
+        """Know the name (`hit_name`) of the doc key `doc`, one an earlier fetch of the
+        caller's met."""
+        self._doc_ids[doc] = dict(name)
 
     def known_id(self, doc: str) -> str:
         """The `_id` of `doc` where this view has met it; `doc` itself otherwise (an `_id`,
         or a key no search of this view has resolved)."""
-        return self._doc_ids.get(doc, doc)
+        name = self._doc_ids.get(doc)
+        return doc if name is None else name["_id"]
+
+    def known_name(self, doc: str) -> dict[str, Any] | None:
+        """How a hit that loaded its stored fields names the doc key `doc` (`hit_name`),
+        where this view has met it; None otherwise."""
+        return self._doc_ids.get(doc)
 
     async def doc_ids(self, index: str, docs: Sequence[str]) -> list[str]:
         """The `_id` of each of `docs` (doc keys or `_id`s), in order: those this view has
@@ -148,6 +158,11 @@ class KeyedSearches:
                 hits.append(Hit(doc, float(hit.get("_score") or 0.0), {}, None,
                                 hit.get("_index")))
         return hits
+
+
+def hit_name(hit: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a hit that name its doc (NAME_FIELDS) where it has them."""
+    return {key: hit[key] for key in NAME_FIELDS if key in hit}
 
 
 def ids_query(docs: Sequence[str]) -> dict[str, Any]:

@@ -298,7 +298,7 @@ class SearchContext:
             doc = self.fetched_docs.get(hit.id, vector=vectors and hit.vector is None)
             if doc is not None:
                 kept[hit.id] = doc
-                self.engine.remember_id(hit.id, doc.doc_id)
+                self.engine.remember_name(hit.id, doc.name)
         return kept
 
     async def _fetch_docs(self, ids: Sequence[str], timings: Timings, vectors: bool,
@@ -325,8 +325,9 @@ class SearchContext:
                 vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
-            doc_id = hit.id if key_seq_no(hit.id) is None else self.engine.known_id(hit.id)
-            doc = FetchedDoc(doc_id, source, vector)
+            name = (self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None
+                    else None) or {"_id": hit.id}
+            doc = FetchedDoc(name, source, vector)
             found[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)

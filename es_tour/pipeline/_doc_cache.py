@@ -36,14 +36,14 @@ DOC_CACHE_TTL_S = 300.0
 class FetchedDoc:
     """One doc version as a caller's search fetched it."""
 
-    doc_id: str  # its `_id`
+    name: Mapping[str, Any]  # its `_id`, and `_routing` where it has one (`hit_name`)
     source: Mapping[str, Any]  # its `_source` less the vector field
     vector: np.ndarray | None  # its stored vector, where the fetch read it
 
 
 def doc_bytes(doc: FetchedDoc) -> int:
-    """About what `doc` holds: its source as JSON, its `_id` and its vector."""
-    size = len(orjson.dumps(doc.source, default=str)) + len(doc.doc_id)
+    """About what `doc` holds: its source as JSON, its name and its vector."""
+    size = len(orjson.dumps(doc.source, default=str)) + len(orjson.dumps(doc.name))
     return size + (0 if doc.vector is None else doc.vector.nbytes)
 
 

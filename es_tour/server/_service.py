@@ -135,8 +135,8 @@ class TourService:
                         as_caller, request.index, request.body, request.params,
                         ranked.window, page, with_overview=alongside and by_leg is None)
                     answer = answer if answer is not None else by_leg or await overview
-                    for key, doc_id in fetched.doc_ids.items():
-                        plan.context.engine.remember_id(key, doc_id)
+                    for key, name in fetched.doc_names.items():
+                        plan.context.engine.remember_name(key, name)
                     # and each round's top 10 the trace shows, by `_id` too
                     shown = [*page.ids, *(doc for trace in ranked.result.rounds
                                           for doc in trace.ranking[:TRACED_TOP])]

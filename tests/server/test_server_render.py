@@ -191,6 +191,65 @@ async def test_a_page_asked_ahead_and_still_on_its_way_is_waited_for_not_asked_a
     assert len(engine.bodies) == 2  # the page and the overview, once
 
 
+class _KeyedRoundTrip(_RoundTrip):
+    """A view whose text fetches named some doc keys (`known_name`), answering a keyed page
+    as the engine does: each hit its `_seq_no`, without a stored field."""
+
+    def __init__(self, names: dict[str, dict[str, Any]]) -> None:
+        super().__init__()
+        self.names = names
+
+    def known_id(self, doc: str) -> str:
+        return self.names[doc]["_id"] if doc in self.names else doc
+
+    def known_name(self, doc: str) -> dict[str, Any] | None:
+        return self.names.get(doc)
+
+    def search_alongside(self, index: str, body: dict[str, Any]) -> asyncio.Future[dict]:
+        self.bodies.append(body)
+        answer: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        seq_nos = body["query"]["bool"]["filter"][0]["terms"]["_seq_no"] if body["size"] else []
+        answer.set_result({"hits": {"hits": [
+            {"_index": "idx", "_score": 1.0, "_seq_no": n, "_primary_term": 1}
+            for n in seq_nos]}})
+        return answer
+
+
+async def test_a_page_that_shows_no_stored_field_loads_none_and_names_its_hits() -> None:
+    """`_source: false`: the page's hits load no `_id` (most of its cost); each is named,
+    `_routing` too, as the fetches of the docs' text met them."""
+    keys = [doc_key(n) for n in range(3)]
+    engine = _KeyedRoundTrip({keys[0]: {"_id": "a", "_routing": "r"}, keys[1]: {"_id": "b"},
+                              keys[2]: {"_id": "c"}})
+    ahead = PageAhead(engine, "idx", {"query": QUERY, "_source": False},  # type: ignore[arg-type]
+                      0, 2, 4)
+    ahead.ask(keys)
+    page = engine.bodies[0]
+    assert page["stored_fields"] == "_none_" and "_source" not in page
+    got = await ahead.fetched(plan_page(["b", "a", "c"], 0, 2))
+    assert got is not None
+    assert got[0].hits == [{"_index": "idx", "_id": "b", "_score": 1.0},
+                           {"_index": "idx", "_id": "a", "_routing": "r", "_score": 1.0}]
+
+
+async def test_a_keyed_page_with_a_doc_no_fetch_named_is_fetched_after_the_ranking() -> None:
+    keys = [doc_key(n) for n in range(2)]
+    engine = _KeyedRoundTrip({keys[0]: {"_id": "a"}})
+    ahead = PageAhead(engine, "idx", {"query": QUERY, "_source": False},  # type: ignore[arg-type]
+                      0, 1, 4)
+    ahead.ask(keys)
+    assert await ahead.fetched(plan_page(["a", keys[1]], 0, 1)) is None
+
+
+async def test_a_page_that_shows_a_stored_field_loads_them() -> None:
+    for body in ({"query": QUERY}, {"query": QUERY, "_source": False, "highlight": {}},
+                 {"query": QUERY, "_source": False, "docvalue_fields": ["year"]}):
+        engine = _RoundTrip()
+        PageAhead(engine, "idx", body, 0, 2, 4).ask(  # type: ignore[arg-type]
+            ["3", "1", "0", "2"])
+        assert "stored_fields" not in engine.bodies[0]
+
+
 class _PageEngine:
     """What fetch_page reads of an engine view: one search, answered with a hit for each
     `_id` and doc key its filter names (a doc key's hit with its `_seq_no`, as asked)."""
@@ -215,7 +274,7 @@ async def test_a_page_asks_docs_named_by_doc_key_by_it_and_learns_their_ids() ->
                                   [key, "a"], PagePlan((key, "a"), 0, 0))
     assert engine.bodies[0]["seq_no_primary_term"] is True
     assert [hit["_id"] for hit in fetched.hits] == ["doc-7", "a"]  # es-tour's order
-    assert fetched.doc_ids == {key: "doc-7"}
+    assert fetched.doc_names == {key: {"_id": "doc-7"}}
     assert not any("_seq_no" in hit or "_primary_term" in hit for hit in fetched.hits)
 
 
