@@ -18,7 +18,7 @@ import pytest
 from es_tour.agents import policy_dir
 from es_tour.bench.__main__ import main
 from es_tour.bench.proxy import tour_off
-from es_tour.bench.retrieval import ALL_METHODS
+from es_tour.bench.retrieval import ALL_METHODS, REFERENCE
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,10 @@ def test_every_method_runs_on_both_engines(smoke_run):
         assert all(0.0 <= m["ndcg@10"] <= 1.0 for m in methods.values())
         assert methods["rerank:k=40"]["pairs_scored_mean"] == 40
         assert methods["knn"]["pairs_scored_mean"] == 0
+        # every method against the labeler-free pool, on the same queries
+        assert "robustness" not in methods[REFERENCE]
+        assert all(m["robustness"]["queries"] == 5 for label, m in methods.items()
+                   if label != REFERENCE)
 
 
 def test_per_round_quality_and_operators_are_recorded(smoke_run):
@@ -73,6 +77,7 @@ def test_results_markdown_and_plots_are_written(smoke_run):
     # the smoke leaves the models bench to its own smoke test (tests/models)
     assert results["models_markdown"] is None and "## Models" not in text
     assert "**TOUR-hard k=10" in text and "**The learned agent against HRE" in text
+    assert f"| robustness index vs {REFERENCE} | hurt ≥ 0.2 vs {REFERENCE} |" in text
     for image in ("frontier", "latency", "rounds"):
         png = out / "img" / f"{image}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

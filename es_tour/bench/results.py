@@ -17,6 +17,8 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
 from es_tour.bench import frontier, labelers
+from es_tour.bench.retrieval import REFERENCE
+from es_tour.metrics import CHANGED, HURT_AT
 
 P1_TOUR, P1_RERANK = "tour-hard:k=10:max_rounds=3", "rerank:k=40"
 BM25_RERANK = "rerank:k=100:first_stage=bm25"
@@ -34,8 +36,17 @@ def _method_rows(methods: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
         rows.append([f"`{name}`", f"{m['ndcg@10']:.4f}", f"{m['recall@100']:.4f}",
                      f"{m['mrr@10']:.4f}", f"{m['latency_ms_p50']:.0f}",
                      f"{m['latency_ms_p95']:.0f}", _cold(m), f"{m['pairs_scored_mean']:.1f}",
-                     f"{m['engine_calls_mean']:.1f}"])
+                     f"{m['engine_calls_mean']:.1f}", *_robust(m)])
     return rows
+
+
+def _robust(m: Mapping[str, Any]) -> tuple[str, str]:
+    """The robustness index and the share of queries hurt, against REFERENCE (a dash for
+    itself, or a run without it)."""
+    robust = m.get("robustness")
+    if robust is None:
+        return "—", "—"
+    return f"{robust['index']:+.2f}", f"{100 * robust['hurt_share']:.1f}%"
 
 
 def _cold(m: Mapping[str, Any]) -> str:
@@ -45,7 +56,8 @@ def _cold(m: Mapping[str, Any]) -> str:
 
 
 METHOD_HEADER = ("method", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms",
-                 "cold-labeler p50 / p95 ms", "pairs/query", "engine calls/query")
+                 "cold-labeler p50 / p95 ms", "pairs/query", "engine calls/query",
+                 f"robustness index vs {REFERENCE}", f"hurt ≥ {HURT_AT} vs {REFERENCE}")
 
 
 def _ratio(a: float, b: float) -> str:
@@ -185,6 +197,11 @@ def write(results: Mapping[str, Any], out: Path) -> Path:
         "[benchmarks/cost.md](benchmarks/cost.md) measures all three through the sidecar. "
         "Pairs scored are counted per search either way. The cross-encoder section below "
         "has nothing cached: its latency is measured.",
+        "",
+        f"**Robustness** columns compare each method with `{REFERENCE}`, the labeler-free "
+        "pool, query by query on the same test queries: the robustness index is (queries "
+        f"better − queries worse, by more than {CHANGED} nDCG@10) / queries, from −1 to +1; "
+        f"*hurt* is the share of queries whose nDCG@10 falls by {HURT_AT} or more.",
         "",
     ]
     first = next(iter(engines))

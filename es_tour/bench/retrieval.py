@@ -17,22 +17,31 @@ import numpy as np
 
 from es_tour.agents import AgentRound, TourStep
 from es_tour.datasets import BeirDataset
-from es_tour.evaluation import MethodReport, MethodSpec, evaluate, progress_bar
+from es_tour.evaluation import (
+    MethodReport,
+    MethodSpec,
+    evaluate,
+    progress_bar,
+    robustness_against,
+)
 from es_tour.ingest import ingest
-from es_tour.metrics import score_run
+from es_tour.metrics import Robustness, score_run
 from es_tour.models import DualEncoder
 from es_tour.pipeline import SearchContext
+from es_tour.recommended import FRONTIER_LABEL
 
-FIRST_STAGE = ("bm25", "knn", "hybrid-rrf", "vector-rerank")  # no labeler pairs
+# every method's robustness is taken against this labeler-free pool, query by query
+REFERENCE = "hybrid-linear"
+FIRST_STAGE = ("bm25", "knn", "hybrid-rrf", REFERENCE, "vector-rerank")  # no labeler pairs
 RERANK = ("rerank:k=10", "rerank:k=40", "rerank:k=100", "rerank:k=100:first_stage=bm25",
           "rerank-hybrid:k=10", "rerank-hybrid:k=40", "rerank-hybrid:k=100")
 TOUR = ("rocchio", *(f"tour-{variant}:k={k}:max_rounds={rounds}"
                      for variant in ("hard", "soft") for k in (10, 20) for rounds in (1, 3)))
-AGENTS = ("hybrid-tour", "hre", "rm3-agent", "learned-agent", "oracle-agent")
+AGENTS = ("hybrid-tour", FRONTIER_LABEL, "hre", "rm3-agent", "learned-agent", "oracle-agent")
 ALL_METHODS = (*FIRST_STAGE, *RERANK, *TOUR, *AGENTS)
 USES_JUDGEMENTS = frozenset({"oracle-agent"})
 # The papers' comparisons: TOUR-hard at k=10 against rerank at k=40; HARE against HRE.
-CROSS_ENCODER_METHODS = ("rerank:k=10", "rerank:k=40", "rerank:k=100",
+CROSS_ENCODER_METHODS = (REFERENCE, "rerank:k=10", "rerank:k=40", "rerank:k=100",
                          "tour-hard:k=10:max_rounds=3", "tour-soft:k=10:max_rounds=3",
                          "hre", "learned-agent")
 
@@ -59,7 +68,8 @@ async def run_methods(
     max_queries: int | None, labeler_cost: LabelerCost | None = None,
     query_ids: Collection[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """method label -> summary, per-round nDCG@10, operators, and cold latency estimate.
+    """method label -> summary, per-round nDCG@10, operators, cold latency estimate, and
+    robustness against REFERENCE where it ran.
 
     With `labeler_cost`, the labeler read cached doc vectors, so measured latency holds no
     doc encoding; `latency_ms_*_cold` adds each query's new docs × the measured cost.
@@ -71,11 +81,15 @@ async def run_methods(
         reports = await evaluate(context, dataset, specs, split=split, max_queries=max_queries,
                                  query_ids=query_ids, on_query=advance)
     qrels = dataset.qrels(split)
-    return {report.spec.label: describe(report, qrels, labeler_cost) for report in reports}
+    robust = robustness_against(reports, qrels, REFERENCE)
+    return {report.spec.label: describe(report, qrels, labeler_cost,
+                                        robust.get(report.spec.label))
+            for report in reports}
 
 
 def describe(
-    report: MethodReport, qrels: dict[str, dict[str, int]], labeler_cost: LabelerCost | None
+    report: MethodReport, qrels: dict[str, dict[str, int]], labeler_cost: LabelerCost | None,
+    robust: Robustness | None = None,
 ) -> dict[str, Any]:
     summary: dict[str, Any] = {
         **report.summary(),
@@ -92,6 +106,8 @@ def describe(
                 for ms, pairs in zip(report.latencies_ms, report.pairs_scored, strict=True)]
         summary["latency_ms_p50_cold"] = round(float(np.percentile(cold, 50)), 1)
         summary["latency_ms_p95_cold"] = round(float(np.percentile(cold, 95)), 1)
+    if robust is not None:
+        summary["robustness"] = robust.to_dict()
     per_round = ndcg_per_round(report, qrels)
     if len(per_round) > 1:
         summary["ndcg@10_per_round"] = per_round
