@@ -166,11 +166,19 @@ class Environment:
         vector = QueryOptimizer(action.step).step(
             state.vector, self.stored_vectors(ids),
             np.array([state.phi[doc] for doc in ids]))
-        self.budget.engine_calls += 1
-        # k past those seen, as deep as the engines go
-        hits = await self.context.knn(vector, min(self.k + len(ids), MAX_K), timings)
-        self._remember_vectors(hits)
-        fresh = [hit for hit in hits if hit.id not in state.phi][: self.k]
+        # k past those seen, as deep as the engines go, by doc key: only the docs it will
+        # label are read, with the vectors later steps take (a 28-doc kNN's whole sources
+        # were most of a SciFact search's bytes from the engine)
+        hits = await self.context.knn(vector, min(self.k + len(ids), MAX_K), timings,
+                                      returns="keys")
+        known = self.context.engine.known_id
+        fresh = [hit for hit in hits if known(hit.id) not in state.phi][: self.k]
+        if self.budget.left is not None:  # past the budget a doc stays unseen: none read
+            fresh = fresh[: self.budget.left]
+        self.budget.engine_calls += 1 + bool(fresh)
+        fresh = [replace(hit, id=known(hit.id))
+                 for hit in await self.context.with_text(fresh, timings, vectors=True)]
+        self._remember_vectors(fresh)
         phi = await self._join(state.phi, fresh, timings)
         return State(state.round + 1, state.query, phi, self._best(phi), len(hits),
                      {"knn": _ids(fresh)}, vector)

@@ -83,9 +83,9 @@ class KeyedSearches:
     async def _search_hits(self, index: str, body: Mapping[str, Any], vector_field: str | None,
                            fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:
         """`body`'s hits, those of a search restricted to `ids` named as `ids` names them
-        (a doc key, or an `_id`)."""
-        if _keys_by_seq_no(ids or ()):
-            body = {**body, "seq_no_primary_term": True}
+        (a doc key, or an `_id`). Each hit brings its `_seq_no` too, a doc value: the view
+        then knows the doc key a keyed leg will name that doc by (`known_id`)."""
+        body = {**body, "seq_no_primary_term": True}
         return self.hits_as_asked(await self._batch.search(index, dict(body)), ids or (),
                                   vector_field, fetched)
 

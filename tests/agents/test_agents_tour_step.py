@@ -82,10 +82,13 @@ async def test_a_tour_step_moves_the_vector_and_labels_its_new_knn_docs(context)
     np.testing.assert_allclose(sent, moved.vector / np.linalg.norm(moved.vector), rtol=1e-5)
     new = [doc for doc in moved.phi if doc not in start.phi]
     assert new and list(moved.returned) == ["knn"] and len(new) <= 5
-    # BM25's docs came without vectors and Top-K as ids: their vectors are read once
-    assert context.engine.docs_read[-1] == tuple(start.phi)
+    # BM25's docs came without vectors and Top-K as ids: their vectors are read once; the
+    # step's kNN names docs by key, and only the new docs it labels are read, with vectors
+    assert context.engine.docs_read[-2:] == [tuple(start.phi), tuple(new)]
+    reads = len(context.engine.docs_read)
     again = await env.step(moved, TourStep(), Timings())
-    assert len(context.engine.docs_read) == 2  # the kNN hits brought their own vectors
+    newer = [doc for doc in again.phi if doc not in moved.phi]
+    assert context.engine.docs_read[reads:] == [tuple(newer)]  # none read twice
     assert again.round == 2 and not np.allclose(again.vector, moved.vector)
 
 
