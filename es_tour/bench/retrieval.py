@@ -167,7 +167,10 @@ class Sweep:
     values: tuple[Any, ...]
 
     def methods(self) -> list[str]:
-        return [f"{self.base}:{self.parameter}={value}" for value in self.values]
+        """The base with the parameter at each value, in place of any the base sets."""
+        name, *options = self.base.split(":")
+        kept = [option for option in options if option.split("=")[0] != self.parameter]
+        return [":".join([name, *kept, f"{self.parameter}={value}"]) for value in self.values]
 
 
 TOUR_SWEEPS = (
