@@ -325,9 +325,9 @@ class SearchContext:
                 vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
-            name = (self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None
-                    else None) or {"_id": hit.id}
-            doc = FetchedDoc(name, source, vector)
+            # a doc key's name as the fetch met it; a hit named by `_id` is its own name
+            name = self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
+            doc = FetchedDoc(name or {"_id": hit.id}, source, vector)
             found[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
