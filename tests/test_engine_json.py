@@ -11,7 +11,12 @@ from elastic_transport import SerializationError as ElasticSerializationError
 from opensearchpy.exceptions import SerializationError as OpenSearchSerializationError
 
 from es_tour.engines import connect
-from es_tour.engines._json import ElasticsearchSerializer, OpenSearchSerializer
+from es_tour.engines._json import (
+    ElasticsearchNdjsonSerializer,
+    ElasticsearchSerializer,
+    OpenSearchSerializer,
+    wire_vector,
+)
 
 PAGE = {"hits": {"total": {"value": 2}, "hits": [
     {"_id": "1", "_score": 1.5, "_source": {"text": "café ☕", "embedding": [0.25, -1e-8, 3.0]}},
@@ -41,6 +46,22 @@ def test_numpy_vectors_are_written_as_lists(serializer):
     assert json.loads(serializer.dumps({"vector": vector})) == {"vector": [0.5, -0.25]}
 
 
+@pytest.mark.parametrize("serializer", [ElasticsearchSerializer(), OpenSearchSerializer(),
+                                        ElasticsearchNdjsonSerializer()])
+def test_a_query_vector_is_written_at_float32s_digits_and_read_back_exactly(serializer):
+    rng = np.random.default_rng(7)
+    vector = rng.standard_normal(384).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    strided = np.stack([vector, vector], axis=1)[:, 0]  # orjson takes contiguous arrays only
+    body = {"knn": {"vector": wire_vector(strided)}}
+    written = serializer.dumps([body] if isinstance(serializer, ElasticsearchNdjsonSerializer)
+                               else body)
+    read = np.asarray(json.loads(written)["knn"]["vector"], dtype=np.float32)
+    assert np.array_equal(read, vector)  # what the engine parses: the same float32s
+    as_doubles = json.dumps({"knn": {"vector": vector.tolist()}})
+    assert len(written) < 0.65 * len(as_doubles)
+
+
 def test_what_is_not_json_is_each_clients_own_error():
     with pytest.raises(ElasticSerializationError):
         ElasticsearchSerializer().loads(b"{not json")
@@ -56,6 +77,9 @@ async def test_both_clients_are_given_these_serializers(engine):
         if engine == "elasticsearch":  # responses come as application/vnd.elasticsearch+json
             read = transport.serializers.serializers["application/vnd.elasticsearch+json"]
             assert isinstance(read, ElasticsearchSerializer)
+            # `_msearch` bodies, which carry the query vectors
+            lines = transport.serializers.serializers["application/vnd.elasticsearch+x-ndjson"]
+            assert isinstance(lines, ElasticsearchNdjsonSerializer)
         else:
             assert isinstance(transport.deserializer.serializers["application/json"],
                               OpenSearchSerializer)

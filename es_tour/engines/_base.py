@@ -20,6 +20,7 @@ from cachetools import LRUCache, TTLCache
 from es_tour.engines._batch import MultiSearch
 from es_tour.engines._hits import first_of_each, read_hits, source_value
 from es_tour.engines._hybrid import HybridLegs
+from es_tour.engines._json import wire_vector
 from es_tour.engines._keys import (
     DOC_IDS_KEPT,
     SHARDED_KEPT,
@@ -172,7 +173,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
 
     def _knn_clause(
         self,
-        vector: list[float],
+        vector: np.ndarray,
         k: int,
         num_candidates: int,
         field: str,
@@ -184,7 +185,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
 
     def _knn_body(
         self,
-        vector: list[float],
+        vector: np.ndarray,
         k: int,
         num_candidates: int,
         field: str,
@@ -345,12 +346,12 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         one shard, see `keyed_search`). Each 384-d vector is ~8 KB of JSON, so callers ask
         only for what they read."""
         if ids is not None and returns in ("ids", "keys"):
-            clause = self._knn_clause(np.asarray(vector, dtype=np.float32).tolist(), k,
+            clause = self._knn_clause(wire_vector(vector), k,
                                       num_candidates or max(k, 100), field,
                                       self._constraints(ids))
             return await self._scores_of(index, clause, ids)
         body = self._knn_body(
-            np.asarray(vector, dtype=np.float32).tolist(),
+            wire_vector(vector),
             k,
             num_candidates or max(k, 100),
             field,

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 from elasticsearch import ApiError, AsyncElasticsearch, BadRequestError, NotFoundError
 from elasticsearch import TransportError as ElasticTransportError
 from elasticsearch.helpers import async_bulk
 
 from es_tour.engines._base import ClientEngine
-from es_tour.engines._json import ElasticsearchSerializer
+from es_tour.engines._json import ElasticsearchNdjsonSerializer, ElasticsearchSerializer
 from es_tour.engines._types import IndexSpec, Similarity
 
 
@@ -28,8 +29,9 @@ class ElasticsearchEngine(ClientEngine):
         hosts = url if isinstance(url, str) else list(url)
 
         def client(**tls: Any) -> AsyncElasticsearch:
-            return AsyncElasticsearch(hosts, request_timeout=60,
-                                      serializer=ElasticsearchSerializer(),
+            serializers = {ElasticsearchSerializer.mimetype: ElasticsearchSerializer(),
+                           ElasticsearchNdjsonSerializer.mimetype: ElasticsearchNdjsonSerializer()}
+            return AsyncElasticsearch(hosts, request_timeout=60, serializers=serializers,
                                       **{**client_options, **tls})
 
         own = None if own_ssl_context is None else client(ssl_context=own_ssl_context)
@@ -92,7 +94,7 @@ class ElasticsearchEngine(ClientEngine):
 
     def _knn_clause(
         self,
-        vector: list[float],
+        vector: np.ndarray,
         k: int,
         num_candidates: int,
         field: str,
@@ -103,7 +105,7 @@ class ElasticsearchEngine(ClientEngine):
 
     def _knn_body(
         self,
-        vector: list[float],
+        vector: np.ndarray,
         k: int,
         num_candidates: int,
         field: str,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from es_tour.engines._json import wire_vector
 from es_tour.engines._keys import constrained, ids_query
 from es_tour.engines._types import Hit, Overview, Similarity, key_seq_no
 
@@ -79,7 +80,7 @@ class HybridLegs:
         rescored apart)."""
         if index in self._sharded:
             return None
-        unit = np.asarray(vector, dtype=np.float32).tolist()
+        unit = wire_vector(vector)
         painless = self._dense_script(similarity)
         if index not in self._untoured:
             script: dict[str, Any] = TOUR_SCRIPT
@@ -100,7 +101,7 @@ class HybridLegs:
                                           dense=dense)
         return legs
 
-    async def _scripted_legs(self, index: str, script: dict[str, Any], unit: list[float],
+    async def _scripted_legs(self, index: str, script: dict[str, Any], unit: np.ndarray,
                              lexical: Mapping[str, Any], k: int, field: str,
                              num_candidates: int, lexical_top: Sequence[Hit] | None,
                              overview: Overview | None, dense: bool = True
@@ -157,7 +158,7 @@ class HybridLegs:
                      for hit in dense_hits]
         return sparse, sorted(by_vector, key=lambda hit: -hit.score)
 
-    async def _named_legs(self, index: str, unit: list[float], lexical: Mapping[str, Any],
+    async def _named_legs(self, index: str, unit: np.ndarray, lexical: Mapping[str, Any],
                           k: int, field: str, num_candidates: int,
                           lexical_top: Sequence[Hit] | None, overview: Overview | None
                           ) -> tuple[list[Hit], list[Hit]] | None:

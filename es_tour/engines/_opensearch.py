@@ -6,6 +6,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from opensearchpy import AsyncOpenSearch, NotFoundError, RequestError, TransportError
 from opensearchpy import ConnectionError as OpenSearchConnectionError
 from opensearchpy.client.utils import NamespacedClient
@@ -104,7 +105,7 @@ class OpenSearchEngine(ClientEngine):
 
     def _knn_clause(
         self,
-        vector: list[float],
+        vector: np.ndarray,
         k: int,
         num_candidates: int,
         field: str,
