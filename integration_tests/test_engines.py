@@ -256,6 +256,55 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
     assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
 
 
+@pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
+async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_them(
+        engine, sample, similarity):
+    """A view that knows its vector field reads the vectors of the docs it fetches by the
+    es-tour plugin's script: each the source's own float32s (on an OpenSearch cosine field
+    too, whose vectors here are not unit length), with the source left without them, so
+    the engine writes no vector out as JSON. Not on an Elasticsearch cosine field, whose
+    Lucene vectors are normalised. Once the script has failed on an index (as where the
+    engine lacks the plugin), or read no vector for a doc, they come in the source."""
+    spec = IndexSpec(f"it-stored-vectors-{similarity.replace('_', '-')}", DIM,
+                     similarity=similarity)
+    scale = 2.0 if similarity == "cosine" else 1.0
+    docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
+    await engine.create_index(spec, replace=True)
+    await engine.bulk_index(spec.name, docs)
+    await engine.refresh(spec.name)
+    stored = {doc["_id"]: np.asarray(doc["embedding"], dtype=np.float32) for doc in docs}
+    ids = [doc["_id"] for doc in docs[3:9]]
+    view = engine.with_filters([]).with_vector_field("embedding", similarity=similarity)
+    if engine.name == "elasticsearch" and similarity == "cosine":
+        assert spec.name not in view._untoured
+        assert view._asking_vectors(spec.name, {}, "embedding") == ({}, None)
+        return  # its Lucene vectors are normalised: the source's come as before
+
+    fetched = await view.docs_by_id(spec.name, ids)
+    assert [hit.id for hit in fetched] == ids
+    for hit in fetched:
+        assert np.array_equal(hit.vector, stored[hit.id])
+        assert "embedding" not in hit.source and hit.source["text"]
+    alone = await view.docs_by_id(spec.name, ids, exclude=spec.text_fields)
+    assert all(np.array_equal(hit.vector, stored[hit.id]) and "text" not in hit.source
+               for hit in alone)
+    nearest = await view.knn(spec.name, stored[ids[0]] / scale, 3, returns="vectors")
+    assert nearest[0].id == ids[0]
+    assert all(np.array_equal(hit.vector, stored[hit.id]) and "embedding" not in hit.source
+               for hit in nearest)
+    assert spec.name not in view._untoured
+
+    # a doc without a vector: the plugin reads none, so the index's vectors come in the source
+    await engine.bulk_index(spec.name, [{"_id": "no-vector", "title": "t", "text": "t"}])
+    await engine.refresh(spec.name)
+    mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
+    assert spec.name in view._untoured
+    assert [hit.id for hit in mixed] == [ids[0], "no-vector"]
+    assert mixed[0].source["embedding"] == pytest.approx(stored[ids[0]].tolist())
+    assert "embedding" not in mixed[1].source
+    await engine.delete_index(spec.name)
+
+
 @pytest.mark.parametrize("script", ["plugin", "without-plugin"])
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
 async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sample,

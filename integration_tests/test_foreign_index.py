@@ -169,7 +169,7 @@ async def test_the_adapter_reads_vectors_outside_source_from_doc_values(
         assert (unknown.dimension, unknown.in_source) == (None, True)
         plain = await adapter.docs_by_id(INDEX, [second, first])
         assert [h.vector for h in plain] == [None, None]  # _source has none to give
-        reader = adapter.with_doc_value_vectors("vec")
+        reader = adapter.with_vector_field("vec", in_source=False)
         docs = await reader.docs_by_id(INDEX, [second, "no-such-doc", first])
         assert [h.id for h in docs] == [second, first]
         for hit in docs:

@@ -109,16 +109,18 @@ async def _searchable(context: SearchContext, data: BeirDataset, labeler: str,
         if not exists or await adapter.made_by_es_tour(index):
             await _ingest(context, data, replace=False)
             found = await adapter.vector_field(index, context.vector_field)
-            return replace(context, vector_similarity=found.similarity), False
+            return replace(context, vector_similarity=found.similarity,
+                           engine=adapter.with_vector_field(found.name, found.in_source,
+                                                            found.similarity)), False
         flat = await adapter.settings(index)
         config = ServerConfig(upstream=target.url, engine=target.engine)
         chosen = replace(resolve({}, index_settings(flat), config.defaults()), labeler=labeler)
         out = _resolved_context(context, chosen, labeler)
         found = await adapter.vector_field(index, chosen.vector_field)
     check_encoder_fits(found, chosen.encoder, out.encoder.dimension, index)
-    out = replace(out, vector_similarity=found.similarity)
-    if not found.in_source:
-        out = replace(out, engine=adapter.with_doc_value_vectors(found.name))
+    out = replace(out, vector_similarity=found.similarity,
+                  engine=adapter.with_vector_field(found.name, found.in_source,
+                                                   found.similarity))
     console.print(Text(
         f"index {index} is not es-tour's: searched as it is, never written, with text fields "
         f"{','.join(chosen.text_fields)}, vector field {chosen.vector_field} and encoder "

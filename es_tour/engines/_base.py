@@ -37,6 +37,7 @@ from es_tour.engines._types import (
     Overview,
     VectorField,
 )
+from es_tour.engines._vectors import StoredVectors
 from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
 
 _BULK_CHUNK = 500
@@ -49,7 +50,7 @@ REFUSAL_TTL_S = 300.0
 # the mark es-tour leaves in the mappings of the indices it creates
 CREATED_BY = {"created_by": "es-tour"}
 
-class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
+class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs, StoredVectors):
     """Engine adapter over an official async client; subclasses supply the vector dialect."""
 
     name = "engine"
@@ -69,8 +70,11 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         self._bad_request = bad_request
         self._owns_client = True
         self._filters: tuple[Mapping[str, Any], ...] = ()
-        # the vector field whose vectors this view reads from doc values, not `_source`
+        # the vector field whose stored vectors this view reads (`with_vector_field`), and
+        # that field again where the index's `_source` lacks them
+        self._vector_field: str | None = None
         self._doc_value_vectors: str | None = None
+        self._plugin_vectors = False
         self._batch = self._new_batch()
         self._doc_ids = LRUCache(maxsize=DOC_IDS_KEPT)
         # (endpoint, identity: a digest of its headers) where the engine refused that
@@ -118,25 +122,6 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         view = self._view()
         view._filters = (*self._filters, *filters)
         return view
-
-    def with_doc_value_vectors(self, field: str) -> ClientEngine:
-        """This engine reading `field`'s stored vectors from doc values, for an index whose
-        `_source` lacks them: each call that would return them in `_source` asks for them the
-        engine's way (`_vector_request`) and fills Hit.vector."""
-        view = self._view()
-        view._doc_value_vectors = field
-        return view
-
-    def _vectors_wanted(self, exclude: Sequence[str]) -> str | None:
-        """The field to read from doc values when a call keeps every source field but
-        `exclude`; None when this view reads vectors from `_source` or the call drops them."""
-        field = self._doc_value_vectors
-        return field if field is not None and field not in exclude else None
-
-    def _vector_request(self, field: str) -> tuple[dict[str, Any], str]:
-        """The search body keys that return `field`'s vectors from doc values, and the key of
-        `hit["fields"]` they come back under."""
-        raise NotImplementedError
 
     def _constraints(self, ids: Sequence[str] | None) -> list[Mapping[str, Any]]:
         return [*self._filters, *([] if ids is None else [ids_query(ids)])]
@@ -365,9 +350,8 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
             body["_source"] = False
         elif returns != "vectors":
             raise ValueError(f"returns must be vectors, text, ids or keys, got {returns!r}")
-        asked, fetched = self._asking_vectors(
-            {"size": k, **body}, self._vectors_wanted(() if returns == "vectors" else (field,)))
-        return await self._search_hits(index, asked, field, fetched, ids)
+        wanted = self._vectors_wanted(() if returns == "vectors" else (field,))
+        return await self._hits_with_vectors(index, {"size": k, **body}, wanted, field, ids)
 
     async def bool_search(
         self,
@@ -397,18 +381,8 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
             return await self._search_hits(index, body, None, None, ids)
         if exclude:
             body["_source"] = {"excludes": list(exclude)}
-        asked, fetched = self._asking_vectors(body, self._vectors_wanted(exclude))
-        return await self._search_hits(index, asked, None, fetched, ids)
-
-    def _asking_vectors(self, body: dict[str, Any], field: str | None
-                        ) -> tuple[dict[str, Any], str | None]:
-        """`body` asking for `field`'s vectors from doc values, and the key of the hits'
-        `fields` they come back under; `body` as is and None for no field."""
-        if field is None:
-            return body, None
-        extra, key = self._vector_request(field)
-        # script_fields alone would drop the source: keep it as the body asked
-        return {"_source": True, **body, **extra}, key
+        return await self._hits_with_vectors(index, body, self._vectors_wanted(exclude), None,
+                                             ids)
 
     async def search(self, index: str, body: Mapping[str, Any],
                      params: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -434,13 +408,12 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
                                 "track_total_hits": False}
         if include is not None:
             body["_source"] = {"includes": list(include)}
-            wanted = self._doc_value_vectors if self._doc_value_vectors in include else None
+            wanted = self._vector_field if self._vector_field in include else None
         else:
             if exclude:
                 body["_source"] = {"excludes": list(exclude)}
             wanted = self._vectors_wanted(exclude) if vectors else None
-        asked, fetched = self._asking_vectors(body, wanted)
-        found = first_of_each(await self._search_hits(index, asked, None, fetched, unique))
+        found = first_of_each(await self._hits_with_vectors(index, body, wanted, None, unique))
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
 
@@ -472,7 +445,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs):
         # of it by default (index.mapping.exclude_source_vectors) yet returns a field named in
         # `_source` includes, which would read as in_source.
         body = {"size": 1, "query": {"exists": {"field": field}}}
-        asked, key = self._asking_vectors(body, field)
+        asked, key = self._doc_values_asked(body, field)
         no_vectors = ConfigError(f"index [{index}] has no vector field [{field}] (knn_vector "
                                  "or dense_vector); name it in index.tour.vector_field")
         try:

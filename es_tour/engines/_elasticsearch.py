@@ -21,6 +21,7 @@ class ElasticsearchEngine(ClientEngine):
     _api_error = ApiError
     _transport_error = ElasticTransportError
     _legs_by_named_query = True  # `include_named_queries_score` (8.8 on)
+    _unit_cosine_vectors = True  # a cosine field's vectors are normalised as they are indexed
 
     def __init__(self, url: str | Sequence[str], *, own_ssl_context: Any = None,
                  **client_options: Any):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,6 +30,14 @@ def first_of_each(hits: Iterable[Hit]) -> dict[str, Hit]:
     return found
 
 
+def stored_vector(value: str | list[float]) -> np.ndarray:
+    """A vector read from doc values: the es-tour plugin's base64 of little-endian float32s,
+    or the engine's own list of floats."""
+    if isinstance(value, str):
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
 def read_hits(response: Mapping[str, Any], vector_field: str | None,
               fetched: str | None = None, keys: Mapping[int, str] | None = None,
               *, keyed: bool = False, other: str | None = None,
@@ -52,7 +61,7 @@ def read_hits(response: Mapping[str, Any], vector_field: str | None,
             vector = np.asarray(source[vector_field], dtype=np.float32)
         values = hit.get("fields", {}).get(fetched) if fetched else None
         if values and values[0] is not None:  # one vector per doc, as a list of one
-            vector = np.asarray(values[0], dtype=np.float32)
+            vector = stored_vector(values[0])
         others = hit.get("fields", {}).get(other) if other else None
         other_score = float(others[0]) if others and others[0] is not None else None
         if named is not None:

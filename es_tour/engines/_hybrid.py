@@ -33,6 +33,9 @@ _OTHER_SCORE = "_tour_other_score"
 _LEXICAL = "_tour_lexical"
 # the es-tour plugin's script giving a hit q·c (plugin/src/main/java/.../SimilarityScriptEngine)
 TOUR_SCRIPT = {"lang": "tour", "source": "similarity"}
+# the plugin's script giving each hit its stored vector, base64 of little-endian float32s
+TOUR_VECTOR_SCRIPT = {"lang": "tour", "source": "vector"}
+PLUGIN_VECTOR_KEY = "_tour_stored_vector"  # the hits' `fields` key it answers under
 
 
 class HybridLegs:
@@ -133,13 +136,13 @@ class HybridLegs:
         sparse, dense_hits = await asyncio.gather(sparse_leg, dense_leg, return_exceptions=True)
         for answer in (sparse, dense_hits):
             if isinstance(answer, BaseException):
-                if not _script_failed(answer):
+                if not script_failed(answer):
                     raise answer
                 if script is TOUR_SCRIPT:
                     self._untoured[index] = True
                     log.warning("index [%s]: the es-tour plugin's script failed (%s): its "
                                 "hybrid legs go without it from now on; is the plugin on "
-                                "every node?", index, _reason(answer))
+                                "every node?", index, reason(answer))
                 else:
                     self._unscripted[index] = True  # the legs are asked apart from now on
                 return None
@@ -221,7 +224,7 @@ def _error_body(error: BaseException) -> object:
     return getattr(error, "body", None) or getattr(error, "info", None)
 
 
-def _reason(error: BaseException) -> str:
+def reason(error: BaseException) -> str:
     """An engine error's first root cause, for a log line."""
     body = _error_body(error)
     found = body.get("error") if isinstance(body, dict) else None
@@ -231,7 +234,7 @@ def _reason(error: BaseException) -> str:
     return str(error)
 
 
-def _script_failed(error: BaseException) -> bool:
+def script_failed(error: BaseException) -> bool:
     """Whether an engine error is a script's (not compiled, not allowed, a language the
     engine lacks), not the query's."""
     body = str(_error_body(error))

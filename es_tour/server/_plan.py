@@ -124,9 +124,8 @@ class Planner:
         encoder, labeler = await asyncio.to_thread(
             lambda: (models.query_encoder(chosen.encoder), models.labeler(chosen.labeler)))
         vectors = await self._vector_field(engine, request.index, chosen, encoder.dimension)
-        searcher = engine.with_filters(request.filters)
-        if not vectors.in_source:
-            searcher = searcher.with_doc_value_vectors(vectors.name)
+        searcher = engine.with_filters(request.filters).with_vector_field(
+            vectors.name, vectors.in_source, vectors.similarity)
         # the request's own vector, if it brought one; else its embedding, kept: past the
         # deadline, round 0 reuses it rather than queue behind the encoder
         given = {} if request.vector is None else {request.text: request.vector}

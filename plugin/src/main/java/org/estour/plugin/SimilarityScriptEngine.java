@@ -5,6 +5,11 @@ package org.estour.plugin;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -21,24 +26,35 @@ import org.opensearch.script.ScriptContext;
 import org.opensearch.script.ScriptEngine;
 
 /**
- * The {@value #LANG} script language: one field script, {@value #SIMILARITY}, giving each hit
- * q·c, the similarity of a query vector ({@code params.q}) to the hit's vector in a vector
- * field ({@code params.f}), as the field's kNN compares them, unscaled: the cosine for a
- * cosine field, the dot product for a dot-product one.
+ * The {@value #LANG} script language: two field scripts on a vector field ({@code params.f}).
  *
- * <p>A hybrid search's BM25 leg asks it of its hits, so that both of its scores come in one
- * round trip. Painless can give it on OpenSearch only (Elasticsearch's vector functions serve
- * score scripts alone); this script converts the query vector once per search and reads the
- * segment's Lucene vectors (an OpenSearch {@code knn_vector} of the Lucene engine, an
- * Elasticsearch indexed {@code dense_vector}). A hit without such a vector gets none (null).
+ * <ul>
+ * <li>{@value #SIMILARITY} gives each hit q·c, the similarity of a query vector
+ * ({@code params.q}) to the hit's vector, as the field's kNN compares them, unscaled: the
+ * cosine for a cosine field, the dot product for a dot-product one. A hybrid search's BM25
+ * leg asks it of its hits, so that both of its scores come in one round trip. Painless can
+ * give it on OpenSearch only (Elasticsearch's vector functions serve score scripts alone);
+ * this script converts the query vector once per search.</li>
+ * <li>{@value #VECTOR} gives each hit its vector, as base64 of its little-endian float32s:
+ * what a TOUR step reads of the docs it labels. The engine writes one string, where the same
+ * vector in {@code _source} or from painless is hundreds of floats written out as JSON, the
+ * most costly part of such a fetch.</li>
+ * </ul>
+ *
+ * <p>Both read the segment's Lucene vectors (an OpenSearch {@code knn_vector} of the Lucene
+ * engine, an Elasticsearch indexed {@code dense_vector}). A hit without such a vector gets
+ * none (null).
  */
 public final class SimilarityScriptEngine implements ScriptEngine {
 
     /** The script language's name ({@code "lang"} of a script). */
     public static final String LANG = "tour";
 
-    /** The one script's source. */
+    /** The q·c script's source. */
     public static final String SIMILARITY = "similarity";
+
+    /** The stored vector script's source. */
+    public static final String VECTOR = "vector";
 
     @Override
     public String getType() {
@@ -50,8 +66,16 @@ public final class SimilarityScriptEngine implements ScriptEngine {
         if (!context.equals(FieldScript.CONTEXT)) {
             throw new IllegalArgumentException("[" + LANG + "] scripts are field scripts (script_fields), not [" + context.name + "]");
         }
+        if (VECTOR.equals(code)) {
+            FieldScript.Factory vectors = (params, lookup) -> {
+                String field = field(params);
+                return leaf -> new StoredVector(params, leaf.reader(), field);
+            };
+            return context.factoryClazz.cast(vectors);
+        }
         if (!SIMILARITY.equals(code)) {
-            throw new IllegalArgumentException("unknown [" + LANG + "] script [" + code + "]: the one script is [" + SIMILARITY + "]");
+            throw new IllegalArgumentException("unknown [" + LANG + "] script [" + code + "]: the scripts are ["
+                + SIMILARITY + "] and [" + VECTOR + "]");
         }
         FieldScript.Factory factory = (params, lookup) -> {
             String field = field(params);
@@ -70,7 +94,7 @@ public final class SimilarityScriptEngine implements ScriptEngine {
         if (params.get("f") instanceof String field) {
             return field;
         }
-        throw new IllegalArgumentException("[" + LANG + "] script [" + SIMILARITY + "] needs params.f, the vector field's name");
+        throw new IllegalArgumentException("[" + LANG + "] scripts need params.f, the vector field's name");
     }
 
     static float[] query(Map<String, Object> params) {
@@ -160,6 +184,81 @@ public final class SimilarityScriptEngine implements ScriptEngine {
                 return at == doc ? unscaled(function, scorer.score()) : null;
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
+            }
+        }
+    }
+
+    /**
+     * One segment's stored vectors, base64 of each hit's little-endian float32s, asked in doc
+     * order. Lucene 10 reads a vector by its ordinal, where Lucene 9 reads it at the values'
+     * own position; one source builds against both, so those calls are looked up once.
+     */
+    static final class StoredVector extends FieldScript {
+        private static final Method ITERATOR = method(FloatVectorValues.class, "iterator");
+        private static final Method BY_ORDINAL = method(FloatVectorValues.class, "vectorValue", int.class);
+        private static final Method AT_POSITION = method(FloatVectorValues.class, "vectorValue");
+        private static final Method ORDINAL = ITERATOR == null ? null : method(ITERATOR.getReturnType(), "index");
+
+        private final Map<String, Object> params;
+        private final LeafReader reader;
+        private final String field;
+        private FloatVectorValues values;
+        private DocIdSetIterator docs;
+        private int doc = -1;
+
+        StoredVector(Map<String, Object> params, LeafReader reader, String field) {
+            this.params = params;
+            this.reader = reader;
+            this.field = field;
+        }
+
+        private static Method method(Class<?> type, String name, Class<?>... parameters) {
+            try {
+                return type.getMethod(name, parameters);
+            } catch (NoSuchMethodException otherLucene) {
+                return null;
+            }
+        }
+
+        private void readFromStart() throws IOException, ReflectiveOperationException {
+            values = reader.getFloatVectorValues(field);
+            docs = values == null ? null
+                : ITERATOR != null ? (DocIdSetIterator) ITERATOR.invoke(values) : (DocIdSetIterator) (Object) values;
+        }
+
+        @Override
+        public Map<String, Object> getParams() {
+            return params;
+        }
+
+        @Override
+        public void setDocument(int doc) {
+            this.doc = doc;
+        }
+
+        @Override
+        public Object execute() {
+            try {
+                if (docs == null || docs.docID() > doc) { // first, or asked out of doc order
+                    readFromStart();
+                    if (docs == null) {
+                        return null;
+                    }
+                }
+                int at = docs.docID() < doc ? docs.advance(doc) : docs.docID();
+                if (at != doc) {
+                    return null;
+                }
+                float[] vector = (float[]) (ORDINAL != null ? BY_ORDINAL.invoke(values, ORDINAL.invoke(docs)) : AT_POSITION.invoke(values));
+                ByteBuffer bytes = ByteBuffer.allocate(Float.BYTES * vector.length).order(ByteOrder.LITTLE_ENDIAN);
+                bytes.asFloatBuffer().put(vector);
+                return Base64.getEncoder().encodeToString(bytes.array());
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            } catch (InvocationTargetException e) {
+                throw e.getCause() instanceof IOException io ? new UncheckedIOException(io) : new IllegalStateException(e.getCause());
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
             }
         }
     }

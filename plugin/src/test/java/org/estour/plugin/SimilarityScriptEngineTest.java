@@ -3,12 +3,16 @@
  */
 package org.estour.plugin;
 
+import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertThrows;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 
@@ -27,7 +31,7 @@ import org.junit.Test;
 import org.opensearch.script.FieldScript;
 import org.opensearch.script.ScoreScript;
 
-/** The {@code tour} script language's one script: each hit's q·c, from Lucene vectors. */
+/** The {@code tour} script language's scripts: each hit's q·c, and its vector, from Lucene vectors. */
 public class SimilarityScriptEngineTest {
 
     private static final double EPSILON = 1e-6;
@@ -83,6 +87,26 @@ public class SimilarityScriptEngineTest {
     }
 
     @Test
+    public void test_vector_gives_each_hit_its_own_floats_in_any_order_and_a_doc_without_one_none() throws IOException {
+        float[][] vectors = {{0.1f, -2.5f, 3e-7f}, null, {1f / 3, 0, -1}};
+        List<Object> values = run(SimilarityScriptEngine.VECTOR, VectorSimilarityFunction.DOT_PRODUCT, vectors,
+            Map.of("f", "v"), 2, 0, 1, 2);
+        assertArrayEquals(vectors[2], floats((String) values.get(0)), 0f);
+        assertArrayEquals(vectors[0], floats((String) values.get(1)), 0f);
+        assertNull(values.get(2));
+        assertArrayEquals(vectors[2], floats((String) values.get(3)), 0f);
+        assertNull(run(SimilarityScriptEngine.VECTOR, VectorSimilarityFunction.COSINE, vectors, Map.of("f", "title"), 0).get(0));
+    }
+
+    /** The floats of the script's base64 answer, read as the sidecar reads them: little-endian float32s. */
+    private static float[] floats(String base64) {
+        ByteBuffer bytes = ByteBuffer.wrap(Base64.getDecoder().decode(base64)).order(ByteOrder.LITTLE_ENDIAN);
+        float[] vector = new float[bytes.remaining() / Float.BYTES];
+        bytes.asFloatBuffer().get(vector);
+        return vector;
+    }
+
+    @Test
     public void test_bad_scripts_and_params_are_refused_with_a_reason() {
         SimilarityScriptEngine engine = new SimilarityScriptEngine();
         assertThrows(IllegalArgumentException.class,
@@ -93,6 +117,8 @@ public class SimilarityScriptEngineTest {
         assertThrows(IllegalArgumentException.class, () -> factory.newFactory(Map.of("q", List.of(1.0)), null));
         assertThrows(IllegalArgumentException.class, () -> factory.newFactory(Map.of("f", "v", "q", List.of("a")), null));
         assertThrows(IllegalArgumentException.class, () -> factory.newFactory(Map.of("f", "v", "q", List.of()), null));
+        FieldScript.Factory vectors = engine.compile("s", SimilarityScriptEngine.VECTOR, FieldScript.CONTEXT, Map.of());
+        assertThrows(IllegalArgumentException.class, () -> vectors.newFactory(Map.of(), null));
     }
 
     @Test
@@ -106,9 +132,14 @@ public class SimilarityScriptEngineTest {
         return similarities(function, vectors, query, "v", docs);
     }
 
-    /** The script's answer for each doc of {@code docs}, asked in that order, in a one-segment index of {@code vectors}. */
     private static List<Object> similarities(VectorSimilarityFunction function, float[][] vectors, List<? extends Number> query,
                                              String field, int... docs) throws IOException {
+        return run(SimilarityScriptEngine.SIMILARITY, function, vectors, Map.of("f", field, "q", query), docs);
+    }
+
+    /** Script {@code source}'s answer for each doc of {@code docs}, asked in that order, in a one-segment index of {@code vectors}. */
+    private static List<Object> run(String source, VectorSimilarityFunction function, float[][] vectors, Map<String, Object> params,
+                                    int... docs) throws IOException {
         try (Directory directory = new ByteBuffersDirectory()) {
             try (IndexWriter writer = new IndexWriter(directory, new IndexWriterConfig())) {
                 for (float[] vector : vectors) {
@@ -122,9 +153,8 @@ public class SimilarityScriptEngineTest {
                 writer.forceMerge(1);
             }
             try (DirectoryReader reader = DirectoryReader.open(directory)) {
-                FieldScript.Factory factory = new SimilarityScriptEngine().compile(
-                    "s", SimilarityScriptEngine.SIMILARITY, FieldScript.CONTEXT, Map.of());
-                FieldScript script = factory.newFactory(Map.of("f", field, "q", query), null)
+                FieldScript.Factory factory = new SimilarityScriptEngine().compile("s", source, FieldScript.CONTEXT, Map.of());
+                FieldScript script = factory.newFactory(params, null)
                     .newInstance(reader.leaves().get(0));
                 List<Object> values = new ArrayList<>();
                 for (int doc : docs) {
