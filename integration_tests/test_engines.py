@@ -256,6 +256,19 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
     assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
 
 
+async def _index_of(engine: ClientEngine, sample: list[dict], name: str, similarity: str
+                    ) -> tuple[IndexSpec, list[dict], float]:
+    """The sample indexed as `name` with a vector field of `similarity`: its docs, their
+    vectors scaled off unit length on a cosine field, and that scale."""
+    spec = IndexSpec(name, DIM, similarity=similarity)
+    scale = 2.0 if similarity == "cosine" else 1.0
+    docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
+    await engine.create_index(spec, replace=True)
+    await engine.bulk_index(spec.name, docs)
+    await engine.refresh(spec.name)
+    return spec, docs, scale
+
+
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
 async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_them(
         engine, sample, similarity):
@@ -265,13 +278,8 @@ async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_the
     the engine writes no vector out as JSON. Not on an Elasticsearch cosine field, whose
     Lucene vectors are normalised. Once the script has failed on an index (as where the
     engine lacks the plugin), or read no vector for a doc, they come in the source."""
-    spec = IndexSpec(f"it-stored-vectors-{similarity.replace('_', '-')}", DIM,
-                     similarity=similarity)
-    scale = 2.0 if similarity == "cosine" else 1.0
-    docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
-    await engine.create_index(spec, replace=True)
-    await engine.bulk_index(spec.name, docs)
-    await engine.refresh(spec.name)
+    spec, docs, scale = await _index_of(
+        engine, sample, f"it-stored-vectors-{similarity.replace('_', '-')}", similarity)
     stored = {doc["_id"]: np.asarray(doc["embedding"], dtype=np.float32) for doc in docs}
     ids = [doc["_id"] for doc in docs[3:9]]
     view = engine.with_filters([]).with_vector_field("embedding", similarity=similarity)
@@ -319,13 +327,8 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     their kNN scores, as a kNN restricted to them gives them). Across two shards neither
     engine asks them together. A doc without a vector in a leg leaves the plugin's script
     for later searches of the index."""
-    spec = IndexSpec(f"it-hybrid-{similarity.replace('_', '-')}-{script}", DIM,
-                     similarity=similarity)
-    scale = 2.0 if similarity == "cosine" else 1.0
-    docs = [{**doc, "embedding": [scale * x for x in doc["embedding"]]} for doc in sample]
-    await engine.create_index(spec, replace=True)
-    await engine.bulk_index(spec.name, docs)
-    await engine.refresh(spec.name)
+    spec, docs, _ = await _index_of(
+        engine, sample, f"it-hybrid-{similarity.replace('_', '-')}-{script}", similarity)
     view = engine.with_filters([])
     field = await view.vector_field(spec.name, "embedding")
     vector = np.asarray(sample[3]["embedding"], dtype=np.float32) + 0.05

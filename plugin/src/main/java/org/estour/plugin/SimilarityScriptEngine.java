@@ -124,18 +124,36 @@ public final class SimilarityScriptEngine implements ScriptEngine {
         };
     }
 
-    /** One segment's script: the fetch phase asks it of that segment's hits in doc order. */
-    static final class Similarity extends FieldScript {
+    /** A field script of one segment, asked for each hit in turn: its params and the hit's doc. */
+    abstract static class PerHit extends FieldScript {
         private final Map<String, Object> params;
+        protected int doc = -1;
+
+        PerHit(Map<String, Object> params) {
+            this.params = params;
+        }
+
+        @Override
+        public Map<String, Object> getParams() {
+            return params;
+        }
+
+        @Override
+        public void setDocument(int doc) {
+            this.doc = doc;
+        }
+    }
+
+    /** One segment's script: the fetch phase asks it of that segment's hits in doc order. */
+    static final class Similarity extends PerHit {
         private final LeafReader reader;
         private final String field;
         private final float[] query;
         private final VectorSimilarityFunction function;
         private VectorScorer scorer;
-        private int doc = -1;
 
         Similarity(Map<String, Object> params, LeafReader reader, String field, float[] query) throws IOException {
-            this.params = params;
+            super(params);
             this.reader = reader;
             this.field = field;
             this.query = query;
@@ -157,16 +175,6 @@ public final class SimilarityScriptEngine implements ScriptEngine {
                     + " dimensions and [" + field + "] " + values.dimension());
             }
             return values.scorer(query);
-        }
-
-        @Override
-        public Map<String, Object> getParams() {
-            return params;
-        }
-
-        @Override
-        public void setDocument(int doc) {
-            this.doc = doc;
         }
 
         @Override
@@ -193,21 +201,19 @@ public final class SimilarityScriptEngine implements ScriptEngine {
      * order. Lucene 10 reads a vector by its ordinal, where Lucene 9 reads it at the values'
      * own position; one source builds against both, so those calls are looked up once.
      */
-    static final class StoredVector extends FieldScript {
+    static final class StoredVector extends PerHit {
         private static final Method ITERATOR = method(FloatVectorValues.class, "iterator");
         private static final Method BY_ORDINAL = method(FloatVectorValues.class, "vectorValue", int.class);
         private static final Method AT_POSITION = method(FloatVectorValues.class, "vectorValue");
         private static final Method ORDINAL = ITERATOR == null ? null : method(ITERATOR.getReturnType(), "index");
 
-        private final Map<String, Object> params;
         private final LeafReader reader;
         private final String field;
         private FloatVectorValues values;
         private DocIdSetIterator docs;
-        private int doc = -1;
 
         StoredVector(Map<String, Object> params, LeafReader reader, String field) {
-            this.params = params;
+            super(params);
             this.reader = reader;
             this.field = field;
         }
@@ -224,16 +230,6 @@ public final class SimilarityScriptEngine implements ScriptEngine {
             values = reader.getFloatVectorValues(field);
             docs = values == null ? null
                 : ITERATOR != null ? (DocIdSetIterator) ITERATOR.invoke(values) : (DocIdSetIterator) (Object) values;
-        }
-
-        @Override
-        public Map<String, Object> getParams() {
-            return params;
-        }
-
-        @Override
-        public void setDocument(int doc) {
-            this.doc = doc;
         }
 
         @Override
