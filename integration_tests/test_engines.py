@@ -271,7 +271,7 @@ async def _index_of(engine: ClientEngine, sample: list[dict], name: str, similar
 
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
 async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_them(
-        engine, sample, similarity):
+        engine, sample, similarity, caplog):
     """A view that knows its vector field reads the vectors of the docs it fetches by the
     es-tour plugin's script: each the source's own float32s (on an OpenSearch cosine field
     too, whose vectors here are not unit length), with the source left without them, so
@@ -305,8 +305,10 @@ async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_the
     # a doc without a vector: the plugin reads none, so the index's vectors come in the source
     await engine.bulk_index(spec.name, [{"_id": "no-vector", "title": "t", "text": "t"}])
     await engine.refresh(spec.name)
-    mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
+    with caplog.at_level("INFO", logger="es_tour.engines"):
+        mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
     assert spec.name in view._untoured
+    assert f"index [{spec.name}]: a hit without a vector" in caplog.text  # ops see why
     assert [hit.id for hit in mixed] == [ids[0], "no-vector"]
     assert mixed[0].source["embedding"] == pytest.approx(stored[ids[0]].tolist())
     assert "embedding" not in mixed[1].source

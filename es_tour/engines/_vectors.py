@@ -97,6 +97,10 @@ class StoredVectors:
             hits = None
         if hits is not None and all(hit.vector is not None for hit in hits):
             return hits
+        if hits is not None:
+            log.info("index [%s]: a hit without a vector the es-tour plugin's script reads (a "
+                     "Faiss field, or a doc without one): its vectors are read from `_source` "
+                     "from now on", index)
         self._untoured[index] = True
         return await self._hits_with_vectors(index, body, field, vector_field, ids)
 
