@@ -76,7 +76,7 @@ async def test_both_clients_are_given_these_serializers(engine):
         transport = adapter._client.transport
         if engine == "elasticsearch":  # responses come as application/vnd.elasticsearch+json
             read = transport.serializers.serializers["application/vnd.elasticsearch+json"]
-            assert isinstance(read, ElasticsearchSerializer)
+            assert type(read) is ElasticsearchSerializer  # not the NDJSON one, its subclass
             # `_msearch` bodies, which carry the query vectors
             lines = transport.serializers.serializers["application/vnd.elasticsearch+x-ndjson"]
             assert isinstance(lines, ElasticsearchNdjsonSerializer)

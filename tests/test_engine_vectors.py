@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from es_tour.engines import connect
-from es_tour.engines._hits import read_hits, stored_vector
+from es_tour.engines._hits import doc_values_vector, read_hits
 from es_tour.engines._hybrid import PLUGIN_VECTOR_KEY
 from es_tour.engines._vectors import source_without
 
@@ -28,10 +28,10 @@ def test_the_source_leaves_the_vector_out_as_the_body_asked_it(source, kept):
 def test_the_plugins_base64_reads_back_as_the_same_float32s_and_a_list_as_floats():
     vector = np.array([0.1, -2.5, 3e-7, 1 / 3], dtype=np.float32)
     written = base64.b64encode(vector.astype("<f4").tobytes()).decode()
-    read = stored_vector(written)
+    read = doc_values_vector(written)
     assert read.dtype == np.float32 and np.array_equal(read, vector)
     read.setflags(write=True)  # a TOUR step may move it: a copy, not the answer's buffer
-    assert np.array_equal(stored_vector([0.5, -1.0]), [0.5, -1.0])
+    assert np.array_equal(doc_values_vector([0.5, -1.0]), [0.5, -1.0])
     hits = read_hits({"hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": {"t": "x"},
                                           "fields": {PLUGIN_VECTOR_KEY: [written]}}]}},
                      None, PLUGIN_VECTOR_KEY)

@@ -30,7 +30,7 @@ def first_of_each(hits: Iterable[Hit]) -> dict[str, Hit]:
     return found
 
 
-def stored_vector(value: str | list[float]) -> np.ndarray:
+def doc_values_vector(value: str | list[float]) -> np.ndarray:
     """A vector read from doc values: the es-tour plugin's base64 of little-endian float32s,
     or the engine's own list of floats."""
     if isinstance(value, str):
@@ -61,7 +61,7 @@ def read_hits(response: Mapping[str, Any], vector_field: str | None,
             vector = np.asarray(source[vector_field], dtype=np.float32)
         values = hit.get("fields", {}).get(fetched) if fetched else None
         if values and values[0] is not None:  # one vector per doc, as a list of one
-            vector = stored_vector(values[0])
+            vector = doc_values_vector(values[0])
         others = hit.get("fields", {}).get(other) if other else None
         other_score = float(others[0]) if others and others[0] is not None else None
         if named is not None:

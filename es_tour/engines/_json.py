@@ -50,14 +50,9 @@ class ElasticsearchSerializer(JsonSerializer):
         return dumps(data, self.default)
 
 
-class ElasticsearchNdjsonSerializer(NdjsonSerializer):
-    """`_msearch` and `_bulk` bodies: each line by orjson, as `ElasticsearchSerializer`."""
-
-    def json_loads(self, data: bytes) -> Any:
-        return loads(data)
-
-    def json_dumps(self, data: Any) -> bytes:
-        return dumps(data, self.default)
+class ElasticsearchNdjsonSerializer(ElasticsearchSerializer, NdjsonSerializer):
+    """`_msearch` and `_bulk` bodies: NDJSON, each line by orjson as `ElasticsearchSerializer`
+    writes a body."""
 
 
 class OpenSearchSerializer(JSONSerializer):

@@ -212,10 +212,11 @@ public final class SimilarityScriptEngine implements ScriptEngine {
         private FloatVectorValues values;
         private DocIdSetIterator docs;
 
-        StoredVector(Map<String, Object> params, LeafReader reader, String field) {
+        StoredVector(Map<String, Object> params, LeafReader reader, String field) throws IOException {
             super(params);
             this.reader = reader;
             this.field = field;
+            readFromStart();
         }
 
         private static Method method(Class<?> type, String name, Class<?>... parameters) {
@@ -226,35 +227,45 @@ public final class SimilarityScriptEngine implements ScriptEngine {
             }
         }
 
-        private void readFromStart() throws IOException, ReflectiveOperationException {
+        /** {@code method}'s answer on {@code target}; a Lucene call's IOException as itself. */
+        private static Object invoke(Method method, Object target, Object... arguments) throws IOException {
+            try {
+                return method.invoke(target, arguments);
+            } catch (InvocationTargetException e) {
+                if (e.getCause() instanceof IOException io) {
+                    throw io;
+                }
+                throw new IllegalStateException(e.getCause());
+            } catch (IllegalAccessException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        private void readFromStart() throws IOException {
             values = reader.getFloatVectorValues(field);
             docs = values == null ? null
-                : ITERATOR != null ? (DocIdSetIterator) ITERATOR.invoke(values) : (DocIdSetIterator) (Object) values;
+                : ITERATOR != null ? (DocIdSetIterator) invoke(ITERATOR, values) : (DocIdSetIterator) (Object) values;
         }
 
         @Override
         public Object execute() {
             try {
-                if (docs == null || docs.docID() > doc) { // first, or asked out of doc order
+                if (docs == null) { // a segment without vectors in the field
+                    return null;
+                }
+                if (docs.docID() > doc) { // asked out of doc order: read the segment again
                     readFromStart();
-                    if (docs == null) {
-                        return null;
-                    }
                 }
                 int at = docs.docID() < doc ? docs.advance(doc) : docs.docID();
                 if (at != doc) {
                     return null;
                 }
-                float[] vector = (float[]) (ORDINAL != null ? BY_ORDINAL.invoke(values, ORDINAL.invoke(docs)) : AT_POSITION.invoke(values));
+                float[] vector = (float[]) (ORDINAL != null ? invoke(BY_ORDINAL, values, invoke(ORDINAL, docs)) : invoke(AT_POSITION, values));
                 ByteBuffer bytes = ByteBuffer.allocate(Float.BYTES * vector.length).order(ByteOrder.LITTLE_ENDIAN);
                 bytes.asFloatBuffer().put(vector);
                 return Base64.getEncoder().encodeToString(bytes.array());
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
-            } catch (InvocationTargetException e) {
-                throw e.getCause() instanceof IOException io ? new UncheckedIOException(io) : new IllegalStateException(e.getCause());
-            } catch (ReflectiveOperationException e) {
-                throw new IllegalStateException(e);
             }
         }
     }
