@@ -18,6 +18,7 @@ from es_tour.pipeline._first_stage import interleave
 from es_tour.pipeline._fusion import FUSION_DEPTH, pool_scores
 from es_tour.pipeline._tour_loop import RocchioOptions
 from es_tour.tour import MAX_K, TourConfig, feedback_query, hybrid_scores
+from tests.conftest import DeletesAKnnHit
 
 rng = np.random.default_rng(7)
 DOCS = rng.normal(size=(200, 16)).astype(np.float32)
@@ -451,3 +452,18 @@ async def test_legs_that_bring_each_others_scores_rank_the_union_with_no_more_ca
     lexical.append(Hit("d", 1.0))  # no q·c came with it
     *_, calls = await linear_union(Context(), np.ones(2), dense, lexical, bm25_of, Timings())
     assert (calls, asked) == (1, [["d"]])
+
+
+class DeletingStore(DeletesAKnnHit, ExactStore):
+    """The exact store, racing a delete."""
+
+
+@pytest.mark.parametrize("method", ["tour-hard", "tour-soft", "rocchio"])
+async def test_a_doc_deleted_before_its_text_is_read_is_left_out_not_an_error(
+        fake_context, method):
+    engine = DeletingStore()
+    context = fake_context(engine, QUERY, PHI)
+    result = await build_method(method, context, {"k": 10}).search("q", 10)
+    assert engine.deleted is not None and context.labeler.scored
+    assert engine.deleted not in context.labeler.scored
+    assert engine.deleted not in {hit.id for hit in result.hits} and len(result.hits) == 10

@@ -265,7 +265,8 @@ class SearchContext:
         in the same call as any vectors; or read from `page`, the answer to come of a
         search of them that returns whole sources (`page_ahead`), where no vector is asked.
         Pool legs return ids and scores only; the text of the few docs labelled is all a
-        search reads. A doc deleted meanwhile keeps an empty source."""
+        search reads. A doc the fetch no longer finds (deleted since the leg met it) is
+        left out: there is no text to label, and the engine's page would not show it."""
         wanted = [hit for hit in hits
                   if not hit.source or (vectors and hit.vector is None
                                         and self.vector_field not in hit.source)]
@@ -277,11 +278,13 @@ class SearchContext:
         if unkept:
             found |= await self._fetch_docs(unkept, timings, vectors,
                                             None if vectors else page)
+        gone = {hit.id for hit in wanted} - found.keys()
         filled = []
         for hit in hits:
             doc = found.get(hit.id)
             if doc is None:
-                filled.append(hit)
+                if hit.id not in gone:
+                    filled.append(hit)
                 continue
             vector = hit.vector if hit.vector is not None or not vectors else doc.vector
             filled.append(replace(hit, source={**hit.source, **doc.source}, vector=vector))

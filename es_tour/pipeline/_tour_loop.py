@@ -203,7 +203,8 @@ class TourMethod:
                 query, q, vectors, unread, timings, size if last else None)
             read = {h.id: h for h in fetched}
             calls += 1 + bool(unread) + asked
-            to_label = [read.get(h.id, h) for h in to_label]
+            # a doc deleted since the kNN met it is neither labelled nor stepped on
+            to_label = [read.get(h.id, h) for h in to_label if h.id in read or h.id in vectors]
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly

@@ -11,6 +11,7 @@ from es_tour.engines import Hit, TermStats
 from es_tour.errors import ConfigError
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method, interleave
 from es_tour.tour import hybrid_scores
+from tests.conftest import DeletesAKnnHit
 
 rng = np.random.default_rng(11)
 DOCS = rng.normal(size=(120, 8)).astype(np.float32)
@@ -228,3 +229,17 @@ async def test_fusion_asks_the_engine_nothing_the_search_already_scored(context)
     labelled = [h.id for h in plain.hits if h.label is not None]
     assert {h.id for h in fused.hits[:len(labelled)]} == set(labelled)
     assert fused.engine_calls == plain.engine_calls
+
+
+class DeletingEngine(DeletesAKnnHit, FakeEngine):
+    """The fake engine, racing a delete."""
+
+
+async def test_a_doc_deleted_before_its_text_is_read_is_neither_labelled_nor_shown(
+        fake_context):
+    engine = DeletingEngine()
+    context = fake_context(engine, QUERY, PHI)
+    result = await build_method("hybrid-tour", context, {"budget": 20}).search("q", 10)
+    assert engine.deleted is not None and context.labeler.scored
+    assert engine.deleted not in context.labeler.scored
+    assert engine.deleted not in {hit.id for hit in result.hits} and len(result.hits) == 10
