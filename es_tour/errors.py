@@ -38,6 +38,12 @@ class ConfigError(EsTourError, ValueError):
     error_type = "illegal_argument_exception"
 
 
+class VectorUnreadableError(ConfigError):
+    """A doc's stored vector that a method reads and the caller's search cannot: the index
+    has none for the doc, or field-level security hides the field from this caller. The
+    sidecar then answers with the engine's own ranking (`ext.tour.degraded_reason`)."""
+
+
 class NotFoundError(EsTourError):
     """A named resource (an agent policy) that does not exist."""
 

@@ -33,7 +33,7 @@ from es_tour.agents._environment import TourStep
 from es_tour.bench.semantics import REFINED
 from es_tour.cli import app
 from es_tour.cluster import LocalNode
-from es_tour.cluster._security import SIDECAR_DN
+from es_tour.cluster._security import FLS_HIDDEN_VECTOR, SIDECAR_DN
 from es_tour.datasets import BeirDataset, synthetic_metadata
 from es_tour.engines import connect
 from es_tour.errors import ConfigError
@@ -41,8 +41,9 @@ from es_tour.ingest import ingest
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import doc_text, store_index
 from es_tour.recommended import FRONTIER_20
-from es_tour.server import PASSTHROUGH_HEADER, Models, ServerConfig
+from es_tour.server import DEGRADED_HEADER, PASSTHROUGH_HEADER, Models, ServerConfig
 from es_tour.server._options import method_names
+from es_tour.server._service import VECTORS_UNREADABLE
 from es_tour.tls import UpstreamTls
 from integration_tests.conftest import (
     LEARNED_POLICY,
@@ -74,6 +75,9 @@ EXTRA: dict[str, dict[str, Any]] = {
     "learned-agent": {"policy": LEARNED_POLICY},
 }
 _ROUNDS = {"tour-hard", "tour-soft", "rm3-agent", "learned-agent", "oracle-agent"}
+# the methods that read the stored vectors of the docs they rank or step on
+READS_STORED_VECTORS = {"vector-rerank", "rocchio", "tour-hard", "tour-soft",
+                        "relevance-feedback", "tour-agent", "hybrid-tour"}
 
 
 def _node() -> LocalNode:
@@ -713,3 +717,36 @@ def test_the_application_user_gets_the_engines_status_on_every_semantics_shape(
             if shape.verdict == REFINED and shape.target == SEMANTICS_INDEX \
                     and direct.status_code == 200:
                 assert refined, (shape.name, ours.headers.get(PASSTHROUGH_HEADER))
+
+
+def test_an_fls_user_who_may_not_see_the_vector_gets_none_and_the_engines_answer(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """`reader-fls-vector` may not see `embedding`. The plugin's `vector` script reads it
+    from Lucene, below `_source` filtering, yet gives that caller none (and `reader-app`
+    its vector). Every method answers it 200 without the field; one that reads stored
+    vectors answers with the engine's own hits for its request, marked degraded."""
+    hidden, app = _as(secured, "reader-fls-vector"), _as(secured, "reader-app")
+    script = {"script_fields": {"v": {"script": {"lang": "tour", "source": "vector",
+                                                 "params": {"f": FLS_HIDDEN_VECTOR}}}}}
+    read = {}
+    for who in (app, hidden):
+        answer = _app_search(secured.url, who, **script)
+        assert answer.status_code == 200, answer.text
+        read[who] = [hit["fields"]["v"] for hit in answer.json()["hits"]["hits"]]
+    assert read[app] and all(value != [None] for value in read[app])
+    assert read[hidden] and all(value == [None] for value in read[hidden])
+    engines = [hit["_id"] for hit in _app_search(secured.url, hidden).json()["hits"]["hits"]]
+    with background_sidecar(_config(secured, **_service(secured)), sidecar_models) as server:
+        for method in method_names():
+            mine = _app_search(server.url, hidden, _options(method))
+            assert mine.status_code == 200, (method, mine.text)
+            hits = mine.json()["hits"]["hits"]
+            assert hits and not any(FLS_HIDDEN_VECTOR in hit["_source"] for hit in hits)
+            if method in READS_STORED_VECTORS:
+                assert mine.headers[DEGRADED_HEADER] == VECTORS_UNREADABLE, method
+                assert mine.json()["ext"]["tour"]["degraded"] is True
+                assert [hit["_id"] for hit in hits] == engines, method
+        # the index's own method (the recommended hybrid-tour) too, refined for reader-app
+        mine, theirs = _app_search(server.url, hidden), _app_search(server.url, app)
+        assert [hit["_id"] for hit in mine.json()["hits"]["hits"]] == engines
+        assert DEGRADED_HEADER not in theirs.headers and theirs.json()["ext"]["tour"]["rounds"]

@@ -38,6 +38,7 @@ _READ_SETTINGS = [*_READ, "indices:monitor/settings/get"]
 # without its `text`.
 DLS_QUERY = {"term": {"topic": "biology"}}
 FLS_HIDDEN = "text"
+FLS_HIDDEN_VECTOR = "embedding"  # `reader-fls-vector` sees every doc without its vector
 # The sidecar's service identity: any index's `index.tour.*` settings, and the labeler
 # vector store (es-tour-vectors-*) alone to read and write. Bulk is a cluster action to the
 # plugin; the store is read with an ids search, which needs no cluster permission.
@@ -61,11 +62,14 @@ _ROLES: dict[str, _Role] = {
                               "dls": json.dumps(DLS_QUERY)}]),
     "tour_reader_fls": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ,
                               "fls": [f"~{FLS_HIDDEN}"]}]),
+    "tour_reader_fls_vector": ([], [{"index_patterns": [INDEX_A], "allowed_actions": _READ,
+                                     "fls": [f"~{FLS_HIDDEN_VECTOR}"]}]),
     "es_tour_service": _SERVICE,
 }
 USERS = {"admin": "all_access", "reader-a": "tour_reader_a", "reader-ab": "tour_reader_ab",
          "reader-index": "tour_reader_index", "reader-app": "tour_reader_app",
          "reader-dls": "tour_reader_dls", "reader-fls": "tour_reader_fls",
+         "reader-fls-vector": "tour_reader_fls_vector",
          "es-tour-service": "es_tour_service"}
 # Who a client showing the sidecar's certificate is (certificate authentication takes the
 # whole subject as the user name), and the role it is mapped to.

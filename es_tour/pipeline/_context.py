@@ -20,7 +20,7 @@ from es_tour.engines import (
     key_seq_no,
     text_query,
 )
-from es_tour.errors import ConfigError
+from es_tour.errors import VectorUnreadableError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
 from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc
 from es_tour.pipeline._types import Timings
@@ -237,14 +237,17 @@ class SearchContext:
     def stored_vector(self, hit: Hit) -> np.ndarray:
         """The doc's stored vector: the hit's own (a kNN hit's, or one the engine read from
         doc values for an index whose `_source` lacks them), else read from its source (BM25
-        and docs_by_id hits carry it there unless the call excluded it). A doc without one is a
-        ConfigError (400): the method needs every doc's vector."""
+        and docs_by_id hits carry it there unless the call excluded it). A doc without one, or
+        whose vector field-level security hides, is a VectorUnreadableError: the method
+        needs every doc's vector."""
         if hit.vector is not None:
             return hit.vector
         if self.vector_field not in hit.source:
-            raise ConfigError(
-                f"doc [{hit.id}] of [{self.index}] has no [{self.vector_field}] in its _source, "
-                "and this method reads every doc's stored vector: index one for each doc")
+            raise VectorUnreadableError(
+                f"doc [{hit.id}] of [{self.index}] has no [{self.vector_field}] this search can "
+                "read (the doc has none, or field-level security hides it), and this method "
+                "reads every doc's stored vector: index one for each doc, or let the caller "
+                "read the field")
         return np.asarray(hit.source[self.vector_field], dtype=np.float32)
 
     async def stored_vectors(self, ids: Sequence[str], timings: Timings

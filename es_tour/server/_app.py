@@ -21,11 +21,10 @@ from es_tour.errors import BodyTooLargeError, ConfigError, EsTourError, Internal
 from es_tour.server._config import ServerConfig
 from es_tour.server._models import Models
 from es_tour.server._ops import (
-    DEADLINE,
     DEGRADED_HEADER,
     OUTCOME,
     AccessLog,
-    is_degraded,
+    degraded_reason,
     ops_answer,
     passthrough_outcome,
 )
@@ -164,10 +163,10 @@ async def _dispatch(request: Request, upstream: Upstream, service: TourService) 
         return await upstream.forward(request, raw, reason=verdict.header())
     engine = await upstream.detect_engine(request.headers, target)
     answer = await service.search(search, settings, engine, identity(request.headers))
-    degraded = is_degraded(answer)
-    request.scope[OUTCOME] = f"degraded: {DEADLINE}" if degraded else "refined"
+    degraded = degraded_reason(answer)
+    request.scope[OUTCOME] = f"degraded: {degraded}" if degraded else "refined"
     return _json(answer, 200, engine, pretty=search.pretty,
-                 headers={DEGRADED_HEADER: DEADLINE} if degraded else None)
+                 headers={DEGRADED_HEADER: degraded} if degraded else None)
 
 
 async def _settings(upstream: Upstream, index: str, headers: Mapping[str, str]
@@ -239,8 +238,9 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
                  else plan.to_engine_error() if isinstance(plan, EsTourError) else next(mine)
                  for plan in plans]
     refined_at = [i for i, plan in enumerate(plans) if isinstance(plan, tuple)]
-    degraded = "; ".join(f"[{i}] {DEADLINE}" for i, response in zip(refined_at, ours, strict=True)
-                         if is_degraded(response))
+    degraded = "; ".join(f"[{i}] {degraded_reason(response)}"
+                         for i, response in zip(refined_at, ours, strict=True)
+                         if degraded_reason(response))
     headers = {PASSTHROUGH_HEADER: reasons} if reasons else {}
     if degraded:
         headers[DEGRADED_HEADER] = degraded

@@ -26,7 +26,7 @@ from es_tour.server._stats import reason_label
 from es_tour.server._upstream import Upstream, identity
 
 DEGRADED_HEADER = "X-Es-Tour-Degraded"
-DEADLINE = "deadline"  # the one reason an answer is degraded: the refinement ran out of time
+DEADLINE = "deadline"  # why an answer is degraded, unless it says: the refinement ran out of time
 # a probe must answer fast: an upstream that cannot answer `GET /` this soon is not serving
 HEALTH_TIMEOUT_S = 5.0
 MONITOR_PATH = "/_cluster/health"  # what a caller must be let read to read the stats
@@ -97,11 +97,11 @@ _ENDPOINTS: dict[str, Callable[[Request, Upstream, TourService], Awaitable[Answe
     "/_tour/health": _health, "/_tour/stats": _stats, "/_tour/metrics": _metrics}
 
 
-def is_degraded(answer: Any) -> bool:
-    """Whether a refined answer (an _msearch item's error is none) is the round-0 ranking
-    its deadline fell back to."""
+def degraded_reason(answer: Any) -> str | None:
+    """Why a refined answer (an _msearch item's error is none) is not refined: the round-0
+    ranking its deadline fell back to, or the reason it gives; None where it is refined."""
     tour = answer.get("ext", {}).get("tour", {}) if isinstance(answer, Mapping) else {}
-    return bool(tour.get("degraded"))
+    return tour.get("degraded_reason", DEADLINE) if tour.get("degraded") else None
 
 
 def passthrough_outcome(reason: str) -> str:

@@ -47,7 +47,8 @@ def render(result: SearchResult, plan: PagePlan, fetched: Fetched,
 
 
 def as_the_engine_ranks(answer: Mapping[str, Any], method: str, options: Mapping[str, Any],
-                        timings: Timings, extra: Mapping[str, Any]) -> dict[str, Any]:
+                        timings: Timings, extra: Mapping[str, Any], degraded: bool = False
+                        ) -> dict[str, Any]:
     """The engine's own answer to the request as sent, for a method whose order is the
     engine's for the request's query (bm25): every hit, total, aggregation and fetch option
     is the engine's, with the trace of the one round it ran under ext.tour."""
@@ -57,7 +58,7 @@ def as_the_engine_ranks(answer: Mapping[str, Any], method: str, options: Mapping
     ids = [hit.id for hit in ranked]
     trace = RoundTrace(round=0, retrieved=len(ids), newly_scored=0, ranking=ids,
                        new_docs=len(ids), timings=timings)
-    result = SearchResult(method, ranked, [trace], 0, 1, timings, dict(options))
+    result = SearchResult(method, ranked, [trace], 0, 1, timings, dict(options), degraded)
     tour = {**result.to_dict(), "hits": [hit.trace() for hit in ranked], **extra}
     return {**answer, "took": round(timings.total_ms), "ext": {"tour": tour}}
 

@@ -11,12 +11,14 @@ serves pass-through traffic, and model inference on the pipeline's ModelPool.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from es_tour.engines import ClientEngine, connect
+from es_tour.engines import ClientEngine, Overview, connect
+from es_tour.errors import VectorUnreadableError
 from es_tour.pipeline import DocCache, ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import (
@@ -37,7 +39,10 @@ from es_tour.server._rounds import Rounds, settle
 from es_tour.server._stats import Stats
 from es_tour.server._upstream import caller_fingerprint
 
+log = logging.getLogger("es_tour.server")
 T = TypeVar("T")
+# why an answer is the engine's own: the method reads stored vectors the caller cannot
+VECTORS_UNREADABLE = "vectors unreadable"
 TRACED_TOP = 10  # each round's top docs named by `_id` in the trace (its nDCG@10's)
 
 
@@ -94,8 +99,8 @@ class TourService:
 
     async def _search(self, request: SearchRequest, flat_settings: dict[str, Any] | None,
                       engine: str, caller: Mapping[str, str]) -> dict[str, Any]:
-        """The request's plan, its rounds (the overview meanwhile), the page's fetch, the
-        answer rendered."""
+        """The request's plan, then its refinement; the engine's own answer where its method
+        reads stored vectors that this caller cannot read."""
         started = time.perf_counter()
         as_caller = self.engine(engine).with_headers(caller)
         uuid = (flat_settings or {}).get("index.uuid")
@@ -114,6 +119,19 @@ class TourService:
                           request.size, plan.chosen.window, counted)
         if alongside:
             plan.context.page_ahead = ahead.ask
+        try:
+            return await self._refined(plan, as_caller, ahead, counted, alongside, started)
+        except VectorUnreadableError as unreadable:
+            # the method reads vectors this caller's search cannot: the engine's own answer
+            log.info("answered [%s] as the engine ranks it: %s", request.index, unreadable)
+            return await self._as_the_engine_ranks(plan, as_caller, started,
+                                                   degraded_reason=VECTORS_UNREADABLE)
+
+    async def _refined(self, plan: RefinePlan, as_caller: ClientEngine, ahead: PageAhead,
+                       counted: Overview | None, alongside: bool, started: float
+                       ) -> dict[str, Any]:
+        """The rounds (the overview meanwhile), the page's fetch, the answer rendered."""
+        request = plan.request
         async with self._rounds.admitted() as holding:
             # the engine's total and aggregations for the request as sent: counted by a
             # leg, in the page's round trip, or meanwhile, where an error of its (a
@@ -156,19 +174,24 @@ class TourService:
 
 
     async def _as_the_engine_ranks(self, plan: RefinePlan, as_caller: ClientEngine,
-                                   started: float) -> dict[str, Any]:
-        """The request sent as it came, in one call: its method orders as the engine does."""
+                                   started: float, degraded_reason: str | None = None
+                                   ) -> dict[str, Any]:
+        """The request sent as it came, in one call: its method orders as the engine does,
+        or (`degraded_reason`) it cannot refine for this caller."""
         request, chosen, timings = plan.request, plan.chosen, Timings()
         body = {**request.body, "from": request.from_, "size": request.size}
         with as_caller.engine_errors(), timings.engine():
             answer = await as_caller.search(request.index, body, request.params)
         took = time.perf_counter() - started
         timings.total_ms = took * 1000
-        self.stats.answered(chosen.method, False, took, 0, 0.0, 1)
+        self.stats.answered(chosen.method, degraded_reason is not None, took, 0, 0.0, 1)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
                  "window": len(answer.get("hits", {}).get("hits", []))}
-        return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra)
+        if degraded_reason is not None:
+            extra["degraded_reason"] = degraded_reason
+        return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra,
+                                   degraded=degraded_reason is not None)
 
 
 async def _unless_failed(main: asyncio.Future[T], meanwhile: asyncio.Future[Any]) -> T:

@@ -62,7 +62,9 @@ class Stats:
         self.refined = Counter(f"{PREFIX}refined", "Searches answered by a full refinement",
                                ["method"], registry=r)
         self.degraded = Counter(f"{PREFIX}degraded", "Searches answered with the round-0 "
-                                "ranking because the deadline passed", ["method"], registry=r)
+                                "ranking because the deadline passed, or as the engine ranks "
+                                "them because their vectors are unreadable", ["method"],
+                                registry=r)
         self.passed_through = Counter(f"{PREFIX}passed_through", "Searches and _msearch items "
                                       "sent to the engine unrefined", ["reason"], registry=r)
         self.rejected = Counter(f"{PREFIX}rejected", "Searches refused with 429: every "
@@ -118,7 +120,7 @@ class Stats:
 
     def answered(self, method: str, degraded: bool, seconds: float, pairs: int,
                  model_ms: float, engine_searches: int) -> None:
-        """One intercepted search answered, fully refined or (`degraded`) round 0."""
+        """One intercepted search answered, fully refined or `degraded`."""
         (self.degraded if degraded else self.refined).labels(method=method).inc()
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)

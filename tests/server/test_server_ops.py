@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from es_tour.server import ServerConfig, create_app
+from es_tour.server._ops import degraded_reason
 from es_tour.server._process import drain_seconds, uvicorn_config
 from es_tour.server._rounds import FALLBACK_TIMEOUT_MS, Rounds
 from es_tour.server._stats import Stats
@@ -170,3 +171,13 @@ async def test_a_started_sidecar_collects_cycles_rarely_and_never_rescans_its_st
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+@pytest.mark.parametrize(("tour", "reason"), [
+    ({"degraded": False}, None),
+    ({"degraded": True, "fallback": "knn"}, "deadline"),
+    ({"degraded": True, "degraded_reason": "vectors unreadable"}, "vectors unreadable"),
+])
+def test_a_degraded_answer_names_why_for_its_header(tour, reason):
+    assert degraded_reason({"hits": {}, "ext": {"tour": tour}}) == reason
+    assert degraded_reason({"error": {"type": "x"}, "status": 400}) is None

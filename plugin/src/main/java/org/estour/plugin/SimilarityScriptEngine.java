@@ -242,7 +242,8 @@ public final class SimilarityScriptEngine implements ScriptEngine {
         }
 
         private void readFromStart() throws IOException {
-            values = reader.getFloatVectorValues(field);
+            // a field the reader's field infos lack (one field-level security hides) gives none
+            values = reader.getFieldInfos().fieldInfo(field) == null ? null : reader.getFloatVectorValues(field);
             docs = values == null ? null
                 : ITERATOR != null ? (DocIdSetIterator) invoke(ITERATOR, values) : (DocIdSetIterator) (Object) values;
         }
