@@ -15,14 +15,19 @@ import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
+import java.util.function.UnaryOperator;
 
 import org.apache.lucene.document.Document;
 import org.apache.lucene.document.KnnFloatVectorField;
 import org.apache.lucene.document.StringField;
 import org.apache.lucene.document.Field;
 import org.apache.lucene.index.DirectoryReader;
+import org.apache.lucene.index.FieldInfo;
+import org.apache.lucene.index.FieldInfos;
+import org.apache.lucene.index.FilterLeafReader;
 import org.apache.lucene.index.IndexWriter;
 import org.apache.lucene.index.IndexWriterConfig;
+import org.apache.lucene.index.LeafReader;
 import org.apache.lucene.index.VectorSimilarityFunction;
 import org.apache.lucene.store.ByteBuffersDirectory;
 import org.apache.lucene.store.Directory;
@@ -107,6 +112,46 @@ public class SimilarityScriptEngineTest {
     }
 
     @Test
+    public void test_vector_gives_none_of_a_field_the_readers_field_infos_hide() throws IOException {
+        float[][] vectors = {{0.1f, -2.5f, 3e-7f}, {1f / 3, 0, -1}};
+        Map<String, Object> params = Map.of("f", "v");
+        assertArrayEquals(vectors[1], floats((String) run(SimilarityScriptEngine.VECTOR, VectorSimilarityFunction.DOT_PRODUCT,
+            vectors, params, UnaryOperator.identity(), 1).get(0)), 0f);
+        assertEquals(List.of(), nonNull(run(SimilarityScriptEngine.VECTOR, VectorSimilarityFunction.DOT_PRODUCT, vectors,
+            params, leaf -> hiding(leaf, "v"), 0, 1)));
+    }
+
+    private static List<Object> nonNull(List<Object> values) {
+        return values.stream().filter(value -> value != null).toList();
+    }
+
+    /** {@code leaf} as field-level security shows it: {@code field} left out of its field infos, its vectors still below. */
+    private static LeafReader hiding(LeafReader leaf, String field) {
+        return new FilterLeafReader(leaf) {
+            @Override
+            public FieldInfos getFieldInfos() {
+                List<FieldInfo> shown = new ArrayList<>();
+                for (FieldInfo info : in.getFieldInfos()) {
+                    if (!info.name.equals(field)) {
+                        shown.add(info);
+                    }
+                }
+                return new FieldInfos(shown.toArray(new FieldInfo[0]));
+            }
+
+            @Override
+            public CacheHelper getCoreCacheHelper() {
+                return null;
+            }
+
+            @Override
+            public CacheHelper getReaderCacheHelper() {
+                return null;
+            }
+        };
+    }
+
+    @Test
     public void test_bad_scripts_and_params_are_refused_with_a_reason() {
         SimilarityScriptEngine engine = new SimilarityScriptEngine();
         assertThrows(IllegalArgumentException.class,
@@ -140,6 +185,12 @@ public class SimilarityScriptEngineTest {
     /** Script {@code source}'s answer for each doc of {@code docs}, asked in that order, in a one-segment index of {@code vectors}. */
     private static List<Object> run(String source, VectorSimilarityFunction function, float[][] vectors, Map<String, Object> params,
                                     int... docs) throws IOException {
+        return run(source, function, vectors, params, UnaryOperator.identity(), docs);
+    }
+
+    /** The same, over the one segment as {@code view} shows it. */
+    private static List<Object> run(String source, VectorSimilarityFunction function, float[][] vectors, Map<String, Object> params,
+                                    UnaryOperator<LeafReader> view, int... docs) throws IOException {
         try (Directory directory = new ByteBuffersDirectory()) {
             try (IndexWriter writer = new IndexWriter(directory, new IndexWriterConfig())) {
                 for (float[] vector : vectors) {
@@ -155,7 +206,7 @@ public class SimilarityScriptEngineTest {
             try (DirectoryReader reader = DirectoryReader.open(directory)) {
                 FieldScript.Factory factory = new SimilarityScriptEngine().compile("s", source, FieldScript.CONTEXT, Map.of());
                 FieldScript script = factory.newFactory(params, null)
-                    .newInstance(reader.leaves().get(0));
+                    .newInstance(view.apply(reader.leaves().get(0).reader()).getContext());
                 List<Object> values = new ArrayList<>();
                 for (int doc : docs) {
                     script.setDocument(doc);
