@@ -39,9 +39,9 @@ class ConfigError(EsTourError, ValueError):
 
 
 class VectorUnreadableError(ConfigError):
-    """A doc's stored vector that a method reads and the caller's search cannot: the index
-    has none for the doc, or field-level security hides the field from this caller. The
-    sidecar then answers with the engine's own ranking (`ext.tour.degraded_reason`)."""
+    """Stored vectors a method reads, none of which the caller's search can read (field-level
+    security hides the field from this caller). The sidecar then answers with the engine's
+    own ranking (`ext.tour.degraded_reason`)."""
 
 
 class NotFoundError(EsTourError):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from es_tour.engines import Hit
-from es_tour.errors import ConfigError
+from es_tour.errors import ConfigError, VectorUnreadableError
 from es_tour.pipeline import SearchContext, Timings, build_method, knn_candidates
 from es_tour.pipeline._first_stage import interleave
 from es_tour.pipeline._fusion import FUSION_DEPTH, pool_scores
@@ -352,10 +352,20 @@ def test_fusion_needs_a_labelling_method(context):
 
 def test_a_doc_without_its_stored_vector_is_a_400_that_names_it(fake_context) -> None:
     context = fake_context(object(), np.ones(2), {})
-    with pytest.raises(ConfigError, match=r"doc \[d7\] of \[idx\] has no \[embedding\]"):
-        context.stored_vector(Hit("d7", 1.0, {"text": "no vector"}))
-    kept = context.stored_vector(Hit("d8", 1.0, {"embedding": [0.5, 1.0]}))
-    assert kept.tolist() == [0.5, 1.0]
+    kept = Hit("d8", 1.0, {"embedding": [0.5, 1.0]})
+    with pytest.raises(ConfigError, match=r"doc \[d7\] of \[idx\] has no \[embedding\]") as met:
+        context.stored_vectors_of([kept, Hit("d7", 1.0, {"text": "no vector"})])
+    assert not isinstance(met.value, VectorUnreadableError)
+    assert context.stored_vectors_of([kept])["d8"].tolist() == [0.5, 1.0]
+
+
+def test_hits_none_of_which_has_a_vector_the_caller_can_read_are_vectors_unreadable(
+        fake_context) -> None:
+    """As a caller whose field-level security hides the vector field reads every doc."""
+    context = fake_context(object(), np.ones(2), {})
+    with pytest.raises(VectorUnreadableError):
+        context.stored_vectors_of([Hit("d7", 1.0, {"text": "a"}), Hit("d8", 1.0, {})])
+    assert context.stored_vectors_of([]) == {}
 
 
 @pytest.mark.parametrize("name", ["hybrid-linear", "rerank"])

@@ -189,8 +189,7 @@ class Environment:
         return np.stack([self._vectors[doc] for doc in ids]) if ids else np.zeros((0, 0))
 
     def _remember_vectors(self, hits: Sequence[Hit]) -> None:
-        for hit in hits:
-            self._vectors.setdefault(hit.id, self.context.stored_vector(hit))
+        self._vectors = self.context.stored_vectors_of(hits) | self._vectors
 
     async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
         """Term vectors of `ids` with index statistics; each doc is fetched once a session."""

@@ -20,7 +20,7 @@ from es_tour.engines import (
     key_seq_no,
     text_query,
 )
-from es_tour.errors import VectorUnreadableError
+from es_tour.errors import ConfigError, VectorUnreadableError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
 from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc
 from es_tour.pipeline._types import Timings
@@ -234,21 +234,26 @@ class SearchContext:
                 return held
         return await self.pool.label(lambda: self.labeler.score(query, docs, index))
 
-    def stored_vector(self, hit: Hit) -> np.ndarray:
-        """The doc's stored vector: the hit's own (a kNN hit's, or one the engine read from
-        doc values for an index whose `_source` lacks them), else read from its source (BM25
-        and docs_by_id hits carry it there unless the call excluded it). A doc without one, or
-        whose vector field-level security hides, is a VectorUnreadableError: the method
-        needs every doc's vector."""
-        if hit.vector is not None:
-            return hit.vector
-        if self.vector_field not in hit.source:
+    def stored_vectors_of(self, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
+        """Each hit's stored vector, by id: the hit's own (a kNN hit's, or one the engine
+        read from Lucene or doc values), else read from its source (BM25 and docs_by_id hits
+        carry it there unless the call excluded it). The method needs every doc's vector: a
+        doc without one, beside docs with theirs, is a ConfigError (400) that names it; where
+        no hit has one, the caller cannot read the field (field-level security hides it),
+        a VectorUnreadableError."""
+        vectors = {hit.id: _stored_vector(hit, self.vector_field) for hit in hits}
+        lacking = [doc for doc, vector in vectors.items() if vector is None]
+        if lacking and len(lacking) == len(vectors):
             raise VectorUnreadableError(
-                f"doc [{hit.id}] of [{self.index}] has no [{self.vector_field}] this search can "
-                "read (the doc has none, or field-level security hides it), and this method "
-                "reads every doc's stored vector: index one for each doc, or let the caller "
-                "read the field")
-        return np.asarray(hit.source[self.vector_field], dtype=np.float32)
+                f"no doc of [{self.index}] that this search read has a [{self.vector_field}] "
+                "it can read (field-level security may hide the field from this caller), and "
+                "this method reads every doc's stored vector")
+        if lacking:
+            raise ConfigError(
+                f"doc [{lacking[0]}] of [{self.index}] has no [{self.vector_field}] in its "
+                "_source, and this method reads every doc's stored vector: index one for each "
+                "doc")
+        return {doc: vector for doc, vector in vectors.items() if vector is not None}
 
     async def stored_vectors(self, ids: Sequence[str], timings: Timings
                              ) -> dict[str, np.ndarray]:
@@ -258,7 +263,7 @@ class SearchContext:
             return {}
         with timings.engine():
             hits = await self.engine.docs_by_id(self.index, ids, exclude=self.text_fields)
-        return {hit.id: self.stored_vector(hit) for hit in hits}
+        return self.stored_vectors_of(hits)
 
     async def with_text(self, hits: Sequence[Hit], timings: Timings, *, vectors: bool = False,
                         page: asyncio.Future[dict[str, Any]] | None = None) -> list[Hit]:
@@ -423,6 +428,14 @@ class SearchContext:
         with timings.engine():
             return await self.lexical_search(query, k, ids=ids, ids_only=not with_vectors,
                                              keyed=keyed)
+
+
+def _stored_vector(hit: Hit, field: str) -> np.ndarray | None:
+    if hit.vector is not None:
+        return hit.vector
+    if field not in hit.source:
+        return None
+    return np.asarray(hit.source[field], dtype=np.float32)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

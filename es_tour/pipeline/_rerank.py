@@ -138,7 +138,8 @@ class VectorRerankMethod(_FirstStage):
             similarities = np.array([hit.other_score for hit in window])
         else:
             q = await self.context.embed_query(query, timings)
-            similarities = np.stack([self.context.stored_vector(h) for h in window]) @ q
+            stored = self.context.stored_vectors_of(window)
+            similarities = np.stack([stored[h.id] for h in window]) @ q
         bm25 = np.array([h.score for h in window])
         return final_scores(similarities, bm25, self.options.mu).tolist(), 0
 

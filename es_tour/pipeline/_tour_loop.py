@@ -208,8 +208,8 @@ class TourMethod:
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
+            vectors |= self.context.stored_vectors_of(list(read.values()))
             for hit in read.values():
-                vectors[hit.id] = self.context.stored_vector(hit)
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]
             loss_ids = rule.loss_ids([h.id for h in to_label], list(vectors))

@@ -63,7 +63,7 @@ class Stats:
                                ["method"], registry=r)
         self.degraded = Counter(f"{PREFIX}degraded", "Searches answered with the round-0 "
                                 "ranking because the deadline passed, or as the engine ranks "
-                                "them because their vectors are unreadable", ["method"],
+                                "them because their caller can read no vector", ["method"],
                                 registry=r)
         self.passed_through = Counter(f"{PREFIX}passed_through", "Searches and _msearch items "
                                       "sent to the engine unrefined", ["reason"], registry=r)
