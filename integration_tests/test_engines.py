@@ -284,7 +284,7 @@ async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_the
     ids = [doc["_id"] for doc in docs[3:9]]
     view = engine.with_filters([]).with_vector_field("embedding", similarity=similarity)
     if engine.name == "elasticsearch" and similarity == "cosine":
-        assert spec.name not in view._untoured
+        assert view._plugin_reads(spec.name)
         assert view._asking_vectors(spec.name, {}, "embedding") == ({}, None)
         return  # its Lucene vectors are normalised: the source's come as before
 
@@ -300,14 +300,16 @@ async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_the
     assert nearest[0].id == ids[0]
     assert all(np.array_equal(hit.vector, stored[hit.id]) and "embedding" not in hit.source
                for hit in nearest)
-    assert spec.name not in view._untoured
+    assert view._plugin_reads(spec.name)
 
     # a doc without a vector: the plugin reads none, so the index's vectors come in the source
     await engine.bulk_index(spec.name, [{"_id": "no-vector", "title": "t", "text": "t"}])
     await engine.refresh(spec.name)
     with caplog.at_level("INFO", logger="es_tour.engines"):
         mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
-    assert spec.name in view._untoured
+    # for this caller alone: another's field-level security may differ
+    assert not view._plugin_reads(spec.name)
+    assert view.with_headers({"x-caller": "another"})._plugin_reads(spec.name)
     assert f"index [{spec.name}]: a hit without a vector" in caplog.text  # ops see why
     assert [hit.id for hit in mixed] == [ids[0], "no-vector"]
     assert mixed[0].source["embedding"] == pytest.approx(stored[ids[0]].tolist())
@@ -328,7 +330,7 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     given come back as given) and brings their q·c (on Elasticsearch without the plugin,
     their kNN scores, as a kNN restricted to them gives them). Across two shards neither
     engine asks them together. A doc without a vector in a leg leaves the plugin's script
-    for later searches of the index."""
+    for that caller's later searches of the index."""
     spec, docs, _ = await _index_of(
         engine, sample, f"it-hybrid-{similarity.replace('_', '-')}-{script}", similarity)
     view = engine.with_filters([])
@@ -387,7 +389,10 @@ async def test_hybrid_legs_bring_each_others_scores_in_one_round_trip(engine, sa
     await engine.refresh(spec.name)
     sparse, _ = await legs(spec.name)
     assert [h.other_score for h in sparse if h.id not in {d.id for d in again}] == [None]
-    assert spec.name in view._untoured
+    assert not view._plugin_reads(spec.name)
+    # for this caller alone: another's field-level security may differ
+    another = view.with_headers({"x-caller": "another"})._plugin_reads(spec.name)
+    assert another == (script == "plugin")
     assert len((await legs(spec.name))[0]) == 20
     sharded = IndexSpec(f"{spec.name}-2", DIM, similarity=similarity, shards=2)
     await engine.create_index(sharded, replace=True)

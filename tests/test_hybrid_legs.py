@@ -29,6 +29,8 @@ class InMemoryLegs(HybridLegs):
         self._sharded = LRUCache(maxsize=8)
         self._unscripted = LRUCache(maxsize=8)
         self._untoured = LRUCache(maxsize=8)
+        self._vectorless = LRUCache(maxsize=8)
+        self._headers = None
         self._legs_by_named_query = named
         self.plugin, self.painless = plugin, painless
         self.asked: list[str] = []  # how each leg asked its other scores

@@ -83,10 +83,12 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs, StoredVe
         self._refused: TTLCache[tuple[str, str], bool] = TTLCache(
             maxsize=REFUSALS_KEPT, ttl=REFUSAL_TTL_S)
         self._sharded = LRUCache(maxsize=SHARDED_KEPT)  # shared by every view
-        # indices where `hybrid_legs`' painless script failed (painless off, say), and where
-        # the es-tour plugin's did (no plugin, or vectors it cannot read): shared too
+        # indices where `hybrid_legs`' painless script failed (painless off, say), where the
+        # es-tour plugin's did (no plugin), and (index, identity) where the plugin's read no
+        # vector for a hit (`PluginReads`): shared by every view too
         self._unscripted: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
         self._untoured: LRUCache[str, bool] = LRUCache(maxsize=SHARDED_KEPT)
+        self._vectorless: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=SHARDED_KEPT)
 
     def _view(self) -> ClientEngine:
         """A copy of this engine that shares its connections (closing it leaves them open)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from es_tour.engines._batch import identity
 from es_tour.engines._json import wire_vector
 from es_tour.engines._keys import constrained, ids_query
 from es_tour.engines._types import Hit, Overview, Similarity, key_seq_no
@@ -38,14 +39,31 @@ TOUR_VECTOR_SCRIPT = {"lang": "tour", "source": "vector"}
 PLUGIN_VECTOR_KEY = "_tour_stored_vector"  # the hits' `fields` key it answers under
 
 
-class HybridLegs:
+class PluginReads:
+    """Where an engine adapter's view asks the es-tour plugin's scripts (`ClientEngine`)."""
+
+    # indices where the plugin's scripts failed (no plugin): asked without them from then on
+    _untoured: LRUCache[str, bool]
+    # (index, identity) where they read no vector for a hit this identity searched: a Faiss
+    # field, a doc without one, or a field its field-level security hides; per identity,
+    # so that one caller's security never changes how another's searches are asked
+    _vectorless: LRUCache[tuple[str, str], bool]
+    _headers: dict[str, str] | None
+
+    def _plugin_reads(self, index: str) -> bool:
+        return (index not in self._untoured
+                and (index, identity(self._headers)) not in self._vectorless)
+
+    def _read_no_vector(self, index: str) -> None:
+        self._vectorless[index, identity(self._headers)] = True
+
+
+class HybridLegs(PluginReads):
     """The hybrid legs of an engine adapter (`ClientEngine`)."""
 
     _sharded: LRUCache[str, bool]
-    # indices where the legs' painless script failed (painless off, say), and where the
-    # plugin's did (no plugin) or found no vector: each asked without it from then on
+    # indices where the legs' painless script failed (painless off, say): asked without it
     _unscripted: LRUCache[str, bool]
-    _untoured: LRUCache[str, bool]
     # whether a hit's `matched_queries` can bring each named query's score: the legs are
     # then asked with the kNN leg's BM25 named where no script gives the other scores
     _legs_by_named_query = False
@@ -85,7 +103,7 @@ class HybridLegs:
             return None
         unit = wire_vector(vector)
         painless = self._dense_script(similarity)
-        if index not in self._untoured:
+        if self._plugin_reads(index):
             script: dict[str, Any] = TOUR_SCRIPT
         elif painless is not None and index not in self._unscripted:
             script = {"source": painless}
@@ -150,10 +168,10 @@ class HybridLegs:
             return None
         if script is TOUR_SCRIPT and any(hit.other_score is None
                                          for hit in sparse + dense_hits):
-            self._untoured[index] = True  # painless, or the named legs, from the next search
+            self._read_no_vector(index)  # painless, or the named legs, from the next search
             log.info("index [%s]: a hit without a vector the es-tour plugin's script reads "
-                     "(a Faiss field, or a doc without one): its hybrid legs go without it",
-                     index)
+                     "(a Faiss field, a doc without one, or a field this caller may not see): "
+                     "this caller's hybrid legs go without it", index)
         if lexical_top is not None:
             sparse = _with_other_scores(lexical_top, {hit.id: hit.other_score for hit in sparse})
         # the kNN leg comes ordered by BM25: its own order is by q·c

@@ -13,9 +13,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self
 
-from cachetools import LRUCache
-
-from es_tour.engines._hybrid import PLUGIN_VECTOR_KEY, TOUR_VECTOR_SCRIPT, reason, script_failed
+from es_tour.engines._hybrid import (
+    PLUGIN_VECTOR_KEY,
+    TOUR_VECTOR_SCRIPT,
+    PluginReads,
+    reason,
+    script_failed,
+)
 from es_tour.engines._types import Hit, Similarity
 
 log = logging.getLogger("es_tour.engines")
@@ -37,7 +41,7 @@ def source_without(source: Any, field: str) -> Any:
     return kept
 
 
-class StoredVectors:
+class StoredVectors(PluginReads):
     """The vector reads of an engine adapter (`ClientEngine`), one view's."""
 
     _vector_field: str | None
@@ -45,7 +49,6 @@ class StoredVectors:
     _plugin_vectors: bool  # whether `with_vector_field` may read them by the plugin's script
     # whether Lucene keeps a cosine field's vectors at unit length (Elasticsearch's)
     _unit_cosine_vectors: bool = False
-    _untoured: LRUCache[str, bool]
 
     _view: Callable[[], Self]
     _search_hits: Callable[..., Awaitable[list[Hit]]]
@@ -96,11 +99,13 @@ class StoredVectors:
             hits = None
         if hits is not None and all(hit.vector is not None for hit in hits):
             return hits
-        if hits is not None:
+        if hits is None:
+            self._untoured[index] = True
+        else:
             log.info("index [%s]: a hit without a vector the es-tour plugin's script reads (a "
-                     "Faiss field, or a doc without one): its vectors are read from `_source` "
-                     "from now on", index)
-        self._untoured[index] = True
+                     "Faiss field, a doc without one, or a field this caller may not see): "
+                     "this caller's vectors are read from `_source` from now on", index)
+            self._read_no_vector(index)
         return await self._hits_with_vectors(index, body, field, vector_field, ids)
 
     def _asking_vectors(self, index: str, body: dict[str, Any], field: str | None
@@ -111,7 +116,7 @@ class StoredVectors:
         them, the engine's own way; `body` as is and None for no field."""
         if field is None:
             return body, None
-        if self._plugin_vectors and index not in self._untoured:
+        if self._plugin_vectors and self._plugin_reads(index):
             script = {**TOUR_VECTOR_SCRIPT, "params": {"f": field}}
             return ({**body, "_source": source_without(body.get("_source", True), field),
                      "script_fields": {PLUGIN_VECTOR_KEY: {"script": script}}},
