@@ -11,7 +11,7 @@ from es_tour.engines._base import ClientEngine, text_query
 from es_tour.engines._elasticsearch import ElasticsearchEngine
 from es_tour.engines._hits import first_of_each
 from es_tour.engines._json import dumps as json_bytes
-from es_tour.engines._keys import hit_name, ids_query
+from es_tour.engines._keys import hit_name, ids_query, names_by_key
 from es_tour.engines._opensearch import OpenSearchEngine
 from es_tour.engines._types import (
     BulkReport,
@@ -81,5 +81,6 @@ __all__ = [
     "ids_query",
     "json_bytes",
     "key_seq_no",
+    "names_by_key",
     "text_query",
 ]

@@ -100,9 +100,7 @@ class KeyedSearches:
 
     def _learn_ids(self, answer: Mapping[str, Any]) -> None:
         """Remember the name of each hit that came with its sequence number."""
-        for hit in answer["hits"]["hits"]:
-            if "_seq_no" in hit and "_id" in hit:
-                self._doc_ids[doc_key(hit["_seq_no"])] = hit_name(hit)
+        self._doc_ids.update(names_by_key(answer["hits"]["hits"]))
 
     def remember_name(self, doc: str, name: Mapping[str, Any]) -> None:
         """Know the name (`hit_name`) of the doc key `doc`, one an earlier fetch of the
@@ -163,6 +161,13 @@ class KeyedSearches:
 def hit_name(hit: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a hit that name its doc (NAME_FIELDS) where it has them."""
     return {key: hit[key] for key in NAME_FIELDS if key in hit}
+
+
+def names_by_key(hits: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Doc key -> name (`hit_name`) of each hit that came with its sequence number and
+    `_id`."""
+    return {doc_key(hit["_seq_no"]): hit_name(hit) for hit in hits
+            if "_seq_no" in hit and "_id" in hit}
 
 
 def ids_query(docs: Sequence[str]) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from es_tour.engines import ClientEngine, Overview, doc_key, hit_name, ids_query, key_seq_no
+from es_tour.engines import (
+    ClientEngine,
+    Overview,
+    doc_key,
+    ids_query,
+    key_seq_no,
+    names_by_key,
+)
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
@@ -195,7 +202,7 @@ async def fetch_page(engine: ClientEngine, index: str, body: Mapping[str, Any],
                                               for search in searches)))
     overview = answers.pop() if with_overview else None
     hits = _in_page_order(answers[0]["hits"]["hits"], plan.ids) if plan.ids else []
-    doc_names = {doc_key(hit["_seq_no"]): hit_name(hit) for hit in hits if "_seq_no" in hit}
+    doc_names = names_by_key(hits)
     if by_key and not body.get("seq_no_primary_term"):  # asked for the doc keys' sake
         hits = [_without(hit, ("_seq_no", "_primary_term")) for hit in hits]
     if plan.rest_size:
