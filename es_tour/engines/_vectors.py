@@ -3,8 +3,10 @@
 A TOUR step reads the vectors of the docs it labels. In `_source`, a 384-d vector is
 hundreds of floats the engine writes out as JSON, most of a text fetch's engine CPU; the
 plugin's `vector` script reads the same float32s from Lucene and writes one base64 string. Where
-the script fails (no plugin) or reads no vector (a Faiss field, say), the index's vectors
-come from `_source`, or from doc values the engine's own way where `_source` lacks them.
+the script fails (no plugin), the index's vectors come from `_source`, or from doc values the
+engine's own way where `_source` lacks them; where it reads no vector for a hit (a Faiss
+field, or a field the caller's field-level security hides), so do that caller's
+(`PluginReads`).
 """
 
 from __future__ import annotations

@@ -203,12 +203,13 @@ class TourMethod:
                 query, q, vectors, unread, timings, size if last else None)
             read = {h.id: h for h in fetched}
             calls += 1 + bool(unread) + asked
+            # before labelling: a caller who can read no vector has its answer without it
+            vectors |= self.context.stored_vectors_of(list(read.values()))
             # a doc deleted since the kNN met it is neither labelled nor stepped on
-            to_label = [read.get(h.id, h) for h in to_label if h.id in read or h.id in vectors]
+            to_label = [read.get(h.id, h) for h in to_label if h.id in vectors]
             top_before = labels.top(TOP)
             _, newly = await self.context.label(query, to_label, timings, labels)
             pairs += newly
-            vectors |= self.context.stored_vectors_of(list(read.values()))
             for hit in read.values():
                 sources[hit.id] = _without_vector(hit.source, self.context.vector_field)
             top = [h for h in hits[: plan.k] if h.id in labels]

@@ -238,9 +238,9 @@ async def _msearch(request: Request, default_index: str, upstream: Upstream,
                  else plan.to_engine_error() if isinstance(plan, EsTourError) else next(mine)
                  for plan in plans]
     refined_at = [i for i, plan in enumerate(plans) if isinstance(plan, tuple)]
-    degraded = "; ".join(f"[{i}] {degraded_reason(response)}"
-                         for i, response in zip(refined_at, ours, strict=True)
-                         if degraded_reason(response))
+    reasons_at = [(i, degraded_reason(response))
+                  for i, response in zip(refined_at, ours, strict=True)]
+    degraded = "; ".join(f"[{i}] {why}" for i, why in reasons_at if why)
     headers = {PASSTHROUGH_HEADER: reasons} if reasons else {}
     if degraded:
         headers[DEGRADED_HEADER] = degraded

@@ -47,19 +47,22 @@ def render(result: SearchResult, plan: PagePlan, fetched: Fetched,
 
 
 def as_the_engine_ranks(answer: Mapping[str, Any], method: str, options: Mapping[str, Any],
-                        timings: Timings, extra: Mapping[str, Any], degraded: bool = False
-                        ) -> dict[str, Any]:
+                        timings: Timings, extra: Mapping[str, Any],
+                        degraded_reason: str | None = None) -> dict[str, Any]:
     """The engine's own answer to the request as sent, for a method whose order is the
-    engine's for the request's query (bm25): every hit, total, aggregation and fetch option
-    is the engine's, with the trace of the one round it ran under ext.tour."""
+    engine's for the request's query (bm25), or (`degraded_reason`) one that cannot refine
+    for this caller: every hit, total, aggregation and fetch option is the engine's, with
+    the trace of the one round it ran under ext.tour."""
     hits = answer.get("hits", {}).get("hits", [])
     ranked = [RankedHit(hit["_id"], float(hit.get("_score") or 0.0), {}, 0, ("bm25",))
               for hit in hits]
     ids = [hit.id for hit in ranked]
     trace = RoundTrace(round=0, retrieved=len(ids), newly_scored=0, ranking=ids,
                        new_docs=len(ids), timings=timings)
-    result = SearchResult(method, ranked, [trace], 0, 1, timings, dict(options), degraded)
-    tour = {**result.to_dict(), "hits": [hit.trace() for hit in ranked], **extra}
+    result = SearchResult(method, ranked, [trace], 0, 1, timings, dict(options),
+                          degraded=degraded_reason is not None)
+    tour = {**result.to_dict(), "hits": [hit.trace() for hit in ranked], **extra,
+            **({} if degraded_reason is None else {"degraded_reason": degraded_reason})}
     return {**answer, "took": round(timings.total_ms), "ext": {"tour": tour}}
 
 

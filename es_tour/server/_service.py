@@ -188,10 +188,8 @@ class TourService:
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
                  "window": len(answer.get("hits", {}).get("hits", []))}
-        if degraded_reason is not None:
-            extra["degraded_reason"] = degraded_reason
         return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra,
-                                   degraded=degraded_reason is not None)
+                                   degraded_reason)
 
 
 async def _unless_failed(main: asyncio.Future[T], meanwhile: asyncio.Future[Any]) -> T:
