@@ -258,11 +258,12 @@ class SearchContext:
     async def stored_vectors(self, ids: Sequence[str], timings: Timings
                              ) -> dict[str, np.ndarray]:
         """The stored vectors of the docs of `ids` that exist, in one ids search (none for no
-        ids): what a TOUR step reads of the docs it has labelled, fetched for them alone."""
+        ids): what a TOUR step reads of the docs it has labelled, fetched for them alone
+        (whole sources, as `_fetch_docs` reads them)."""
         if not ids:
             return {}
         with timings.engine():
-            hits = await self.engine.docs_by_id(self.index, ids, exclude=self.text_fields)
+            hits = await self.engine.docs_by_id(self.index, ids)
         return self.stored_vectors_of(hits)
 
     async def with_text(self, hits: Sequence[Hit], timings: Timings, *, vectors: bool = False,
@@ -318,21 +319,19 @@ class SearchContext:
         """The docs of `ids`, as this caller sees them, read from `page` where it holds
         them, the rest in one ids search; kept for its next searches (`fetched_docs`):
         each doc's source less its vector, and the vector."""
-        # the vector field left out where no step reads it: the engine writes a vector's
-        # floats out as JSON, most of a text fetch's cost (10 SciFact docs, 4 clients:
-        # 3.9 ms of engine CPU with their vectors, 2.3 ms without, 1.6 ms for a plain match)
-        exclude = () if vectors else (self.vector_field,)
+        # whole sources, the vector's floats too even where no step reads them: the engine
+        # sends a stored source as it is, but parses and writes again one it filters, which
+        # costs it more than the bytes cost anyone (docs/benchmarks/load.md)
         with timings.engine():
             hits = await self._docs_in_page(ids, page) if page is not None else []
             read = {hit.id for hit in hits}
             missing = [doc for doc in ids if doc not in read]
             if missing:
-                hits += await self.engine.docs_by_id(self.index, missing, vectors=vectors,
-                                                     exclude=exclude)
+                hits += await self.engine.docs_by_id(self.index, missing, vectors=vectors)
         found = {}
         for hit in hits:
             vector = hit.vector
-            if vector is None and self.vector_field in hit.source:  # where `vectors` asked
+            if vector is None and self.vector_field in hit.source:  # where the source keeps it
                 vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
