@@ -270,50 +270,38 @@ async def _index_of(engine: ClientEngine, sample: list[dict], name: str, similar
 
 
 @pytest.mark.parametrize("similarity", ["dot_product", "cosine"])
-async def test_stored_vectors_come_by_the_plugins_script_as_the_source_holds_them(
-        engine, sample, similarity, caplog):
-    """A view that knows its vector field reads the vectors of the docs it fetches by the
-    es-tour plugin's script: each the source's own float32s (on an OpenSearch cosine field
-    too, whose vectors here are not unit length), with the source left without them, so
-    the engine writes no vector out as JSON. Not on an Elasticsearch cosine field, whose
-    Lucene vectors are normalised. Once the script has failed on an index (as where the
-    engine lacks the plugin), or read no vector for a doc, they come in the source."""
+async def test_stored_vectors_come_in_the_whole_source_that_holds_them(
+        engine, sample, similarity):
+    """A view that knows its vector field reads the vectors of the docs it fetches from
+    their `_source`, each the source's own float32s, asking no source filter (it would make
+    the engine parse and write every source again) and no script. A doc without a vector
+    comes without one, beside those with theirs."""
     spec, docs, scale = await _index_of(
         engine, sample, f"it-stored-vectors-{similarity.replace('_', '-')}", similarity)
     stored = {doc["_id"]: np.asarray(doc["embedding"], dtype=np.float32) for doc in docs}
     ids = [doc["_id"] for doc in docs[3:9]]
     view = engine.with_filters([]).with_vector_field("embedding", similarity=similarity)
-    if engine.name == "elasticsearch" and similarity == "cosine":
-        assert view._plugin_reads(spec.name)
-        assert view._asking_vectors(spec.name, {}, "embedding") == ({}, None)
-        return  # its Lucene vectors are normalised: the source's come as before
+    assert view._asking_vectors(spec.name, {}, "embedding") == ({}, None)
 
     fetched = await view.docs_by_id(spec.name, ids)
     assert [hit.id for hit in fetched] == ids
     for hit in fetched:
         assert np.array_equal(hit.vector, stored[hit.id])
-        assert "embedding" not in hit.source and hit.source["text"]
+        assert hit.source["embedding"] == pytest.approx(stored[hit.id].tolist())
+        assert hit.source["text"]
     alone = await view.docs_by_id(spec.name, ids, exclude=spec.text_fields)
     assert all(np.array_equal(hit.vector, stored[hit.id]) and "text" not in hit.source
                for hit in alone)
     nearest = await view.knn(spec.name, stored[ids[0]] / scale, 3, returns="vectors")
     assert nearest[0].id == ids[0]
-    assert all(np.array_equal(hit.vector, stored[hit.id]) and "embedding" not in hit.source
-               for hit in nearest)
-    assert view._plugin_reads(spec.name)
+    assert all(np.array_equal(hit.vector, stored[hit.id]) for hit in nearest)
 
-    # a doc without a vector: the plugin reads none, so the index's vectors come in the source
     await engine.bulk_index(spec.name, [{"_id": "no-vector", "title": "t", "text": "t"}])
     await engine.refresh(spec.name)
-    with caplog.at_level("INFO", logger="es_tour.engines"):
-        mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
-    # for this caller alone: another's field-level security may differ
-    assert not view._plugin_reads(spec.name)
-    assert view.with_headers({"x-caller": "another"})._plugin_reads(spec.name)
-    assert f"index [{spec.name}]: a hit without a vector" in caplog.text  # ops see why
+    mixed = await view.docs_by_id(spec.name, [ids[0], "no-vector"])
     assert [hit.id for hit in mixed] == [ids[0], "no-vector"]
-    assert mixed[0].source["embedding"] == pytest.approx(stored[ids[0]].tolist())
-    assert "embedding" not in mixed[1].source
+    assert np.array_equal(mixed[0].vector, stored[ids[0]]) and mixed[1].vector is None
+    assert view._plugin_reads(spec.name)  # no script read none: the legs keep the plugin
     await engine.delete_index(spec.name)
 
 

@@ -1,5 +1,5 @@
-"""Stored vectors read by the es-tour plugin's script (es_tour.engines._vectors): what a
-search body asks, and how the answer's base64 reads back."""
+"""Stored vectors (es_tour.engines._vectors): what a search body asks, from `_source` or by
+the es-tour plugin's script, and how the script's base64 reads back."""
 
 from __future__ import annotations
 
@@ -11,18 +11,6 @@ import pytest
 from es_tour.engines import connect
 from es_tour.engines._hits import doc_values_vector, read_hits
 from es_tour.engines._hybrid import PLUGIN_VECTOR_KEY
-from es_tour.engines._vectors import source_without
-
-
-@pytest.mark.parametrize(("source", "kept"), [
-    (True, {"excludes": ["v"]}),
-    (False, False),
-    ({"excludes": ["text"]}, {"excludes": ["text", "v"]}),
-    ({"includes": ["text", "v"]}, {"includes": ["text"], "excludes": ["v"]}),
-    ({"includes": ["v"]}, False),
-])
-def test_the_source_leaves_the_vector_out_as_the_body_asked_it(source, kept):
-    assert source_without(source, "v") == kept
 
 
 def test_the_plugins_base64_reads_back_as_the_same_float32s_and_a_list_as_floats():
@@ -43,22 +31,24 @@ def test_the_plugins_base64_reads_back_as_the_same_float32s_and_a_list_as_floats
     ("elasticsearch", "dot_product", True),
     # Elasticsearch keeps a cosine field's Lucene vectors at unit length, not as given
     ("elasticsearch", "cosine", False), ("elasticsearch", None, False)])
-async def test_a_fetch_asks_the_plugins_script_where_lucene_holds_the_sources_vectors(
+async def test_a_fetch_reads_the_sources_vectors_and_the_plugins_script_where_it_lacks_them(
         engine, similarity, by_plugin):
     async with connect(engine, "http://localhost:1") as adapter:
+        # the source holds them: the body as asked, no filter for the engine to apply
         view = adapter.with_vector_field("v", similarity=similarity)
-        asked, key = view._asking_vectors("i", {"_source": {"excludes": ["t"]}}, "v")
+        body = {"_source": {"excludes": ["t"]}}
+        assert view._asking_vectors("i", body, "v") == (body, None)
+        # an index whose source lacks them: the plugin's script, the source kept as asked
+        doc_values = adapter.with_vector_field("v", in_source=False, similarity=similarity)
+        asked, key = doc_values._asking_vectors("i", body, "v")
         if by_plugin:
-            assert key == PLUGIN_VECTOR_KEY
-            assert asked["_source"] == {"excludes": ["t", "v"]}
+            assert key == PLUGIN_VECTOR_KEY and asked["_source"] == {"excludes": ["t"]}
             script = asked["script_fields"][PLUGIN_VECTOR_KEY]["script"]
             assert script == {"lang": "tour", "source": "vector", "params": {"f": "v"}}
+            assert doc_values._asking_vectors("i", {}, "v")[0]["_source"] is True
         else:
-            assert (asked, key) == ({"_source": {"excludes": ["t"]}}, None)
-        view._untoured["i"] = True  # its script failed on the index once: the source's
-        assert view._asking_vectors("i", {}, "v") == ({}, None)
-        # an index whose source lacks them: doc values, the engine's own way
-        doc_values = adapter.with_vector_field("v", in_source=False, similarity=similarity)
+            assert key is not None and key != PLUGIN_VECTOR_KEY
+        # its script failed on the index once: doc values, the engine's own way
         doc_values._untoured["i"] = True
         asked, key = doc_values._asking_vectors("i", {}, "v")
         assert key is not None and key != PLUGIN_VECTOR_KEY and asked["_source"] is True

@@ -415,7 +415,7 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs, StoredVe
             if exclude:
                 body["_source"] = {"excludes": list(exclude)}
             wanted = self._vectors_wanted(exclude) if vectors else None
-        found = first_of_each(await self._hits_with_vectors(index, body, wanted, None, unique))
+        found = first_of_each(await self._hits_with_vectors(index, body, wanted, wanted, unique))
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
 

@@ -1,18 +1,19 @@
-"""Stored vectors read by the es-tour plugin's script: base64 from Lucene's vectors.
+"""Stored vectors: read from `_source` where it holds them, else by the es-tour plugin's
+script (base64 from Lucene's vectors).
 
-A TOUR step reads the vectors of the docs it labels. In `_source`, a 384-d vector is
-hundreds of floats the engine writes out as JSON, most of a text fetch's engine CPU; the
-plugin's `vector` script reads the same float32s from Lucene and writes one base64 string. Where
-the script fails (no plugin), the index's vectors come from `_source`, or from doc values the
-engine's own way where `_source` lacks them; where it reads no vector for a hit (a Faiss
-field, or a field the caller's field-level security hides), so do that caller's
-(`PluginReads`).
+A TOUR step reads the vectors of the docs it labels. Where `_source` holds them they are
+read there: the engine sends a stored source as it is, and a source filter leaving the
+vector out would make it parse and write every source again, which costs it more than the
+vector's floats as JSON. Where `_source` lacks them, the plugin's `vector` script reads the
+float32s from Lucene as one base64 string; where the script fails (no plugin), they come
+from doc values the engine's own way; where it reads no vector for a hit (a Faiss field, or
+a field the caller's field-level security hides), so do that caller's (`PluginReads`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self
 
 from es_tour.engines._hybrid import (
@@ -25,22 +26,6 @@ from es_tour.engines._hybrid import (
 from es_tour.engines._types import Hit, Similarity
 
 log = logging.getLogger("es_tour.engines")
-
-
-def source_without(source: Any, field: str) -> Any:
-    """A search body's `_source` (True, False, or includes and excludes) leaving `field`
-    out; False where it kept `field` alone."""
-    if source is False:
-        return False
-    if not isinstance(source, Mapping):
-        return {"excludes": [field]}
-    kept = dict(source)
-    if "includes" in kept:
-        kept["includes"] = [name for name in kept["includes"] if name != field]
-        if not kept["includes"]:
-            return False
-    kept["excludes"] = [*kept.get("excludes", []), field]
-    return kept
 
 
 class StoredVectors(PluginReads):
@@ -58,11 +43,11 @@ class StoredVectors(PluginReads):
     def with_vector_field(self, field: str, in_source: bool = True,
                           similarity: Similarity | None = None) -> Self:
         """This engine reading `field`'s stored vectors, into Hit.vector, wherever a call
-        would return them in `_source`: by the es-tour plugin's script where the index's
-        nodes run it and Lucene holds the vectors as the source gives them (not an
-        Elasticsearch field of `similarity` cosine, or of one unknown, whose vectors it
-        keeps at unit length); else from `_source`, or for an index whose `_source` lacks
-        them (`in_source` False), from doc values the engine's way (`_vector_request`)."""
+        would return them in `_source`: from `_source`; for an index whose `_source` lacks
+        them (`in_source` False), by the es-tour plugin's script where the index's nodes
+        run it and Lucene holds the vectors as given (not an Elasticsearch field of
+        `similarity` cosine, or of one unknown, whose vectors it keeps at unit length),
+        else from doc values the engine's way (`_vector_request`)."""
         view = self._view()
         view._vector_field = field
         view._doc_value_vectors = None if in_source else field
@@ -113,18 +98,19 @@ class StoredVectors(PluginReads):
     def _asking_vectors(self, index: str, body: dict[str, Any], field: str | None
                         ) -> tuple[dict[str, Any], str | None]:
         """`body` asking for `field`'s stored vectors, and the key of the hits' `fields`
-        they come back under: the es-tour plugin's script, unless it failed on `index`;
-        else `body` as is (its `_source` holds them) or, for an index whose `_source` lacks
-        them, the engine's own way; `body` as is and None for no field."""
-        if field is None:
+        they come back under: `body` as is where its `_source` holds them (the engine sends
+        a stored source as it is, and leaving the vector out makes it parse and write every
+        source again, which costs it more than the vector's floats as JSON); for an index
+        whose `_source` lacks them, the es-tour plugin's script, unless it failed on
+        `index`, else the engine's own way; `body` as is and None for no field."""
+        if field is None or field != self._doc_value_vectors:
             return body, None
         if self._plugin_vectors and self._plugin_reads(index):
             script = {**TOUR_VECTOR_SCRIPT, "params": {"f": field}}
-            return ({**body, "_source": source_without(body.get("_source", True), field),
+            # script_fields alone would drop the source: keep it as the body asked
+            return ({"_source": True, **body,
                      "script_fields": {PLUGIN_VECTOR_KEY: {"script": script}}},
                     PLUGIN_VECTOR_KEY)
-        if field != self._doc_value_vectors:
-            return body, None
         return self._doc_values_asked(body, field)
 
     def _doc_values_asked(self, body: dict[str, Any], field: str
