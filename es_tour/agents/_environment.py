@@ -110,11 +110,12 @@ class Environment:
         context = self.context
         vector = await context.embed_query(query, timings)
         engine, known = context.engine, context.engine.known_id
-        lexical, dense = await self._engine(timings, context.lexical_search(
-            query, self.k, exclude=[context.vector_field],
-        ), engine.knn(context.index, vector, self.top_k,
-                      num_candidates=knn_candidates(self.top_k),
-                      field=context.vector_field, returns="keys"))
+        # whole sources, as every text fetch asks them (`SearchContext._fetch_docs`)
+        lexical, dense = await self._engine(
+            timings, context.lexical_search(query, self.k),
+            engine.knn(context.index, vector, self.top_k,
+                       num_candidates=knn_candidates(self.top_k),
+                       field=context.vector_field, returns="keys"))
         # Top-K by doc key: no stored field read (1000 hits' `_id`s were most of a SciFact
         # search's engine time); the docs a session labels or answers with go by `_id`
         self._sub_collection = [hit.id for hit in dense]
@@ -123,8 +124,7 @@ class Environment:
         read = {hit.id: hit for hit in lexical}
         unread = [hit.id for hit in dense[: self.k] if known(hit.id) not in read]
         if unread:
-            (docs,) = await self._engine(timings, engine.docs_by_id(
-                context.index, unread, exclude=[context.vector_field]))
+            (docs,) = await self._engine(timings, engine.docs_by_id(context.index, unread))
             read.update((known(doc.id), replace(doc, id=known(doc.id))) for doc in docs)
         top = [read.get(known(hit.id), hit) for hit in dense[: self.k]]
         # in turn, so a budget below 2k labels an equal share of each
@@ -220,11 +220,9 @@ class Environment:
         if key not in self._retrieved:
             compiled = self._compiled(query)
             engine, index = self.context.engine, self.context.index
-            exclude = [self.context.vector_field]
             whole, within = await self._engine(
-                timings, engine.bool_search(index, compiled, self.k, exclude=exclude),
-                engine.bool_search(index, compiled, self.k, ids=self._sub_collection,
-                                   exclude=exclude),
+                timings, engine.bool_search(index, compiled, self.k),
+                engine.bool_search(index, compiled, self.k, ids=self._sub_collection),
             )
             # a hit within Top-K comes named by its doc key, and brings its `_id`
             self._retrieved[key] = (whole, [replace(hit, id=engine.known_id(hit.id))

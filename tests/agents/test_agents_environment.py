@@ -90,10 +90,10 @@ async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> 
     kinds = [call[0] for call in context.engine.calls]
     assert kinds.count("knn") == 1
     # Top-K comes back by doc key, no stored field read; only the k of it that get
-    # labelled are read, without vectors, and named by `_id` from then on
+    # labelled are read, as whole sources (no filter), and named by `_id` from then on
     assert context.engine.calls[kinds.index("knn")][1:] == (10, "keys")
     assert context.engine.calls[kinds.index("docs_by_id")][1:] == (
-        tuple(doc_key(i) for i in (50, 51, 52)), ("embedding",))
+        tuple(doc_key(i) for i in (50, 51, 52)), ())
     # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
     assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
     assert state.answer == ("d20", "d21", "d22")
