@@ -359,6 +359,17 @@ def test_a_doc_without_its_stored_vector_is_a_400_that_names_it(fake_context) ->
     assert context.stored_vectors_of([kept])["d8"].tolist() == [0.5, 1.0]
 
 
+def test_docs_without_vectors_after_the_search_read_one_are_a_400_not_unreadable(
+        fake_context) -> None:
+    """A search that has read a stored vector can read the field: docs that come without
+    one later were indexed so."""
+    context = fake_context(object(), np.ones(2), {})
+    context.stored_vectors_of([Hit("d8", 1.0, {"embedding": [0.5, 1.0]})])
+    with pytest.raises(ConfigError, match=r"doc \[d7\]") as met:
+        context.stored_vectors_of([Hit("d7", 1.0, {"text": "no vector"})])
+    assert not isinstance(met.value, VectorUnreadableError)
+
+
 def test_hits_none_of_which_has_a_vector_the_caller_can_read_are_vectors_unreadable(
         fake_context) -> None:
     """As a caller whose field-level security hides the vector field reads every doc."""

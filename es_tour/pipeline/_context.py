@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -145,6 +145,9 @@ class SearchContext:
     # the request's total, for its first lexical leg to count where that leg runs the
     # request's own query (the sidecar's, where the overview can go there)
     overview: Overview | None = None
+    # whether a stored vector came through this context: then docs without any are docs
+    # indexed without one (a 400), not a caller whose field-level security hides them
+    read_a_vector: bool = field(default=False, init=False, repr=False)
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -240,10 +243,11 @@ class SearchContext:
         carry it there unless the call excluded it). The method needs every doc's vector: a
         doc without one, beside docs with theirs, is a ConfigError (400) that names it; where
         no hit has one, the caller cannot read the field (field-level security hides it),
-        a VectorUnreadableError."""
+        a VectorUnreadableError, unless this search has read one already."""
         vectors = {hit.id: _stored_vector(hit, self.vector_field) for hit in hits}
         lacking = [doc for doc, vector in vectors.items() if vector is None]
-        if lacking and len(lacking) == len(vectors):
+        self.read_a_vector |= len(lacking) < len(vectors)
+        if lacking and len(lacking) == len(vectors) and not self.read_a_vector:
             raise VectorUnreadableError(
                 f"no doc of [{self.index}] that this search read has a [{self.vector_field}] "
                 "it can read (field-level security may hide the field from this caller), and "
@@ -311,6 +315,7 @@ class SearchContext:
             if doc is not None:
                 kept[hit.id] = doc
                 self.engine.remember_name(hit.id, doc.name)
+        self.read_a_vector |= any(doc.vector is not None for doc in kept.values())
         return kept
 
     async def _fetch_docs(self, ids: Sequence[str], timings: Timings, vectors: bool,
@@ -341,6 +346,7 @@ class SearchContext:
             found[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
+        self.read_a_vector |= any(doc.vector is not None for doc in found.values())
         return found
 
     async def _docs_in_page(self, ids: Sequence[str], page: asyncio.Future[dict[str, Any]]

@@ -8,7 +8,7 @@ import pytest
 
 import es_tour.agents  # noqa: F401  (registers hybrid-tour)
 from es_tour.engines import Hit, TermStats
-from es_tour.errors import ConfigError
+from es_tour.errors import ConfigError, VectorUnreadableError
 from es_tour.pipeline import BUDGET_OPTIONS, SearchContext, build_method, interleave
 from es_tour.tour import hybrid_scores
 from tests.conftest import DeletesAKnnHit
@@ -243,3 +243,30 @@ async def test_a_doc_deleted_before_its_text_is_read_is_neither_labelled_nor_sho
     assert engine.deleted is not None and context.labeler.scored
     assert engine.deleted not in context.labeler.scored
     assert engine.deleted not in {hit.id for hit in result.hits} and len(result.hits) == 10
+
+
+class LacksAVectorEngine(FakeEngine):
+    """The fake engine with one doc indexed without a vector: the first one fetched."""
+
+    lacking: str | None = None
+
+    async def docs_by_id(self, index, ids, **kwargs):
+        hits = await super().docs_by_id(index, ids, **kwargs)
+        self.lacking = self.lacking or hits[0].id
+        for hit in hits:
+            if hit.id == self.lacking:
+                hit.source.pop("embedding", None)
+        return hits
+
+
+async def test_a_doc_indexed_without_a_vector_beside_docs_with_theirs_is_a_400_naming_it(
+        fake_context):
+    """Round 0 read its other docs' vectors, so the caller can read the field: the doc
+    without one was indexed so (a 400), not hidden by field-level security (the engine's
+    own answer, degraded), even when its read comes alone."""
+    engine = LacksAVectorEngine()
+    context = fake_context(engine, QUERY, PHI)
+    with pytest.raises(ConfigError, match="has no \\[embedding\\]") as met:
+        await build_method("hybrid-tour", context, {"budget": 20}).search("q", 10)
+    assert engine.lacking is not None and f"[{engine.lacking}]" in str(met.value)
+    assert not isinstance(met.value, VectorUnreadableError)
