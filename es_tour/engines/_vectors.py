@@ -69,9 +69,9 @@ class StoredVectors(PluginReads):
                                  vector_field: str | None, ids: Sequence[str] | None
                                  ) -> list[Hit]:
         """`body`'s hits (`_search_hits`), each with `field`'s stored vector where given
-        (`_asking_vectors`). Where the es-tour plugin's script fails (no plugin) or reads
-        no vector for a hit (a Faiss field, say), the index's vectors are read without it
-        from then on, this call's too."""
+        (`_asking_vectors`). Where the es-tour plugin's script fails (no plugin), the
+        index's vectors are read without it from then on, this call's too; where it reads
+        no vector for a hit (a Faiss field, say), so are this caller's."""
         asked, fetched = self._asking_vectors(index, body, field)
         if fetched != PLUGIN_VECTOR_KEY:
             return await self._search_hits(index, asked, vector_field, fetched, ids)
@@ -91,7 +91,8 @@ class StoredVectors(PluginReads):
         else:
             log.info("index [%s]: a hit without a vector the es-tour plugin's script reads (a "
                      "Faiss field, a doc without one, or a field this caller may not see): "
-                     "this caller's vectors are read from `_source` from now on", index)
+                     "this caller's vectors are read from doc values without it from now on",
+                     index)
             self._read_no_vector(index)
         return await self._hits_with_vectors(index, body, field, vector_field, ids)
 

@@ -291,6 +291,7 @@ class SearchContext:
         if unkept:
             found |= await self._fetch_docs(unkept, timings, vectors,
                                             None if vectors else page)
+        self.read_a_vector |= any(doc.vector is not None for doc in found.values())
         gone = {hit.id for hit in wanted} - found.keys()
         filled = []
         for hit in hits:
@@ -315,7 +316,6 @@ class SearchContext:
             if doc is not None:
                 kept[hit.id] = doc
                 self.engine.remember_name(hit.id, doc.name)
-        self.read_a_vector |= any(doc.vector is not None for doc in kept.values())
         return kept
 
     async def _fetch_docs(self, ids: Sequence[str], timings: Timings, vectors: bool,
@@ -335,9 +335,7 @@ class SearchContext:
                 hits += await self.engine.docs_by_id(self.index, missing, vectors=vectors)
         found = {}
         for hit in hits:
-            vector = hit.vector
-            if vector is None and self.vector_field in hit.source:  # where the source keeps it
-                vector = np.asarray(hit.source[self.vector_field], dtype=np.float32)
+            vector = _stored_vector(hit, self.vector_field)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
             # a doc key's name as the fetch met it; a hit named by `_id` is its own name
@@ -346,7 +344,6 @@ class SearchContext:
             found[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
-        self.read_a_vector |= any(doc.vector is not None for doc in found.values())
         return found
 
     async def _docs_in_page(self, ids: Sequence[str], page: asyncio.Future[dict[str, Any]]
