@@ -483,9 +483,10 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(
     overview, and a TOUR search the BM25 its fusion weighs: a refined search is 4 round
     trips on either engine, where a page fetched after the ranking makes 5 (a fused TOUR
     search's made 6). Counted on the wire between a sidecar and the engine; the page's hits
-    are the engine's own fetch of the docs es-tour ranked."""
+    are the engine's own fetch of the docs es-tour ranked (with their `_version`, which
+    the engine's fetch adds: not a page of plain hits)."""
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
-            "ext": {"tour": tour}}
+            "version": True, "ext": {"tour": tour}}
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         # one worker, which reads the settings and the vector field once; no vector store,
@@ -503,7 +504,7 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(
     assert page == [hit["_id"] for hit in _tour(response)["hits"]][:10]
     fetched = {hit["_id"]: hit for hit in _search(sidecar.direct, PLAIN, {
         "query": {"bool": {"filter": [{"ids": {"values": page}}], "should": [body["query"]]}},
-        "_source": False, "size": 10}).json()["hits"]["hits"]}
+        "_source": False, "version": True, "size": 10}).json()["hits"]["hits"]}
     # each hit as the engine fetched it, its `_score` es-tour's
     assert ([{**hit, "_score": None} for hit in response.json()["hits"]["hits"]]
             == [{**fetched[doc], "_score": None} for doc in page])
@@ -548,7 +549,9 @@ def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
         track_total_hits: bool | int | None) -> None:
     """A refined search whose lexical leg runs the request's own query counts the request's
     total in that leg: one search fewer than the same request with a URL parameter, whose
-    total comes from a size-0 search of its own. Either way the total is the engine's."""
+    total comes from a size-0 search of its own (and, for a method that labels, whose page
+    a URL parameter may change: the engine fetches it, where the labelled docs make the
+    other's page). Either way the total is the engine's."""
     body: dict[str, Any] = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False}
     if track_total_hits is not None:
         body["track_total_hits"] = track_total_hits
@@ -556,7 +559,8 @@ def test_round_0s_lexical_leg_counts_the_total_one_search_fewer(
     engine_answer = _search(sidecar.direct, PLAIN, body).json()
     ran, answers = _searches_each_ran(sidecar, sidecar_models, {
         "counted by the leg": (refined, {}), "apart": (refined, {"request_cache": "true"})})
-    assert ran["counted by the leg"] == ran["apart"] - 1, ran
+    labels = answers["counted by the leg"]["ext"]["tour"]["pairs_scored"] > 0
+    assert ran["counted by the leg"] == ran["apart"] - 1 - labels, ran
     for answer in answers.values():
         assert answer["hits"].get("total") == engine_answer["hits"].get("total")
         assert len(answer["hits"]["hits"]) == 10
@@ -567,8 +571,9 @@ def test_a_last_round_reads_its_text_from_a_page_of_whole_sources_one_search_few
     """A request that filters no `_source` has its page, fetched in the last round's round
     trip, bring the text that round labels: one search fewer than the same request
     filtering `_source`, whose text needs a fetch of its own. Same labels, so the same
-    ranking; the hits are the engine's, with no `_seq_no` the request did not ask for."""
-    refined = {"query": {"match": {"text": QUERY}}, "size": 10,
+    ranking; the hits are the engine's, with no `_seq_no` the request did not ask for.
+    (`version: false` changes no hit, but makes the page the engine's fetch: not plain.)"""
+    refined = {"query": {"match": {"text": QUERY}}, "size": 10, "version": False,
                "ext": {"tour": _COUNTING_METHODS["recommended"]}}
     ran, answers = _searches_each_ran(sidecar, sidecar_models, {
         "whole": (refined, {}), "filtered": ({**refined, "_source": ["title", "text"]}, {})})
@@ -584,6 +589,47 @@ def test_a_last_round_reads_its_text_from_a_page_of_whole_sources_one_search_few
     for hit in hits:
         assert hit["_source"] == sources[hit["_id"]]
         assert "_seq_no" not in hit and "_primary_term" not in hit
+
+
+@pytest.mark.parametrize("source", [True, False])
+def test_a_page_of_plain_hits_is_the_docs_the_search_fetched_to_label(
+        sidecar: Sidecar, sidecar_models: Models, source: bool) -> None:
+    """A request whose hits show nothing the engine computes for its query (no fetch
+    option, sort or named query), its `_source` whole or none, has its page answered from
+    the docs the search fetched to label, as this caller's fetches read them: no page
+    search. Against the same request with `version: false`, which changes no hit but makes
+    the engine fetch the page: the same hits, each as the engine's own fetch gives it; no
+    source spares the page's search, whole sources the page's sources on the wire (every
+    doc labelled, where the last round fetches only the text it labels)."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": source,
+            "ext": {"tour": _COUNTING_METHODS["recommended"]}}
+    bodies = {"plain": body, "fetched": {**body, "version": False}}
+    relay = CountingRelay(sidecar.direct)
+    ran, answers, traffic = {}, {}, {}
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
+                              vector_store=False, doc_cache_mib=0)
+        with BackgroundServer(config, sidecar_models) as server:
+            _search(server.url, PLAIN, body)  # the sidecar reads the index's vector field once
+            for how, sent in bodies.items():
+                before, _ = _searches_run(sidecar.direct), relay.reset()
+                answers[how] = _search(server.url, PLAIN, sent).json()
+                ran[how], traffic[how] = _searches_run(sidecar.direct) - before, relay.reset()
+    hits = answers["plain"]["hits"]["hits"]
+    ids = [hit["_id"] for hit in hits]
+    assert len(hits) == 10 and hits == answers["fetched"]["hits"]["hits"]
+    engine_hits = {hit["_id"]: hit for hit in _search(sidecar.direct, PLAIN, {
+        "query": {"bool": {"filter": [{"ids": {"values": ids}}], "should": [body["query"]]}},
+        "_source": source, "size": 10}).json()["hits"]["hits"]}
+    assert [{**hit, "_score": None} for hit in hits] == [
+        {**engine_hits[doc], "_score": None} for doc in ids]
+    if source:
+        assert ran["plain"] == ran["fetched"], ran
+        smallest = min(len(json.dumps(hit["_source"])) for hit in engine_hits.values())
+        spared = traffic["fetched"].bytes_received - traffic["plain"].bytes_received
+        assert spared > 5 * smallest, (spared, smallest)
+    else:
+        assert ran["plain"] == ran["fetched"] - 1, ran
 
 
 def test_a_page_of_docs_a_leg_named_by_doc_key_names_them_no_search_of_their_ids_first(
@@ -615,14 +661,14 @@ def test_a_fused_rerank_of_both_legs_reads_its_pools_bm25_from_the_legs(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """rerank-hybrid's kNN leg brings each hit's BM25 (each leg the other's score), so a
     final-score fusion that weighs BM25 asks the engine no search of the pool's BM25: the
-    legs, the text it labels and the page, as with no BM25 weight. The fused order still
-    differs from φ's alone."""
+    legs and the text it labels (which makes its page of plain hits), as with no BM25
+    weight. The fused order still differs from φ's alone."""
     method = {"method": "rerank-hybrid", "k": 20, "w_dense": 0.0}
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False}
     ran, answers = _searches_each_ran(sidecar, sidecar_models, {
         "by phi": ({**body, "ext": {"tour": {**method, "w_bm25": 0.0}}}, {}),
         "fused": ({**body, "ext": {"tour": {**method, "w_bm25": 1.0}}}, {})})
-    assert ran["fused"] == ran["by phi"] == 4, ran
+    assert ran["fused"] == ran["by phi"] == 3, ran
     ranked = {how: [hit["_id"] for hit in answer["hits"]["hits"]]
               for how, answer in answers.items()}
     assert ranked["fused"] != ranked["by phi"]
@@ -656,8 +702,9 @@ def test_a_text_fetch_asks_whole_sources_as_the_engine_stores_them(
 
 def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
         sidecar: Sidecar, sidecar_models: Models) -> None:
-    """A search whose labelled docs its caller's earlier search fetched asks the engine one
-    round trip less, for a fraction of the bytes, and answers the same; another caller, or
+    """A search whose labelled docs its caller's earlier search fetched asks the engine two
+    round trips less (each round's text fetch), for a fraction of the bytes, and answers
+    the same; another caller, or
     a doc written again (a new `_seq_no`), is fetched anew. Counted on the wire."""
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
             "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
@@ -692,7 +739,8 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
     def searches(traffic: Traffic) -> int:  # less each caller's first settings read
         return sum(n for call, n in traffic.calls.items() if call.startswith("POST"))
 
-    assert searches(warm) == searches(cold) - 1, (cold.calls, warm.calls)
+    # both rounds' text fetches spared, the page of plain hits coming from the kept docs
+    assert searches(warm) == searches(cold) - 2, (cold.calls, warm.calls)
     assert warm.bytes_received < cold.bytes_received / 2
     assert searches(other) == searches(cold)  # another caller's own fetches
     assert other.bytes_received > 2 * warm.bytes_received

@@ -16,6 +16,7 @@ from es_tour.pipeline._doc_cache import (
     DOC_CACHE_TTL_S,
     CallerDocs,
     DocCache,
+    FetchedDoc,
 )
 from es_tour.pipeline._first_stage import (
     LEXICAL_WEIGHT,
@@ -70,6 +71,7 @@ __all__ = [
     "STORE_PREFIX",
     "CallerDocs",
     "DocCache",
+    "FetchedDoc",
     "MethodFactory",
     "MethodOptions",
     "ModelPool",

@@ -22,7 +22,7 @@ from es_tour.engines import (
 )
 from es_tour.errors import ConfigError, VectorUnreadableError
 from es_tour.models import DualEncoder, DualEncoderLabeler, Labeler, vector_labelers
-from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc
+from es_tour.pipeline._doc_cache import CallerDocs, FetchedDoc, kept_source_value
 from es_tour.pipeline._types import Timings
 from es_tour.pipeline._vector_store import VectorStore
 from es_tour.tls import UpstreamTls
@@ -148,6 +148,9 @@ class SearchContext:
     # whether a stored vector came through this context: then docs without any are docs
     # indexed without one (a 400), not a caller whose field-level security hides them
     read_a_vector: bool = field(default=False, init=False, repr=False)
+    # the docs this search fetched, or found kept, to label, by doc key: a page of plain
+    # hits is answered from them (`es_tour.server._fetch.PageAhead`)
+    held: dict[str, FetchedDoc] = field(default_factory=dict, init=False, repr=False)
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -314,7 +317,7 @@ class SearchContext:
         for hit in hits:
             doc = self.fetched_docs.get(hit.id, vector=vectors and hit.vector is None)
             if doc is not None:
-                kept[hit.id] = doc
+                kept[hit.id] = self.held[hit.id] = doc
                 self.engine.remember_name(hit.id, doc.name)
         return kept
 
@@ -338,10 +341,15 @@ class SearchContext:
             vector = _stored_vector(hit, self.vector_field)
             source = {key: value for key, value in hit.source.items()
                       if key != self.vector_field}
+            in_source = self.vector_field in hit.source
             # a doc key's name as the fetch met it; a hit named by `_id` is its own name
             name = self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
-            doc = FetchedDoc(name or {"_id": hit.id}, source, vector)
+            doc = FetchedDoc(name or {"_id": hit.id}, source, vector, hit.index,
+                             (self.vector_field, kept_source_value(
+                                 hit.source[self.vector_field])) if in_source else None)
             found[hit.id] = doc
+            if name is not None:  # named as its page hit would be: it can stand for one
+                self.held[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
         return found

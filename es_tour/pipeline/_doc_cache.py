@@ -4,10 +4,10 @@ searches label them without fetching them again.
 A refined search's pool legs name each hit of a one-shard index by its `_seq_no` (a doc
 key), and a doc's every change gives it a new one: within one index (its `index.uuid`, so
 that a new index under the old name shares nothing), a doc key names one version of one
-doc. What the caller was shown of that version (its `_source` less the vector field, as
-its field-level security left it; its stored vector; its `_id`) cannot change while the
-version lives, so the sidecar keeps it, per caller and index, for `ttl_s`: a later search
-that labels the doc asks the engine nothing for it.
+doc. What the caller was shown of that version (its `_source`, as its field-level
+security left it; its stored vector; its `_id`) cannot change while the version lives, so
+the sidecar keeps it, per caller and index, for `ttl_s`: a later search that labels the
+doc, or shows it on a page of plain hits, asks the engine nothing for it.
 
 Nothing is ever shared between callers (their identity headers' digests key it) or
 indices. A doc only comes out for a doc key the caller's own search just returned, so
@@ -28,7 +28,7 @@ from cachetools import TTLCache
 
 from es_tour.engines import key_seq_no
 
-DOC_CACHE_MIB = 64  # per worker: about 20,000 SciFact docs with their 384-d vectors
+DOC_CACHE_MIB = 64  # per worker: about 10,000 SciFact docs with their 384-d vectors
 DOC_CACHE_TTL_S = 300.0
 
 
@@ -39,11 +39,35 @@ class FetchedDoc:
     name: Mapping[str, Any]  # its `_id`, and `_routing` where it has one (`hit_name`)
     source: Mapping[str, Any]  # its `_source` less the vector field
     vector: np.ndarray | None  # its stored vector, where the fetch read it
+    index: str | None = None  # the concrete index the fetch met it in
+    # the vector field and its value in `_source` as the engine sent it (a list of floats
+    # kept as float64, every number as it came), for `whole_source`; None where it had none
+    source_vector: tuple[str, Any] | None = None
+
+    def whole_source(self) -> dict[str, Any]:
+        """Its `_source` as the engine sent it: the same fields and values."""
+        if self.source_vector is None:
+            return dict(self.source)
+        field, value = self.source_vector
+        return {**self.source, field: value.tolist() if isinstance(value, np.ndarray)
+                else value}
+
+
+def kept_source_value(value: Any) -> Any:
+    """A vector field's `_source` value to keep: a list of floats as a float64 array (the
+    same numbers in a fifth of the memory of Python floats), anything else as it is."""
+    if isinstance(value, list) and value and all(type(item) is float for item in value):
+        return np.asarray(value, dtype=np.float64)
+    return value
 
 
 def doc_bytes(doc: FetchedDoc) -> int:
-    """About what `doc` holds: its source as JSON, its name and its vector."""
+    """About what `doc` holds: its source as JSON, its name and its vectors."""
     size = len(orjson.dumps(doc.source, default=str)) + len(orjson.dumps(doc.name))
+    if doc.source_vector is not None:
+        value = doc.source_vector[1]
+        size += value.nbytes if isinstance(value, np.ndarray) else len(
+            orjson.dumps(value, default=str))
     return size + (0 if doc.vector is None else doc.vector.nbytes)
 
 

@@ -27,6 +27,7 @@ from es_tour.engines import (
     key_seq_no,
     names_by_key,
 )
+from es_tour.pipeline import FetchedDoc
 
 # keys of a request body that a page's own calls leave out: the overview gives the total
 # and the aggregations, and each call sets its own `from` and `size`
@@ -40,6 +41,9 @@ _READS_STORED = ("stored_fields", "highlight", "fields", "script_fields", "docva
                  "collapse")
 # what a keyed page asks instead of them: no stored field, each hit's doc key
 _KEYED_PAGE = {"stored_fields": "_none_", "seq_no_primary_term": True}
+# keys of a request body whose hits can hold nothing the engine computes for its query
+_PLAIN_PAGE_KEYS = frozenset({"query", "from", "size", "_source", "track_total_hits", "aggs",
+                              "aggregations", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,24 @@ def holds_whole_source(body: Mapping[str, Any]) -> bool:
     return body.get("_source", True) is True and "stored_fields" not in body
 
 
+def plain_hits(body: Mapping[str, Any]) -> bool:
+    """Whether the request's hits show only what names each doc, its score (es-tour's, in
+    the window) and its whole `_source` or none: no fetch option, sort or named query
+    (whose `matched_queries` the engine's fetch would add). Such a hit is the doc as any
+    fetch of it reads it, so a page of docs the search fetched to label needs no search of
+    its own (`PageAhead`)."""
+    return (set(body) <= _PLAIN_PAGE_KEYS and isinstance(body.get("_source", True), bool)
+            and not _names_a_clause(body.get("query")))
+
+
+def _names_a_clause(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return "_name" in value or any(_names_a_clause(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_names_a_clause(item) for item in value)
+    return False
+
+
 def hides_ids(body: Mapping[str, Any]) -> bool:
     """Whether the request asks for hits without even their `_id` (`stored_fields:
     _none_`)."""
@@ -217,13 +239,20 @@ class PageAhead:
     page_ahead`), it asks the engine for all of them with the request's body, and the
     overview, when the page must come from among them: a request without URL parameters,
     its page within the window and within those docs. The page is then cut from that
-    answer (`fetched`), in es-tour's order, exactly as `fetch_page` would fetch it."""
+    answer (`fetched`), in es-tour's order, exactly as `fetch_page` would fetch it.
+
+    Given the docs the search `held` (fetched or found kept to label them, as this caller
+    sees them), a page of plain hits (`plain_hits`) is answered from them instead, every
+    method's: no page search at all, the overview alone alongside where no leg counted it.
+    """
 
     def __init__(self, engine: ClientEngine, index: str, body: Mapping[str, Any],
-                 from_: int, size: int, window: int, counted: Overview | None = None):
+                 from_: int, size: int, window: int, counted: Overview | None = None,
+                 held: Mapping[str, FetchedDoc] | None = None):
         self._engine, self._index, self._body = engine, index, body
         self._from, self._size, self._window = from_, size, window  # window: its depth
         self._counted = counted  # the overview a pool leg counted, if it did
+        self._held = held if held is not None and plain_hits(body) else None
         self._asked: tuple[str, ...] = ()
         self._keyed = False  # the page asked by doc key, loading no stored field
         self._answers: list[asyncio.Future[dict[str, Any]]] = []
@@ -231,9 +260,13 @@ class PageAhead:
     def ask(self, ranked_first: Sequence[str]) -> asyncio.Future[dict[str, Any]] | None:
         """Fetch the docs of `ranked_first`, where the page lies among them, alongside. The
         page's answer to come where its hits hold each doc's whole `_source` (a body that
-        filters no source): the text to label is then read from it, no fetch of its own."""
+        filters no source): the text to label is then read from it, no fetch of its own.
+        A page of held docs asks only the overview, where no leg counted it."""
         end = self._from + self._size
         if self._answers or not self._size or end > min(len(ranked_first), self._window):
+            return None
+        if self._held is not None:
+            self._ask_overview()
             return None
         self._asked = tuple(ranked_first)
         self._keyed = shows_names_alone(self._body) and all(
@@ -243,17 +276,23 @@ class PageAhead:
         if readable and any(key_seq_no(doc) is not None for doc in self._asked):
             page["seq_no_primary_term"] = True  # each hit's `_id` learned by its doc key
         self._answers = [self._engine.search_alongside(self._index, page)]
+        self._ask_overview()
+        return self._answers[0] if readable else None
+
+    def _ask_overview(self) -> None:
         if leg_answer(self._counted) is None:
             self._answers.append(
                 self._engine.search_alongside(self._index, overview_body(self._body)))
-        return self._answers[0] if readable else None
 
     async def fetched(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
         """The page of `plan` (its ids by `_id`) and the overview, from what `ask` fetched,
         waited for where still on its way (a last round whose docs were all kept in the doc
         cache fetched no text to wait for); None where it fetched nothing, failed, the
         ranking left the docs it was told of (a round-0 fallback), or a keyed page holds a
-        doc no fetch of the search named."""
+        doc no fetch of the search named. A page of plain hits comes from the held docs
+        (`_from_held`)."""
+        if self._held is not None:
+            return await self._from_held(plan)
         asked = set(map(self._engine.known_id, self._asked))
         if not self._answers or plan.rest_size or not set(plan.ids) <= asked:
             return None
@@ -272,6 +311,36 @@ class PageAhead:
             hits = [_without(hit, ("_seq_no", "_primary_term")) for hit in hits]
         return Fetched(hits, page.get("timed_out", False), hides_ids(self._body)), (
             overview[0] if overview else leg_answer(self._counted) or {})
+
+    async def _from_held(self, plan: PagePlan) -> tuple[Fetched, dict[str, Any]] | None:
+        """The page of `plan` from the held docs, each hit as the engine's fetch would give
+        it, and the overview: a leg's count, or the search `ask` sent alongside, or one
+        sent now (a method that told `ask` nothing). None where the page goes past the
+        window, holds a doc no fetch of the search read (deleted since the leg met it), or
+        the overview failed: `fetch_page` then fetches both, and meets its error again."""
+        assert self._held is not None
+        by_id = {doc.name.get("_id"): doc for doc in self._held.values()}
+        hits = []
+        for name in () if plan.rest_size else plan.ids:
+            doc = self._held.get(name) or by_id.get(name)
+            if doc is None or doc.index is None or "_id" not in doc.name:
+                return None
+            hit = {"_index": doc.index, **doc.name, "_score": None}
+            if self._body.get("_source", True):
+                hit["_source"] = doc.whole_source()
+            hits.append(hit)
+        if plan.rest_size:
+            return None
+        counted = leg_answer(self._counted)
+        if counted is not None:
+            return Fetched(hits, False), counted
+        if not self._answers:
+            self._ask_overview()
+        await asyncio.wait(self._answers)
+        overview = self._answers[0]
+        if overview.cancelled() or overview.exception() is not None:
+            return None
+        return Fetched(hits, False), overview.result()
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""

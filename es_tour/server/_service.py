@@ -114,9 +114,11 @@ class TourService:
         # the total counted by round 0's lexical leg, where it can
         plan.context.overview = counted = counted_by_a_leg(request.body, request.params,
                                                           request.lexical)
-        # the page and overview in the last text fetch's round trip, where they can go there
+        # the page and overview in the last text fetch's round trip, where they can go there,
+        # or a page of plain hits from the docs the search fetched to label
         ahead = PageAhead(plan.context.engine, request.index, request.body, request.from_,
-                          request.size, plan.chosen.window, counted)
+                          request.size, plan.chosen.window, counted,
+                          plan.context.held if alongside else None)
         if alongside:
             plan.context.page_ahead = ahead.ask
         try:

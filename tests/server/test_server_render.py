@@ -10,7 +10,8 @@ import pytest
 
 from es_tour.engines import Overview, doc_key
 from es_tour.errors import ConfigError
-from es_tour.pipeline import RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline import FetchedDoc, RankedHit, RoundTrace, SearchResult, Timings
+from es_tour.pipeline._doc_cache import kept_source_value
 from es_tour.server import parse_listen
 from es_tour.server._fetch import (
     Fetched,
@@ -20,6 +21,7 @@ from es_tour.server._fetch import (
     fetch_body,
     fetch_page,
     overview_body,
+    plain_hits,
     plan_page,
     rest_body,
 )
@@ -310,3 +312,73 @@ async def test_a_page_ahead_asks_no_overview_a_leg_counted() -> None:
     PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 4,  # type: ignore[arg-type]
               Overview({}, asked=True)).ask(["3", "1", "0", "2"])
     assert [body["size"] for body in engine.bodies] == [4, 0]
+
+
+PLAIN_QUERY = {"match": {"text": "q"}}
+
+
+def _held(*docs: str) -> dict[str, FetchedDoc]:
+    """Docs a search fetched to label, by doc key, each with its vector as its source held it."""
+    return {doc_key(int(doc)): FetchedDoc(
+        {"_id": f"id-{doc}", "_routing": "r"}, {"title": doc}, None, "idx-000001",
+        ("embedding", kept_source_value([0.1, 1e-7, -2.5]))) for doc in docs}
+
+
+def test_plain_hits_show_only_names_scores_and_whole_sources_or_none() -> None:
+    for body in ({"query": PLAIN_QUERY}, {"query": PLAIN_QUERY, "_source": False},
+                 {"query": PLAIN_QUERY, "_source": True, "size": 5, "from": 5,
+                  "aggs": {"t": {"terms": {"field": "topic"}}}, "track_total_hits": True}):
+        assert plain_hits(body), body
+    for body in ({"query": QUERY},  # a named clause: matched_queries
+                 {"query": {"bool": {"should": [PLAIN_QUERY, {"term": {"a": {
+                     "value": "b", "_name": "n"}}}]}}},
+                 {"query": PLAIN_QUERY, "_source": ["title"]},
+                 {"query": PLAIN_QUERY, "highlight": {"fields": {"text": {}}}},
+                 {"query": PLAIN_QUERY, "version": False},
+                 {"query": PLAIN_QUERY, "sort": ["_score"]},
+                 {"query": PLAIN_QUERY, "post_filter": {"term": {"a": "b"}}}):
+        assert not plain_hits(body), body
+
+
+def test_a_held_docs_whole_source_gives_every_number_as_it_came() -> None:
+    doc = next(iter(_held("1").values()))
+    assert doc.whole_source() == {"title": "1", "embedding": [0.1, 1e-7, -2.5]}
+    kept = FetchedDoc({"_id": "a"}, {"title": "a"}, None, "idx",
+                      ("embedding", kept_source_value([0, 1, 2])))  # integers stay integers
+    assert kept.whole_source()["embedding"] == [0, 1, 2]
+    assert all(type(value) is int for value in kept.whole_source()["embedding"])
+
+
+@pytest.mark.parametrize("source", [True, False])
+async def test_a_page_of_plain_hits_comes_from_the_held_docs_with_no_search(
+        source: bool) -> None:
+    engine = _RoundTrip()
+    ahead = PageAhead(engine, "idx", {"query": PLAIN_QUERY, "_source": source},  # type: ignore[arg-type]
+                      0, 2, 4, held=_held("3", "1", "0", "2"))
+    assert ahead.ask([doc_key(3), doc_key(1), doc_key(0), doc_key(2)]) is None
+    assert [body["size"] for body in engine.bodies] == [0]  # the overview alone
+    got = await ahead.fetched(plan_page(["id-0", doc_key(2), "id-1"], 0, 2))
+    assert got is not None
+    fetched, overview = got
+    expected = [{"_index": "idx-000001", "_id": f"id-{doc}", "_routing": "r", "_score": None,
+                 **({"_source": {"title": doc, "embedding": [0.1, 1e-7, -2.5]}}
+                    if source else {})} for doc in ("0", "2")]
+    assert fetched.hits == expected and overview["hits"]["total"]["value"] == 9
+    assert len(engine.bodies) == 1
+
+
+async def test_a_page_of_plain_hits_with_a_doc_not_held_or_past_the_window_is_fetched() -> None:
+    engine = _RoundTrip()
+    counted = Overview({}, asked=True, answer={"hits": {"total": {"value": 4, "relation": "eq"}}})
+    ahead = PageAhead(engine, "idx", {"query": PLAIN_QUERY}, 0, 2, 4,  # type: ignore[arg-type]
+                      counted, held=_held("0", "1"))
+    # a method that told it nothing: the leg's count, no search
+    got = await ahead.fetched(plan_page([doc_key(1), doc_key(0)], 0, 2))
+    assert got is not None and got[1]["hits"]["total"]["value"] == 4 and engine.bodies == []
+    assert await ahead.fetched(plan_page([doc_key(1), doc_key(5)], 0, 2)) is None
+    assert await ahead.fetched(plan_page([doc_key(1)], 0, 2)) is None  # past the window
+    # a body that is not plain: its page is the engine's fetch, whatever the search held
+    ahead = PageAhead(engine, "idx", {"query": QUERY}, 0, 2, 4,  # type: ignore[arg-type]
+                      held=_held("0", "1"))
+    ahead.ask(["id-0", "id-1"])
+    assert [body["size"] for body in engine.bodies] == [2, 0]
