@@ -255,7 +255,7 @@ bench-cost: install models $(BOTH_ZIPS)
 # docs/benchmarks/load-source.md, the same rows with the application's search fetching its
 # hits' whole _source (about 15 minutes more).
 LOAD_BASELINE ?= 2e9867d
-LOAD_SOURCE_BASELINE ?= 9c96ff0
+LOAD_SOURCE_BASELINE ?= 5c37091
 bench-load: install models $(BOTH_ZIPS)
 	$(START) $(OPENSEARCH) --heap 1g
 	$(START) $(ELASTICSEARCH) --heap 1g
