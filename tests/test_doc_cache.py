@@ -120,3 +120,22 @@ async def test_a_search_fetches_only_the_docs_its_caller_has_not_fetched_before(
     other, other_engine = context("b")
     await other.with_text(hits, Timings(), vectors=True)
     assert other_engine.fetched == [[doc_key(n) for n in range(3)]]
+
+
+async def test_a_search_holds_the_docs_it_read_to_label_only_where_asked_each_as_sent():
+    """A sidecar search (`held` given) holds every doc it fetched or found kept, each with
+    its whole source as the engine sent it, the vector's numbers as they came; a context
+    that is not one search's (an evaluation's, run over every query) holds none."""
+    cache = DocCache()
+    hits = [Hit(doc_key(n), 1.0) for n in range(3)]
+    first = SearchContext(KeyedEngine(), "idx", None, None,  # type: ignore[arg-type]
+                          fetched_docs=cache.view("a", "uuid"))
+    await first.with_text(hits[:2], Timings(), vectors=True)
+    assert first.held is None
+    search = SearchContext(KeyedEngine(), "idx", None, None,  # type: ignore[arg-type]
+                           fetched_docs=cache.view("a", "uuid"))
+    search.held = {}
+    await search.with_text(hits, Timings(), vectors=True)
+    assert sorted(search.held) == [doc_key(n) for n in range(3)]  # two kept, one fetched
+    assert search.held[doc_key(0)].whole_source() == {
+        "title": f"title {doc_key(0)}", "embedding": VECTOR.tolist()}

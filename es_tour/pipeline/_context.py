@@ -148,9 +148,9 @@ class SearchContext:
     # whether a stored vector came through this context: then docs without any are docs
     # indexed without one (a 400), not a caller whose field-level security hides them
     read_a_vector: bool = field(default=False, init=False, repr=False)
-    # the docs this search fetched, or found kept, to label, by doc key: a page of plain
-    # hits is answered from them (`es_tour.server._fetch.PageAhead`)
-    held: dict[str, FetchedDoc] = field(default_factory=dict, init=False, repr=False)
+    # where given (the sidecar's, one search's), the docs it fetched, or found kept, to
+    # label, by doc key: a page of plain hits is answered from them (`_fetch.PageAhead`)
+    held: dict[str, FetchedDoc] | None = None
 
     def doc_text(self, source: Mapping[str, Any]) -> str:
         return doc_text(source, self.text_fields)
@@ -291,6 +291,8 @@ class SearchContext:
         kept = self._kept_docs(wanted, vectors)
         unkept = [hit.id for hit in wanted if hit.id not in kept]
         found: dict[str, FetchedDoc] = dict(kept)
+        if self.held is not None:
+            self.held.update(kept)
         if unkept:
             found |= await self._fetch_docs(unkept, timings, vectors,
                                             None if vectors else page)
@@ -317,7 +319,7 @@ class SearchContext:
         for hit in hits:
             doc = self.fetched_docs.get(hit.id, vector=vectors and hit.vector is None)
             if doc is not None:
-                kept[hit.id] = self.held[hit.id] = doc
+                kept[hit.id] = doc
                 self.engine.remember_name(hit.id, doc.name)
         return kept
 
@@ -348,7 +350,7 @@ class SearchContext:
                              (self.vector_field, kept_source_value(
                                  hit.source[self.vector_field])) if in_source else None)
             found[hit.id] = doc
-            if name is not None:  # named as its page hit would be: it can stand for one
+            if name is not None and self.held is not None:  # named as its page hit is
                 self.held[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)

@@ -116,9 +116,10 @@ class TourService:
                                                           request.lexical)
         # the page and overview in the last text fetch's round trip, where they can go there,
         # or a page of plain hits from the docs the search fetched to label
+        if alongside:
+            plan.context.held = {}
         ahead = PageAhead(plan.context.engine, request.index, request.body, request.from_,
-                          request.size, plan.chosen.window, counted,
-                          plan.context.held if alongside else None)
+                          request.size, plan.chosen.window, counted, plan.context.held)
         if alongside:
             plan.context.page_ahead = ahead.ask
         try:
