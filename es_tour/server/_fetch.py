@@ -319,9 +319,11 @@ class PageAhead:
         window, holds a doc no fetch of the search read (deleted since the leg met it), or
         the overview failed: `fetch_page` then fetches both, and meets its error again."""
         assert self._held is not None
+        if plan.rest_size:
+            return None
         by_id = {doc.name.get("_id"): doc for doc in self._held.values()}
         hits = []
-        for name in () if plan.rest_size else plan.ids:
+        for name in plan.ids:
             doc = self._held.get(name) or by_id.get(name)
             if doc is None or doc.index is None or "_id" not in doc.name:
                 return None
@@ -329,8 +331,6 @@ class PageAhead:
             if self._body.get("_source", True):
                 hit["_source"] = doc.whole_source()
             hits.append(hit)
-        if plan.rest_size:
-            return None
         counted = leg_answer(self._counted)
         if counted is not None:
             return Fetched(hits, False), counted
