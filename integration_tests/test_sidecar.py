@@ -618,6 +618,7 @@ def test_a_page_of_plain_hits_is_the_docs_the_search_fetched_to_label(
     hits = answers["plain"]["hits"]["hits"]
     ids = [hit["_id"] for hit in hits]
     assert len(hits) == 10 and hits == answers["fetched"]["hits"]["hits"]
+    assert [answers[how]["ext"]["tour"]["page"] for how in bodies] == ["labelled docs", "engine"]
     engine_hits = {hit["_id"]: hit for hit in _search(sidecar.direct, PLAIN, {
         "query": {"bool": {"filter": [{"ids": {"values": ids}}], "should": [body["query"]]}},
         "_source": source, "size": 10}).json()["hits"]["hits"]}

@@ -41,6 +41,8 @@ _READS_STORED = ("stored_fields", "highlight", "fields", "script_fields", "docva
                  "collapse")
 # what a keyed page asks instead of them: no stored field, each hit's doc key
 _KEYED_PAGE = {"stored_fields": "_none_", "seq_no_primary_term": True}
+# a page of plain hits answered from the docs the search read to label, as traced
+LABELLED_DOCS = "labelled docs"
 # keys of a request body whose hits can hold nothing the engine computes for its query
 _PLAIN_PAGE_KEYS = frozenset({"query", "from", "size", "_source", "track_total_hits", "aggs",
                               "aggregations", "timeout"})
@@ -186,6 +188,9 @@ class Fetched:
     hide_ids: bool = False  # the request asked for hits without their `_id`
     # doc key -> its name (`hit_name`), for the page's docs it asked by doc key (`fetch_page`)
     doc_names: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # where the page came from, as the trace says: a search with the request's body, or
+    # the docs the search read to label (a page of plain hits)
+    came_from: str = "engine"
 
 
 def overview_alongside(params: Mapping[str, str]) -> bool:
@@ -333,14 +338,14 @@ class PageAhead:
             hits.append(hit)
         counted = leg_answer(self._counted)
         if counted is not None:
-            return Fetched(hits, False), counted
+            return Fetched(hits, False, came_from=LABELLED_DOCS), counted
         if not self._answers:
             self._ask_overview()
         await asyncio.wait(self._answers)
         overview = self._answers[0]
         if overview.cancelled() or overview.exception() is not None:
             return None
-        return Fetched(hits, False), overview.result()
+        return Fetched(hits, False, came_from=LABELLED_DOCS), overview.result()
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""

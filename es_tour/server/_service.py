@@ -172,7 +172,7 @@ class TourService:
                             result.timings.model_ms, result.engine_calls)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
-                 "window": len(ranked.window)}
+                 "window": len(ranked.window), "page": fetched.came_from}
         return render(result, page, fetched, answer, took * 1000, extra)
 
 
@@ -190,7 +190,7 @@ class TourService:
         self.stats.answered(chosen.method, degraded_reason is not None, took, 0, 0.0, 1)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
-                 "window": len(answer.get("hits", {}).get("hits", []))}
+                 "window": len(answer.get("hits", {}).get("hits", [])), "page": "engine"}
         return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra,
                                    degraded_reason)
 

@@ -158,7 +158,7 @@ async def test_a_page_among_the_labelled_docs_is_fetched_with_the_last_round() -
     got = await ahead.fetched(plan_page(["0", "2", "1", "3"], 1, 2))
     assert got is not None
     fetched, overview = got
-    assert [hit["_id"] for hit in fetched.hits] == ["2", "1"]
+    assert [hit["_id"] for hit in fetched.hits] == ["2", "1"] and fetched.came_from == "engine"
     assert overview["hits"]["total"]["value"] == 9
 
 
@@ -364,7 +364,7 @@ async def test_a_page_of_plain_hits_comes_from_the_held_docs_with_no_search(
                  **({"_source": {"title": doc, "embedding": [0.1, 1e-7, -2.5]}}
                     if source else {})} for doc in ("0", "2")]
     assert fetched.hits == expected and overview["hits"]["total"]["value"] == 9
-    assert len(engine.bodies) == 1
+    assert len(engine.bodies) == 1 and fetched.came_from == "labelled docs"
 
 
 async def test_a_page_of_plain_hits_with_a_doc_not_held_or_past_the_window_is_fetched() -> None:
