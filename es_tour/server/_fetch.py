@@ -41,8 +41,9 @@ _READS_STORED = ("stored_fields", "highlight", "fields", "script_fields", "docva
                  "collapse")
 # what a keyed page asks instead of them: no stored field, each hit's doc key
 _KEYED_PAGE = {"stored_fields": "_none_", "seq_no_primary_term": True}
-# a page of plain hits answered from the docs the search read to label, as traced
-LABELLED_DOCS = "labelled docs"
+# where a page came from, as traced: a search with the request's body, or (a page of
+# plain hits) the docs the search read to label
+ENGINE_PAGE, LABELLED_DOCS = "engine", "labelled docs"
 # keys of a request body whose hits can hold nothing the engine computes for its query
 _PLAIN_PAGE_KEYS = frozenset({"query", "from", "size", "_source", "track_total_hits", "aggs",
                               "aggregations", "timeout"})
@@ -188,9 +189,7 @@ class Fetched:
     hide_ids: bool = False  # the request asked for hits without their `_id`
     # doc key -> its name (`hit_name`), for the page's docs it asked by doc key (`fetch_page`)
     doc_names: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # where the page came from, as the trace says: a search with the request's body, or
-    # the docs the search read to label (a page of plain hits)
-    came_from: str = "engine"
+    came_from: str = ENGINE_PAGE  # where the page came from, as the trace says
 
 
 def overview_alongside(params: Mapping[str, str]) -> bool:
@@ -301,11 +300,10 @@ class PageAhead:
         asked = set(map(self._engine.known_id, self._asked))
         if not self._answers or plan.rest_size or not set(plan.ids) <= asked:
             return None
-        await asyncio.wait(self._answers)
-        if not all(not answer.cancelled() and answer.exception() is None
-                   for answer in self._answers):
+        answers = await self._answered()
+        if answers is None:
             return None
-        page, *overview = (answer.result() for answer in self._answers)
+        page, *overview = answers
         hits = page["hits"]["hits"]
         if self._keyed:
             hits = named_hits(hits, self._engine.known_name)
@@ -341,11 +339,17 @@ class PageAhead:
             return Fetched(hits, False, came_from=LABELLED_DOCS), counted
         if not self._answers:
             self._ask_overview()
+        answers = await self._answered()
+        return None if answers is None else (
+            Fetched(hits, False, came_from=LABELLED_DOCS), answers[0])
+
+    async def _answered(self) -> list[dict[str, Any]] | None:
+        """The answers of the searches `ask` sent, waited for; None where one failed."""
         await asyncio.wait(self._answers)
-        overview = self._answers[0]
-        if overview.cancelled() or overview.exception() is not None:
+        if not all(not answer.cancelled() and answer.exception() is None
+                   for answer in self._answers):
             return None
-        return Fetched(hits, False, came_from=LABELLED_DOCS), overview.result()
+        return [answer.result() for answer in self._answers]
 
     def settle(self) -> None:
         """Drop the answers no page read (an error of theirs, `fetch_page` meets again)."""

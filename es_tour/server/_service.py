@@ -22,6 +22,7 @@ from es_tour.errors import VectorUnreadableError
 from es_tour.pipeline import DocCache, ModelPool, Timings, VectorStore, with_doc_ids
 from es_tour.server._config import ServerConfig
 from es_tour.server._fetch import (
+    ENGINE_PAGE,
     PageAhead,
     counted_by_a_leg,
     fetch_page,
@@ -190,7 +191,7 @@ class TourService:
         self.stats.answered(chosen.method, degraded_reason is not None, took, 0, 0.0, 1)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
-                 "window": len(answer.get("hits", {}).get("hits", [])), "page": "engine"}
+                 "window": len(answer.get("hits", {}).get("hits", [])), "page": ENGINE_PAGE}
         return as_the_engine_ranks(answer, chosen.method, chosen.options, timings, extra,
                                    degraded_reason)
 
