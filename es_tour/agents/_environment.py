@@ -14,7 +14,7 @@ turn) and the docs past it stay unseen.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,6 +99,7 @@ class Environment:
         self._dense_scores: dict[str, float] = {}
         self._vectors: dict[str, np.ndarray] = {}  # stored vectors of labelled docs, as read
         self._retrieved: dict[str, tuple[list[Hit], list[Hit]]] = {}
+        self._read: dict[str, Hit] = {}  # the docs read to label them, by id
         self._stats = TermStats({}, {}, 0)
         self._lock = asyncio.Lock()
         # trials run at once (the oracle's) share the budget: each takes its share in turn
@@ -109,27 +110,28 @@ class Environment:
         self._q0 = query
         context = self.context
         vector = await context.embed_query(query, timings)
-        engine, known = context.engine, context.engine.known_id
-        # whole sources, as every text fetch asks them (`SearchContext._fetch_docs`)
+        # doc keys and scores only, no stored field read (1000 hits' `_id`s were most of a
+        # SciFact search's engine time), the BM25 leg counting the request's total
         lexical, dense = await self._engine(
-            timings, context.lexical_search(query, self.k),
-            engine.knn(context.index, vector, self.top_k,
-                       num_candidates=knn_candidates(self.top_k),
-                       field=context.vector_field, returns="keys"))
-        # Top-K by doc key: no stored field read (1000 hits' `_id`s were most of a SciFact
-        # search's engine time); the docs a session labels or answers with go by `_id`
+            timings, context.lexical_search(query, self.k, keyed=True),
+            context.engine.knn(context.index, vector, self.top_k,
+                               num_candidates=knn_candidates(self.top_k),
+                               field=context.vector_field, returns="keys"))
         self._sub_collection = [hit.id for hit in dense]
         self._dense_scores = {hit.id: hit.score for hit in dense}
-        # its texts are megabytes: fetch the k that get labelled, which names them by `_id`
-        read = {hit.id: hit for hit in lexical}
-        unread = [hit.id for hit in dense[: self.k] if known(hit.id) not in read]
-        if unread:
-            (docs,) = await self._engine(timings, engine.docs_by_id(context.index, unread))
-            read.update((known(doc.id), replace(doc, id=known(doc.id))) for doc in docs)
-        top = [read.get(known(hit.id), hit) for hit in dense[: self.k]]
-        # in turn, so a budget below 2k labels an equal share of each
-        phi = await self._join({}, interleave(top, lexical), timings)
-        returned = {"bm25": _ids(lexical), "knn": _ids(top)}
+        # in turn, so a budget below 2k labels an equal share of each; only the docs
+        # labelled are read, in one fetch, as this caller sees them, with the stored
+        # vectors a TOUR step takes (`with_text`: the doc cache's, and the page's)
+        to_label = interleave(dense[: self.k], lexical)
+        if self.budget.left is not None:
+            to_label = to_label[: self.budget.left]
+        self.budget.engine_calls += bool(to_label)
+        known = context.engine.known_id
+        read = [replace(hit, id=known(hit.id))
+                for hit in await context.with_text(to_label, timings, vectors=True)]
+        self._read = {hit.id: hit for hit in read}
+        phi = await self._join({}, read, timings)
+        returned = {"bm25": _known_ids(lexical, known), "knn": _known_ids(dense[: self.k], known)}
         return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned,
                      vector)
 
@@ -147,6 +149,8 @@ class Environment:
             return await self._tour_step(state, action, timings)
         query = state.query.refine(action)
         whole, within = await self._search(query, timings)
+        for hit in (*whole, *within):  # whole sources, vectors too
+            self._read.setdefault(hit.id, hit)
         phi = await self._join(state.phi, [*whole, *within], timings)
         return State(state.round + 1, query, phi, self._best(phi), len(whole) + len(within),
                      {"bm25": _ids([*whole, *within])}, state.vector)
@@ -154,8 +158,11 @@ class Environment:
     async def _tour_step(self, state: State, action: TourStep, timings: Timings) -> State:
         if state.vector is None:
             raise ValueError("a TourStep needs the state's query vector (Environment.start)")
+        unkept = [self._read[doc] for doc in state.phi
+                  if doc in self._read and doc not in self._vectors]
+        self._vectors |= self.context.stored_vectors_of(unkept, required=False)
         missing = [doc for doc in state.phi if doc not in self._vectors]
-        if missing:  # labelled from BM25 or an ids-only kNN: read their stored vectors
+        if missing:  # labelled from a search that read no vector: read the stored vectors
             (docs,) = await self._engine(timings, self.context.engine.docs_by_id(
                 self.context.index, missing))
             self._remember_vectors(docs)
@@ -263,3 +270,8 @@ class Environment:
 
 def _ids(hits: Sequence[Hit]) -> tuple[str, ...]:
     return tuple(hit.id for hit in hits)
+
+
+def _known_ids(hits: Sequence[Hit], known: Callable[[str], str]) -> tuple[str, ...]:
+    """The hits' ids, each doc key a fetch of the session has met named by its `_id`."""
+    return tuple(known(hit.id) for hit in hits)

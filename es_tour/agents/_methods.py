@@ -208,9 +208,13 @@ class AgentMethod:
 
     async def search(self, query: str, size: int = 10) -> SearchResult:
         started, timings = time.perf_counter(), Timings()
-        env = Environment(self.context, self.options.k, self.options.top_k, self.options.budget)
+        policy = self._policy(query)
+        top_k = self.options.top_k
+        if not policy.searches_top_k:  # Top-K is then only the answer's tail: as deep as shown
+            top_k = min(top_k, max(size, self.options.k))
+        env = Environment(self.context, self.options.k, top_k, self.options.budget)
         max_rounds = getattr(self.options, "max_rounds", 0)  # hre's options have none
-        session = await run_session(env, self._policy(query), query, max_rounds, timings)
+        session = await run_session(env, policy, query, max_rounds, timings)
         final = session.states[-1]
         labelled = sorted(final.phi.items(), key=lambda item: -item[1])
         rest = env.unlabelled_rest(final)

@@ -58,6 +58,9 @@ class Decision:
 
 class Policy(Protocol):
     name: str
+    # whether its actions may search within Top-K (a `Refinement`); one that never does
+    # reads the session's kNN only as deep as the answer shows
+    searches_top_k: bool
 
     async def decide(self, env: Environment, state: State, timings: Timings) -> Decision: ...
 
@@ -66,6 +69,7 @@ class NoRefinement:
     """HRE alone: round 0 and stop."""
 
     name = "hre"
+    searches_top_k = False
 
     async def decide(self, env: Environment, state: State, timings: Timings) -> Decision:
         return Decision()
@@ -81,6 +85,7 @@ class Rm3Policy:
     """
 
     name = "rm3-agent"
+    searches_top_k = True
 
     def __init__(self, m: int = 5):
         self.m = m
@@ -100,6 +105,7 @@ class TourPolicy:
     """TOUR's step (`TourStep`) every round: the dense refinement as an agent in the HRE."""
 
     name = "tour-agent"
+    searches_top_k = False
 
     def __init__(self, step: TourStep):
         self.step = step
@@ -123,6 +129,7 @@ class OraclePolicy:
     """
 
     name = "oracle-agent"
+    searches_top_k = True
 
     def __init__(self, judgements: Mapping[str, int], m: int = 5, k: int = 10,
                  tour_step: TourStep | None = None, pseudo_relevant: int | None = None):
@@ -187,6 +194,7 @@ class LearnedPolicy:
     """
 
     name = "learned-agent"
+    searches_top_k = True
 
     def __init__(self, model: PolicyModel, m: int = 5, pseudo_relevant: int = 3,
                  tour_step: TourStep | None = None):

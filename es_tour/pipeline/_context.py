@@ -240,16 +240,20 @@ class SearchContext:
                 return held
         return await self.pool.label(lambda: self.labeler.score(query, docs, index))
 
-    def stored_vectors_of(self, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
+    def stored_vectors_of(self, hits: Sequence[Hit], *, required: bool = True
+                          ) -> dict[str, np.ndarray]:
         """Each hit's stored vector, by id: the hit's own (a kNN hit's, or one the engine
         read from Lucene or doc values), else read from its source (BM25 and docs_by_id hits
         carry it there unless the call excluded it). The method needs every doc's vector: a
         doc without one, beside docs with theirs, is a ConfigError (400) that names it; where
         no hit has one, the caller cannot read the field (field-level security hides it),
-        a VectorUnreadableError, unless this search has read one already."""
+        a VectorUnreadableError, unless this search has read one already. Not `required`,
+        those the hits carry, and no error."""
         vectors = {hit.id: _stored_vector(hit, self.vector_field) for hit in hits}
         lacking = [doc for doc, vector in vectors.items() if vector is None]
         self.read_a_vector |= len(lacking) < len(vectors)
+        if not required:
+            return {doc: vector for doc, vector in vectors.items() if vector is not None}
         if lacking and len(lacking) == len(vectors) and not self.read_a_vector:
             raise VectorUnreadableError(
                 f"no doc of [{self.index}] that this search read has a [{self.vector_field}] "

@@ -31,7 +31,9 @@ class FakeEngine:
 
     async def bm25(self, index, text, k, *, fields, ids=None, exclude=(), ids_only=False,
                   keyed=False):
-        self.calls.append(("bm25", text, ids))
+        self.calls.append(("bm25", text, ids, keyed))
+        if keyed:  # doc keys and scores, no source
+            return [Hit(doc_key(i), 1.0) for i in range(20, 20 + k)]
         return [_hit(f"d{i}") for i in range(20, 20 + k)]
 
     async def knn(self, index, vector, k, *, num_candidates=None, field="embedding", ids=None,
@@ -42,6 +44,9 @@ class FakeEngine:
 
     def known_id(self, doc):
         return self._ids.get(doc, doc)
+
+    def known_name(self, doc):
+        return {"_id": self._ids[doc]} if doc in self._ids else None
 
     def _as_asked(self, doc: str) -> Hit:
         """Doc `doc`'s hit, named by its `_id` or its doc key, as `doc` names it."""
@@ -89,11 +94,14 @@ async def test_round_zero_makes_one_dense_call_and_labels_the_union(context) -> 
     state = await env.start("Vitamin D", Timings())
     kinds = [call[0] for call in context.engine.calls]
     assert kinds.count("knn") == 1
-    # Top-K comes back by doc key, no stored field read; only the k of it that get
-    # labelled are read, as whole sources (no filter), and named by `_id` from then on
+    # both legs come back by doc key, no stored field read, the BM25 leg counting the
+    # total; only the docs labelled are read, in one fetch, in turn from each leg, as whole
+    # sources (no filter), and named by `_id` from then on
     assert context.engine.calls[kinds.index("knn")][1:] == (10, "keys")
+    assert context.engine.calls[kinds.index("bm25")][3] is True
     assert context.engine.calls[kinds.index("docs_by_id")][1:] == (
-        tuple(doc_key(i) for i in (50, 51, 52)), ())
+        tuple(doc_key(i) for i in (50, 20, 51, 21, 52, 22)), ())
+    assert kinds.count("docs_by_id") == 1
     # BM25 top-3 (d20..d22) and the first 3 of Top-K (d50..d52), each labelled once
     assert set(state.phi) == {"d20", "d21", "d22", "d50", "d51", "d52"}
     assert state.answer == ("d20", "d21", "d22")
@@ -237,3 +245,15 @@ async def test_trials_run_at_once_never_spend_past_the_budget(context) -> None:
     assert env.budget.pairs_scored == 9
     assert sum(len(trial.phi) - len(state.phi) for trial in trials) == 3
     pool.close()
+
+
+async def test_an_agent_that_never_searches_top_k_asks_knn_only_as_deep_as_it_shows(
+        fake_context) -> None:
+    depths = {}
+    for name in ("hre", "rm3-agent"):
+        context = fake_context(FakeEngine(), np.ones(4), PHI)
+        method = AGENTS[name](context, {"k": 3, "top_k": 50})
+        await method.search("Vitamin D", size=7)
+        depths[name] = [call[1] for call in context.engine.calls if call[0] == "knn"]
+    # hre's Top-K is only its answer's tail; rm3-agent's Δq searches within all of it
+    assert depths == {"hre": [7], "rm3-agent": [50]}
