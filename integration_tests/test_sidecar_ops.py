@@ -4,6 +4,7 @@ and the access log."""
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import socket
@@ -91,6 +92,9 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     searched = sum(r.json()["ext"]["tour"]["engine_calls"] for r in (refined, degraded))
     assert searched >= 2
     assert counts["engine_searches"]["by_method"] == {"rerank": searched}
+    # each answer's page, counted by where its trace says it came from
+    pages = collections.Counter(r.json()["ext"]["tour"]["page"] for r in (refined, degraded))
+    assert counts["pages"]["by_came_from"] == {name: float(n) for name, n in pages.items()}
     assert counts["queue_depth"] == 0.0 and counts["rejected"]["total"] == 0.0
     assert 0.0 <= counts["label_cache"]["hit_rate"] <= 1.0  # pairs were labelled
     assert QUERY not in stats.text

@@ -79,6 +79,9 @@ class Stats:
         self.engine_searches = Counter(f"{PREFIX}engine_searches", "Engine searches the "
                                        "answered searches' methods made (their trace's "
                                        "engine_calls)", ["method"], registry=r)
+        self.pages = Counter(f"{PREFIX}pages", "Pages the answered searches served, by "
+                             "where they came from: the engine's page search, or the docs "
+                             "read to label (ext.tour.page)", ["came_from"], registry=r)
         self.queue = Gauge(f"{PREFIX}queue_depth", "Refinements waiting for an admission slot",
                            registry=r, multiprocess_mode="livesum")
         self.workers = Gauge(f"{PREFIX}workers", "Worker processes serving", registry=r,
@@ -119,9 +122,11 @@ class Stats:
         self.passed_through.labels(reason=label).inc()
 
     def answered(self, method: str, degraded: bool, seconds: float, pairs: int,
-                 model_ms: float, engine_searches: int) -> None:
-        """One intercepted search answered, fully refined or `degraded`."""
+                 model_ms: float, engine_searches: int, page: str) -> None:
+        """One intercepted search answered, fully refined or `degraded`, its page from
+        where `page` says (its trace's `page`)."""
         (self.degraded if degraded else self.refined).labels(method=method).inc()
+        self.pages.labels(came_from=page).inc()
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)
         self.model_seconds.labels(method=method).inc(model_ms / 1000)

@@ -44,9 +44,9 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
     stats = Stats(lambda: {"default": dual, "cross": cross})
     stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0,
-                   engine_searches=4)
+                   engine_searches=4, page="labelled docs")
     stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0,
-                   engine_searches=1)
+                   engine_searches=1, page="engine")
     stats.passthrough("unsupported body key [x]")
     stats.rejected.inc()
     stats.queue.inc()
@@ -60,6 +60,8 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     assert latency["count"] == 2.0 and latency["buckets"]["0.25"] == 1.0
     assert body["model_seconds"]["total"] == pytest.approx(0.155)
     assert body["engine_searches"] == {"total": 5.0, "by_method": {"tour-hard": 5.0}}
+    assert body["pages"] == {"total": 2.0,
+                             "by_came_from": {"labelled docs": 1.0, "engine": 1.0}}
     # 4 pairs scored anew of 10 labelled; 1 doc embedded of the dual encoder's 3 new pairs
     assert body["label_cache"] == {"hit_rate": 0.6, "doc_vector_hit_rate": 0.6667}
 
@@ -95,7 +97,7 @@ labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queue
 stats = Stats(lambda: {"default": labeler})
 stats.workers.inc()
 stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0,
-               engine_searches=3)
+               engine_searches=3, page="engine")
 labeler.pairs_scored, labeler.docs_embedded = 4, 1
 stats.sync()
 stats.sync()  # what a labeler did is added once
