@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from es_tour.bench._grown import copy_id, perturbed
-from es_tour.bench._load_page import ratio
+from es_tour.bench._load_page import ratio, time_split
 from es_tour.bench._relay import CountingRelay, FramingError, RequestCounter, Traffic
 from es_tour.bench.load import (
     INDEX,
@@ -151,6 +151,20 @@ def test_engine_cpu_per_search_takes_the_engines_idle_rate_off() -> None:
         3.0, 10.0, 1.5)
     assert figures["p50_ms"] == 10.0 and figures["per_s"] == {"4": 4.0, "16": 5.0}
     assert figures["saturation"]["failed"] == 2
+    assert figures["p50_parts"] is None  # no sidecar answered: no time split
+
+
+def test_the_time_split_is_each_part_s_median_over_the_sidecar_s_answers() -> None:
+    parts = [{"took_ms": 10.0 + i, "total_ms": 8.0 + i, "engine_ms": 4.0 + 2 * i,
+              "model_ms": 3.0, "own_ms": 1.0} for i in range(5)]
+    run = RowRun(Row("index's method", "index"), latencies_ms=[12.0] * 5, time_parts=parts)
+    figures = per_search(run, idle_ms_per_s=0.0)
+    assert figures["p50_parts"] == {"took_ms": 12.0, "total_ms": 10.0, "engine_ms": 8.0,
+                                    "model_ms": 3.0}
+    rows = [_figures("plain match", INDEX, 1.0),
+            {**_figures("index's method", INDEX, 3.0), "p50_parts": figures["p50_parts"]}]
+    assert time_split(rows)[-2] == "| index's method | 3.0 | 12.0 | 10.0 | 8.0 | 3.0 |"
+    assert not any(line.startswith("| plain match") for line in time_split(rows))
 
 
 def test_a_copy_keeps_its_norm_and_stays_near_its_original() -> None:

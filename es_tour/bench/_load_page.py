@@ -45,6 +45,22 @@ def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[s
     return out
 
 
+def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where the one-client p50 goes, for the rows a sidecar answered."""
+    split = [r for r in rows if r.get("p50_parts")]
+    if not split:
+        return []
+    out = ["Where the time goes, one client (medians, ms):", "",
+           "| row | p50 | sidecar's answer (`took`) | its rounds | waiting for the engine "
+           "| waiting for the models |", "|---" * 6 + "|"]
+    for r in split:
+        parts = r["p50_parts"]
+        out.append(f"| {r['label']} | {_cell(r['p50_ms'])} | {_cell(parts['took_ms'])} | "
+                   f"{_cell(parts['total_ms'])} | {_cell(parts['engine_ms'])} | "
+                   f"{_cell(parts['model_ms'])} |")
+    return [*out, ""]
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     q = report["plan"]
     lines = [
@@ -87,6 +103,12 @@ def markdown(report: Mapping[str, Any]) -> str:
         "sidecars (its callers' calls and its own vector store reads, on the wire)",
         f"- **p50 / p99**: {q['latency']} searches per row after {q['warmup']} warm-up, one "
         "client, the rows interleaved query by query (so p99 is about the slowest)",
+        "- **where the time goes**: for the sidecar's rows, the medians over those searches "
+        "of each answer's `took` (the sidecar, from the request read to the answer written) "
+        "and of its trace's `ext.tour.timings`: the method's rounds (`total_ms`) and, within "
+        "them, the time spent waiting for engine calls (`engine_ms`) and for the models "
+        "(`model_ms`: query embeddings, labelling); the p50 less `took` is the HTTP to and "
+        "from the sidecar",
         f"- **searches/s**: 4, then 16 clients send back to back for {q['seconds']:.0f} s "
         "from a process of their own; the searches still running then are waited for and "
         "counted, over the time to the last answer; **degraded**: answers that gave up "
@@ -114,7 +136,8 @@ def markdown(report: Mapping[str, Any]) -> str:
                   "the bench merged them: " + ", ".join(
                       f"`{index}` {n}" for index, n in
                       (e.get("segments_before_merge") or {}).items()) + ".", "",
-                  *table(e["rows"]), "", "Engine calls per search, by request:", "",
+                  *table(e["rows"]), "", *time_split(e["rows"]),
+                  "Engine calls per search, by request:", "",
                   *[f"- {r['label']}: " + ", ".join(f"{n:g} × `{call}`"
                                                      for call, n in r["calls"].items())
                     for r in e["rows"]], ""]

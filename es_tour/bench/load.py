@@ -225,14 +225,19 @@ def saturate(url: str, row: Row, texts: Sequence[str], clients: int, seconds: fl
                  time.perf_counter() - started)
 
 
-def timed(client: httpx.Client, url: str, row: Row, text: str) -> tuple[float, bool]:
-    """(ms, degraded) of one search."""
+def timed(client: httpx.Client, url: str, row: Row, text: str
+          ) -> tuple[float, bool, dict[str, float] | None]:
+    """(ms, degraded, where its time went) of one search: the answer's `took` and its
+    trace's `timings`, where a sidecar answered."""
     started = time.perf_counter()
     response = client.post(f"{url}/{row.index}/_search",
                            json=search_body(text, row.tour, row.whole_source))
     ms = (time.perf_counter() - started) * 1000
     response.raise_for_status()
-    return ms, degraded(response)
+    answer = response.json()
+    timings = answer.get("ext", {}).get("tour", {}).get("timings")
+    parts = None if timings is None else {"took_ms": float(answer["took"]), **timings}
+    return ms, degraded(response), parts
 
 
 # ---- a row's raw figures, and what the page says of them ---------------------------------
@@ -244,12 +249,19 @@ class RowRun:
     row: Row
     latencies_ms: list[float] = field(default_factory=list)
     degraded: int = 0  # of the one-client searches
+    # where each one-client search's time went, as its answer says (`timed`)
+    time_parts: list[dict[str, float]] = field(default_factory=list)
     traffic: Traffic = field(default_factory=Traffic)
     counted: int = 0  # searches in the counting pass
     bursts: list[Burst] = field(default_factory=list)
     engine_cpu_ms: float = 0.0  # over the bursts, idle not yet taken off
     engine_wall_s: float = 0.0  # how long those reads were apart
     sidecar_cpu_s: float | None = None
+
+
+# an answer's time, as the sidecar tells it: its whole answer (`took`), the method's rounds
+# (`ext.tour.timings.total_ms`) and, within them, the waits for the engine and the models
+TIME_PARTS = ("took_ms", "total_ms", "engine_ms", "model_ms")
 
 
 def per_search(run: RowRun, idle_ms_per_s: float) -> dict[str, Any]:
@@ -273,6 +285,8 @@ def per_search(run: RowRun, idle_ms_per_s: float) -> dict[str, Any]:
         "p50_ms": round(float(np.quantile(latency, 0.5)), 1) if latency.size else None,
         "p99_ms": round(float(np.quantile(latency, 0.99)), 1) if latency.size else None,
         "latency_searches": int(latency.size), "degraded": run.degraded,
+        "p50_parts": {part: round(float(np.median([p[part] for p in run.time_parts])), 1)
+                      for part in TIME_PARTS} if run.time_parts else None,
         "per_s": {str(b.clients): round(b.per_s, 2) for b in run.bursts},
         "saturation": {"answered": answered, "degraded": sum(b.degraded for b in run.bursts),
                        "failed": sum(b.failed for b in run.bursts),
@@ -335,9 +349,11 @@ def latency_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], plan: Plan) 
         for i in range(plan.latency):
             for run in [*runs[i % len(runs):], *runs[:i % len(runs)]]:
                 side = sides[run.row.side]
-                ms, worse = timed(client, side.url, run.row, side.texts.take(1)[0])
+                ms, worse, parts = timed(client, side.url, run.row, side.texts.take(1)[0])
                 run.latencies_ms.append(ms)
                 run.degraded += worse
+                if parts is not None:
+                    run.time_parts.append(parts)
 
 
 def saturation_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], clock: CpuClock,
