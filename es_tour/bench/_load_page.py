@@ -51,8 +51,8 @@ def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not split:
         return []
     out = ["Where the time goes, one client (medians, ms):", "",
-           "| row | p50 | sidecar's answer (`took`) | its rounds | waiting for the engine "
-           "| waiting for the models |", "|---" * 6 + "|"]
+           "| row | p50 | sidecar's answer (`took`) | its rounds | engine calls in them "
+           "| models in them |", "|---" * 6 + "|"]
     for r in split:
         parts = r["p50_parts"]
         out.append(f"| {r['label']} | {_cell(r['p50_ms'])} | {_cell(parts['took_ms'])} | "
@@ -106,9 +106,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "- **where the time goes**: for the sidecar's rows, the medians over those searches "
         "of each answer's `took` (the sidecar, from the request read to the answer written) "
         "and of its trace's `ext.tour.timings`: the method's rounds (`total_ms`) and, within "
-        "them, the time spent waiting for engine calls (`engine_ms`) and for the models "
-        "(`model_ms`: query embeddings, labelling); the p50 less `took` is the HTTP to and "
-        "from the sidecar",
+        "them, the time its engine calls took (`engine_ms`) and its models (`model_ms`: the "
+        "query embedding, labelling), each summed over the calls, so calls made at once each "
+        "count; the p50 less `took` is the HTTP to and from the sidecar",
         f"- **searches/s**: 4, then 16 clients send back to back for {q['seconds']:.0f} s "
         "from a process of their own; the searches still running then are waited for and "
         "counted, over the time to the last answer; **degraded**: answers that gave up "
