@@ -131,7 +131,7 @@ class Environment:
                 for hit in await context.with_text(to_label, timings, vectors=True)]
         self._read = {hit.id: hit for hit in read}
         phi = await self._join({}, read, timings)
-        returned = {"bm25": _known_ids(lexical, known), "knn": _known_ids(dense[: self.k], known)}
+        returned = {"bm25": _ids(lexical, known), "knn": _ids(dense[: self.k], known)}
         return State(0, Query(query), phi, self._best(phi), len(lexical) + len(dense), returned,
                      vector)
 
@@ -158,9 +158,9 @@ class Environment:
     async def _tour_step(self, state: State, action: TourStep, timings: Timings) -> State:
         if state.vector is None:
             raise ValueError("a TourStep needs the state's query vector (Environment.start)")
-        unkept = [self._read[doc] for doc in state.phi
-                  if doc in self._read and doc not in self._vectors]
-        self._vectors |= self.context.stored_vectors_of(unkept, required=False)
+        self._remember_vectors([self._read[doc] for doc in state.phi
+                                if doc in self._read and doc not in self._vectors],
+                               required=False)
         missing = [doc for doc in state.phi if doc not in self._vectors]
         if missing:  # labelled from a search that read no vector: read the stored vectors
             (docs,) = await self._engine(timings, self.context.engine.docs_by_id(
@@ -195,8 +195,8 @@ class Environment:
         seen before it, and the docs its kNN call brought."""
         return np.stack([self._vectors[doc] for doc in ids]) if ids else np.zeros((0, 0))
 
-    def _remember_vectors(self, hits: Sequence[Hit]) -> None:
-        self._vectors = self.context.stored_vectors_of(hits) | self._vectors
+    def _remember_vectors(self, hits: Sequence[Hit], required: bool = True) -> None:
+        self._vectors = self.context.stored_vectors_of(hits, required=required) | self._vectors
 
     async def term_stats(self, ids: Sequence[str], timings: Timings) -> TermStats:
         """Term vectors of `ids` with index statistics; each doc is fetched once a session."""
@@ -268,10 +268,7 @@ class Environment:
         return tuple(ids[i] for i in ranked[: self.k])
 
 
-def _ids(hits: Sequence[Hit]) -> tuple[str, ...]:
-    return tuple(hit.id for hit in hits)
-
-
-def _known_ids(hits: Sequence[Hit], known: Callable[[str], str]) -> tuple[str, ...]:
-    """The hits' ids, each doc key a fetch of the session has met named by its `_id`."""
+def _ids(hits: Sequence[Hit], known: Callable[[str], str] = str) -> tuple[str, ...]:
+    """The hits' ids, each renamed by `known` (the engine view's: a doc key a fetch of the
+    session has met, by its `_id`)."""
     return tuple(known(hit.id) for hit in hits)

@@ -168,9 +168,9 @@ class CpuClock:
 
 # ---- one search, a burst of them, a counted pass -----------------------------------------
 
-def degraded(response: httpx.Response) -> bool:
+def degraded(answer: Mapping[str, Any]) -> bool:
     """A refined answer that gave up on refining (round 0 past the deadline)."""
-    tour = response.json().get("ext", {}).get("tour", {})
+    tour = answer.get("ext", {}).get("tour", {})
     return bool(tour.get("degraded")) if isinstance(tour, dict) else False
 
 
@@ -209,7 +209,7 @@ def saturate(url: str, row: Row, texts: Sequence[str], clients: int, seconds: fl
                     response = http.post(f"{url}/{row.index}/_search",
                                          json=search_body(text, row.tour, row.whole_source))
                     ok = response.status_code == 200
-                    worse = ok and degraded(response)
+                    worse = ok and degraded(response.json())
                 except httpx.HTTPError:
                     ok, worse = False, False
                 with lock:
@@ -237,7 +237,7 @@ def timed(client: httpx.Client, url: str, row: Row, text: str
     answer = response.json()
     timings = answer.get("ext", {}).get("tour", {}).get("timings")
     parts = None if timings is None else {"took_ms": float(answer["took"]), **timings}
-    return ms, degraded(response), parts
+    return ms, degraded(answer), parts
 
 
 # ---- a row's raw figures, and what the page says of them ---------------------------------
