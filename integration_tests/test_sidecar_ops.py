@@ -92,6 +92,11 @@ def test_stats_and_metrics_count_a_refined_a_passed_through_and_a_degraded_searc
     searched = sum(r.json()["ext"]["tour"]["engine_calls"] for r in (refined, degraded))
     assert searched >= 2
     assert counts["engine_searches"]["by_method"] == {"rerank": searched}
+    # the engine waits the traces give, in seconds
+    waited = sum(r.json()["ext"]["tour"]["timings"]["engine_ms"] for r in (refined, degraded))
+    assert waited > 0
+    assert counts["engine_seconds"]["by_method"]["rerank"] == pytest.approx(waited / 1000,
+                                                                             abs=1e-5)
     # each answer's page, counted by where its trace says it came from
     pages = collections.Counter(r.json()["ext"]["tour"]["page"] for r in (refined, degraded))
     assert counts["pages"]["by_came_from"] == {name: float(n) for name, n in pages.items()}

@@ -76,6 +76,9 @@ class Stats:
                              "searches labelled, cached scores included", ["method"], registry=r)
         self.model_seconds = Counter(f"{PREFIX}model_seconds", "Model time of the answered "
                                      "searches", ["method"], registry=r)
+        self.engine_seconds = Counter(f"{PREFIX}engine_seconds", "Time the answered "
+                                      "searches' methods waited for the engine, summed over "
+                                      "their calls", ["method"], registry=r)
         self.engine_searches = Counter(f"{PREFIX}engine_searches", "Engine searches the "
                                        "answered searches' methods made (their trace's "
                                        "engine_calls)", ["method"], registry=r)
@@ -122,14 +125,16 @@ class Stats:
         self.passed_through.labels(reason=label).inc()
 
     def answered(self, method: str, degraded: bool, seconds: float, pairs: int,
-                 model_ms: float, engine_searches: int, page: str) -> None:
+                 model_ms: float, engine_ms: float, engine_searches: int, page: str) -> None:
         """One intercepted search answered, fully refined or `degraded`, its page from
-        where `page` says (its trace's `page`)."""
+        where `page` says (its trace's `page`); `model_ms` and `engine_ms` as its trace's
+        `timings` give them (calls made at once each count)."""
         (self.degraded if degraded else self.refined).labels(method=method).inc()
         self.pages.labels(came_from=page).inc()
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)
         self.model_seconds.labels(method=method).inc(model_ms / 1000)
+        self.engine_seconds.labels(method=method).inc(engine_ms / 1000)
         self.engine_searches.labels(method=method).inc(engine_searches)
         self.sync()
 

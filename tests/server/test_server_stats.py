@@ -44,9 +44,9 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
     stats = Stats(lambda: {"default": dual, "cross": cross})
     stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0,
-                   engine_searches=4, page="labelled docs")
+                   engine_ms=40.0, engine_searches=4, page="labelled docs")
     stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0,
-                   engine_searches=1, page="engine")
+                   engine_ms=2.5, engine_searches=1, page="engine")
     stats.passthrough("unsupported body key [x]")
     stats.rejected.inc()
     stats.queue.inc()
@@ -59,6 +59,7 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     latency = body["search_duration_seconds"]["by_method"]["tour-hard"]
     assert latency["count"] == 2.0 and latency["buckets"]["0.25"] == 1.0
     assert body["model_seconds"]["total"] == pytest.approx(0.155)
+    assert body["engine_seconds"]["by_method"]["tour-hard"] == pytest.approx(0.0425)
     assert body["engine_searches"] == {"total": 5.0, "by_method": {"tour-hard": 5.0}}
     assert body["pages"] == {"total": 2.0,
                              "by_came_from": {"labelled docs": 1.0, "engine": 1.0}}
@@ -97,7 +98,7 @@ labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queue
 stats = Stats(lambda: {"default": labeler})
 stats.workers.inc()
 stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0,
-               engine_searches=3, page="engine")
+               engine_ms=30.0, engine_searches=3, page="engine")
 labeler.pairs_scored, labeler.docs_embedded = 4, 1
 stats.sync()
 stats.sync()  # what a labeler did is added once
@@ -118,6 +119,7 @@ def test_worker_processes_counts_add_up_in_the_shared_directory(tmp_path: Path) 
     assert body["refined"]["by_method"] == {"tour-hard": 2.0}
     assert body["pairs_labelled"]["total"] == 20.0
     assert body["engine_searches"]["total"] == 6.0
+    assert body["engine_seconds"]["total"] == pytest.approx(0.06)
     assert body["search_duration_seconds"]["by_method"]["tour-hard"]["count"] == 2.0
     assert body["passed_through"]["by_reason"] == {"unsupported body key": 2.0}
     assert body["labeler_pairs_scored"]["by_labeler"] == {"default": 8.0}
