@@ -170,8 +170,7 @@ class TourService:
         took = time.perf_counter() - started
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
-                            result.timings.model_ms, result.timings.engine_ms,
-                            result.engine_calls, fetched.came_from)
+                            result.timings, result.engine_calls, fetched.came_from)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
                  "window": len(ranked.window), "page": fetched.came_from}
@@ -189,8 +188,8 @@ class TourService:
             answer = await as_caller.search(request.index, body, request.params)
         took = time.perf_counter() - started
         timings.total_ms = took * 1000
-        self.stats.answered(chosen.method, degraded_reason is not None, took, 0, 0.0,
-                            timings.engine_ms, 1, ENGINE_PAGE)
+        self.stats.answered(chosen.method, degraded_reason is not None, took, 0, timings, 1,
+                            ENGINE_PAGE)
         extra = {"index": request.index, "origins": chosen.origins,
                  "deadline_ms": plan.deadline_ms, "fallback": None,
                  "window": len(answer.get("hits", {}).get("hits", [])), "page": ENGINE_PAGE}

@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.models import Labeler
-from es_tour.pipeline import DocCache, VectorStore
+from es_tour.pipeline import DocCache, Timings, VectorStore
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -125,16 +125,16 @@ class Stats:
         self.passed_through.labels(reason=label).inc()
 
     def answered(self, method: str, degraded: bool, seconds: float, pairs: int,
-                 model_ms: float, engine_ms: float, engine_searches: int, page: str) -> None:
+                 timings: Timings, engine_searches: int, page: str) -> None:
         """One intercepted search answered, fully refined or `degraded`, its page from
-        where `page` says (its trace's `page`); `model_ms` and `engine_ms` as its trace's
-        `timings` give them (calls made at once each count)."""
+        where `page` says (its trace's `page`), its model and engine time from its trace's
+        `timings` (calls made at once each count)."""
         (self.degraded if degraded else self.refined).labels(method=method).inc()
         self.pages.labels(came_from=page).inc()
         self.latency.labels(method=method).observe(seconds)
         self.pairs.labels(method=method).inc(pairs)
-        self.model_seconds.labels(method=method).inc(model_ms / 1000)
-        self.engine_seconds.labels(method=method).inc(engine_ms / 1000)
+        self.model_seconds.labels(method=method).inc(timings.model_ms / 1000)
+        self.engine_seconds.labels(method=method).inc(timings.engine_ms / 1000)
         self.engine_searches.labels(method=method).inc(engine_searches)
         self.sync()
 

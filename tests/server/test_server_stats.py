@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from es_tour.pipeline import Timings
 from es_tour.server._stats import MAX_REASONS, MULTIPROC_ENV, OTHER, Stats, reason_label
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,10 +44,11 @@ def test_json_and_prometheus_text_report_the_same_counts() -> None:
     dual = SimpleNamespace(name="default", pairs_scored=3, docs_embedded=1, queued_docs=7)
     cross = SimpleNamespace(name="cross", pairs_scored=1)  # embeds no docs
     stats = Stats(lambda: {"default": dual, "cross": cross})
-    stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=150.0,
-                   engine_ms=40.0, engine_searches=4, page="labelled docs")
-    stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0, model_ms=5.0,
-                   engine_ms=2.5, engine_searches=1, page="engine")
+    stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10,
+                   timings=Timings(model_ms=150.0, engine_ms=40.0), engine_searches=4,
+                   page="labelled docs")
+    stats.answered("tour-hard", degraded=True, seconds=1.5, pairs=0,
+                   timings=Timings(model_ms=5.0, engine_ms=2.5), engine_searches=1, page="engine")
     stats.passthrough("unsupported body key [x]")
     stats.rejected.inc()
     stats.queue.inc()
@@ -93,12 +95,13 @@ def test_each_app_counts_apart() -> None:
 _WORKER = """
 import sys
 from types import SimpleNamespace
+from es_tour.pipeline import Timings
 from es_tour.server._stats import Stats
 labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queued_docs=2)
 stats = Stats(lambda: {"default": labeler})
 stats.workers.inc()
-stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10, model_ms=100.0,
-               engine_ms=30.0, engine_searches=3, page="engine")
+stats.answered("tour-hard", degraded=False, seconds=0.2, pairs=10,
+               timings=Timings(model_ms=100.0, engine_ms=30.0), engine_searches=3, page="engine")
 labeler.pairs_scored, labeler.docs_embedded = 4, 1
 stats.sync()
 stats.sync()  # what a labeler did is added once
