@@ -256,6 +256,38 @@ async def test_pool_legs_name_docs_by_doc_key_on_one_shard_and_by_id_on_several(
     assert await engine.with_filters([]).doc_ids(spec.name, [keyed[0].id]) == [by_id[0].id]
 
 
+async def test_a_one_shard_index_pages_its_docs_in_doc_key_order(engine, sample):
+    """What the doc cache reads ahead: every doc once, named by its doc key, as a fetch by
+    key gives it (whole source, stored vector), its name known to the view, page after
+    page by sequence number; a doc written again comes back under its new key."""
+    spec = IndexSpec("it-key-pages", DIM)
+    await engine.create_index(spec, replace=True)
+    await engine.bulk_index(spec.name, sample)
+    await engine.refresh(spec.name)
+    view = engine.with_filters([]).with_vector_field("embedding").own_view()
+    pages, after = [], None
+    while page := await view.docs_in_key_order(spec.name, 7, after):
+        pages.append(page)
+        after = page[-1].id
+    hits = [hit for page in pages for hit in page]
+    assert [len(page) for page in pages[:-1]] == [7] * (len(pages) - 1)
+    seq_nos = [key_seq_no(hit.id) for hit in hits]
+    assert None not in seq_nos and seq_nos == sorted(set(seq_nos))
+    by_id = {doc["_id"]: doc for doc in sample}
+    assert sorted(view.known_id(hit.id) for hit in hits) == sorted(by_id)
+    fetched = await engine.with_filters([]).with_vector_field("embedding").docs_by_id(
+        spec.name, [hit.id for hit in hits[:5]])
+    for hit, same in zip(hits, fetched, strict=False):
+        assert hit.source == same.source and np.array_equal(hit.vector, same.vector)
+        assert view.known_name(hit.id)["_id"] == by_id[view.known_id(hit.id)]["_id"]
+    rewritten = view.known_id(hits[0].id)
+    await engine.bulk_index(spec.name, [by_id[rewritten]])
+    await engine.refresh(spec.name)
+    last = await view.docs_in_key_order(spec.name, 50, hits[-1].id)
+    assert [view.known_id(hit.id) for hit in last] == [rewritten]
+    await engine.delete_index(spec.name)
+
+
 async def _index_of(engine: ClientEngine, sample: list[dict], name: str, similarity: str
                     ) -> tuple[IndexSpec, list[dict], float]:
     """The sample indexed as `name` with a vector field of `similarity`: its docs, their

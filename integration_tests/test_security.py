@@ -21,6 +21,7 @@ import logging
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,13 @@ from es_tour.ingest import ingest
 from es_tour.models import DualEncoderLabeler
 from es_tour.pipeline import doc_text, store_index
 from es_tour.recommended import FRONTIER_20
-from es_tour.server import DEGRADED_HEADER, PASSTHROUGH_HEADER, Models, ServerConfig
+from es_tour.server import (
+    DEGRADED_HEADER,
+    PASSTHROUGH_HEADER,
+    BackgroundServer,
+    Models,
+    ServerConfig,
+)
 from es_tour.server._options import method_names
 from es_tour.server._service import VECTORS_UNREADABLE
 from es_tour.tls import UpstreamTls
@@ -750,3 +757,48 @@ def test_an_fls_user_who_may_not_see_the_vector_gets_none_and_the_engines_answer
         mine, theirs = _app_search(server.url, hidden), _app_search(server.url, app)
         assert [hit["_id"] for hit in mine.json()["hits"]["hits"]] == engines
         assert DEGRADED_HEADER not in theirs.headers and theirs.json()["ext"]["tour"]["rounds"]
+
+
+def test_a_callers_docs_are_read_ahead_as_that_caller_sees_them(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """The doc cache reads each caller's docs of APP ahead as that caller: `reader-dls`'s
+    read holds its topic's docs alone, `reader-fls`'s no `text`. Searches that then label
+    from what was read fetch nothing, and show neither caller what it may not see."""
+    biology = {doc_id for doc_id in _app_docs()
+               if synthetic_metadata(doc_id)["topic"] == DLS_TOPIC}
+    config = replace(_config(secured, **_service(secured)), workers=1)
+    queries = ["insulin resistance in obese mice", "tumour suppressor genes", "vitamin D"]
+
+    def search(server: BackgroundServer, user: str, text: str) -> httpx.Response:
+        answer = _app_search(server.url, _as(secured, user),
+                             query={"multi_match": {"query": text, "fields": ["title", "text"]}},
+                             _source=True, highlight=HIGHLIGHT)
+        tour = answer.json().get("ext", {}).get("tour", {})
+        assert answer.status_code == 200 and tour.get("degraded") is False, answer.text
+        return answer
+
+    def read_until(server: BackgroundServer, docs: int) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while (stats := _stats(server.url, secured))["doc_cache_read_ahead"]["total"] < docs:
+            assert time.monotonic() < deadline, stats["doc_cache_read_ahead"]
+            time.sleep(0.2)
+        return stats
+
+    with BackgroundServer(config, sidecar_models) as server:
+        search(server, "reader-dls", QUERY)
+        stats = read_until(server, len(biology))
+        assert stats["doc_cache_read_ahead"]["total"] == len(biology)  # its docs alone
+        for text in queries:
+            named = _docs_named(search(server, "reader-dls", text))
+            assert named and named <= biology, sorted(named - biology)
+        # every doc its later searches labelled came from its read
+        assert _stats(server.url, secured)["doc_cache_misses"] == stats["doc_cache_misses"]
+        search(server, "reader-fls", QUERY)
+        stats = read_until(server, len(biology) + DOCS)
+        assert stats["doc_cache_read_ahead"]["total"] == len(biology) + DOCS
+        for text in queries:
+            answer = search(server, "reader-fls", text)
+            for hit in answer.json()["hits"]["hits"]:
+                assert "text" not in hit["_source"] and "text" not in hit.get("highlight", {})
+            assert not [s for s in _hidden_sentences() if s in json.dumps(answer.json())]
+        assert _stats(server.url, secured)["doc_cache_misses"] == stats["doc_cache_misses"]

@@ -706,13 +706,14 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
     """A search whose labelled docs its caller's earlier search fetched asks the engine two
     round trips less (each round's text fetch), for a fraction of the bytes, and answers
     the same; another caller, or
-    a doc written again (a new `_seq_no`), is fetched anew. Counted on the wire."""
+    a doc written again (a new `_seq_no`), is fetched anew. Counted on the wire, with no
+    read-ahead (its searches would cross the counts)."""
     body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": False,
             "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False)
+                              vector_store=False, doc_cache_preload_docs=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str) -> tuple[Traffic, dict]:
                 # the engines run without security: they ignore the credentials, which
@@ -777,3 +778,58 @@ def test_the_page_and_each_rounds_top_10_name_docs_by_id(sidecar: Sidecar, metho
     assert [hit["_id"] for hit in tour["hits"]] == page
     for trace in tour["rounds"]:
         assert trace["ranking"] and set(trace["ranking"][:10]) <= ids
+
+
+def test_a_callers_docs_read_ahead_spare_every_text_fetch_of_its_later_searches(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """After a caller's first refined search, the sidecar reads that caller's docs of the
+    index ahead: a later search of other words, whose labelled docs no search fetched
+    before, then asks the engine its legs alone (each round's text fetch spared, the page
+    of plain hits from the docs read), and answers as a caller fetching them does.
+    Counted on the wire."""
+    body = {"size": 10, "_source": False,
+            "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    relay = CountingRelay(sidecar.direct)
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
+                              vector_store=False)
+        with BackgroundServer(config, sidecar_models) as server:
+            def counted(caller: str, query: str) -> tuple[Traffic, dict]:
+                # the engines run without security: the credentials tell callers apart
+                relay.reset()
+                answer = httpx.post(f"{server.url}/{PLAIN}/_search", timeout=120,
+                                    json={**body, "query": {"match": {"text": query}}},
+                                    auth=(caller, caller))
+                return relay.reset(), answer.json()
+
+            def read_ahead() -> float:
+                stats = httpx.get(f"{server.url}/_tour/stats").json()["es_tour"]
+                return float(stats["doc_cache_read_ahead"]["total"])
+
+            def read_until(docs: int) -> float:
+                deadline = time.monotonic() + 60
+                while read_ahead() < docs and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                return read_ahead()
+
+            count = httpx.get(f"{sidecar.direct}/{PLAIN}/_count").json()["count"]
+            counted("first", QUERY)  # the sidecar reads the index's vector field once
+            first_read = read_until(count)  # one read at a time: then app's
+            cold, _ = counted("app", QUERY)
+            both_read = read_until(2 * count)
+            warm, mine = counted("app", "insulin resistance in obese mice")
+            fetching, theirs = counted("fresh", "insulin resistance in obese mice")
+
+    assert (first_read, both_read) == (count, 2 * count)  # each caller's every doc, once
+
+    def searches(traffic: Traffic) -> int:
+        return sum(n for call, n in traffic.calls.items() if call.startswith("POST"))
+
+    # each round's legs in one `_msearch`, and nothing else
+    assert {call for call in warm.calls if call.startswith("POST")} == {"POST /_msearch"}
+    assert searches(warm) <= searches(cold) - 2, (cold.calls, warm.calls)
+    assert searches(fetching) >= searches(warm) + 2  # a caller not read ahead yet fetches
+    assert warm.bytes_received < fetching.bytes_received / 2
+    assert mine["hits"] == theirs["hits"]
+    labels = {h["_id"]: h["label"] for h in theirs["ext"]["tour"]["hits"]}
+    assert {h["_id"]: h["label"] for h in mine["ext"]["tour"]["hits"]} == labels

@@ -139,3 +139,125 @@ async def test_a_search_holds_the_docs_it_read_to_label_only_where_asked_each_as
     assert sorted(search.held) == [doc_key(n) for n in range(3)]  # two kept, one fetched
     assert search.held[doc_key(0)].whole_source() == {
         "title": f"title {doc_key(0)}", "embedding": VECTOR.tolist()}
+
+
+def _pages(docs: dict[str, FetchedDoc], asked: list[int]):
+    """A read-ahead's pages of `docs`, recording the page size each read asked for."""
+    async def pages(size: int):
+        asked.append(size)
+        items = list(docs.items())
+        for start in range(0, len(items), size):
+            yield dict(items[start:start + size])
+    return pages
+
+
+async def _read(cache: DocCache, caller: str, docs: dict[str, FetchedDoc],
+                asked: list[int] | None = None) -> None:
+    cache.read_ahead(cache.view(caller, "uuid"), _pages(docs, [] if asked is None else asked))
+    await cache.read_ahead_done()
+
+
+async def test_a_read_ahead_keeps_its_callers_docs_for_its_later_searches_alone():
+    cache = DocCache()
+    docs = {doc_key(n): _doc(f"d{n}") for n in range(250)}
+    asked: list[int] = []
+    await _read(cache, "a", docs, asked)
+    assert cache.counts.read_ahead == 250 and asked == [100]
+    mine = cache.view("a", "uuid")
+    assert all(mine.get(doc_key(n), vector=True).name == {"_id": f"d{n}"} for n in range(250))
+    assert cache.view("b", "uuid").get(doc_key(0), vector=False) is None
+    assert cache.view("a", "uuid-2").get(doc_key(0), vector=False) is None
+
+
+async def test_a_caller_and_index_is_read_ahead_once_a_ttl():
+    clock = Clock()
+    cache = DocCache(ttl_s=300, timer=clock)
+    docs = {doc_key(n): _doc(f"d{n}") for n in range(5)}
+    await _read(cache, "a", docs)
+    await _read(cache, "a", docs)
+    assert cache.counts.read_ahead == 5
+    await _read(cache, "b", docs)  # another caller's own read
+    assert cache.counts.read_ahead == 10
+    clock.now = 301  # the docs read have expired: read again
+    assert cache.view("a", "uuid").get(doc_key(0), vector=False) is None
+    await _read(cache, "a", docs)
+    assert cache.counts.read_ahead == 15
+    assert cache.view("a", "uuid").get(doc_key(0), vector=False) is not None
+
+
+async def test_one_read_ahead_runs_at_a_time():
+    cache = DocCache()
+    docs = {doc_key(n): _doc(f"d{n}") for n in range(5)}
+    cache.read_ahead(cache.view("a", "uuid"), _pages(docs, []))
+    cache.read_ahead(cache.view("b", "uuid"), _pages(docs, []))  # while a's runs: none
+    await cache.read_ahead_done()
+    assert cache.counts.read_ahead == 5
+    assert cache.view("b", "uuid").get(doc_key(0), vector=False) is None
+
+
+async def test_a_read_ahead_stops_at_its_docs_and_at_three_quarters_of_the_cache():
+    docs = {doc_key(n): _doc(f"d{n}", "x" * 1000) for n in range(400)}
+    few = DocCache(preload_docs=30)
+    asked: list[int] = []
+    await _read(few, "a", docs, asked)
+    assert asked == [30] and few.counts.read_ahead == 30
+    one = doc_bytes(_doc("d0", "x" * 1000))
+    small = DocCache(max_bytes=100 * one)
+    await _read(small, "a", {key: doc for key, doc in list(docs.items())})
+    # pages of 100 docs: the first fills three quarters, and the read stops there
+    assert small.counts.read_ahead == 100 and small.nbytes <= 100 * one
+    off = DocCache(preload_docs=0)
+    await _read(off, "a", docs)
+    assert off.counts.read_ahead == 0 and off.nbytes == 0
+
+
+async def test_a_failed_read_ahead_keeps_what_it_read_and_raises_nothing():
+    from es_tour.errors import EngineError
+
+    async def failing(size: int):
+        yield {doc_key(0): _doc("d0")}
+        raise EngineError(503, {"error": {"type": "unavailable", "reason": "down"}})
+
+    cache = DocCache()
+    cache.read_ahead(cache.view("a", "uuid"), failing)
+    await cache.read_ahead_done()
+    assert cache.counts.read_ahead == 1
+    assert cache.view("a", "uuid").get(doc_key(0), vector=False) is not None
+
+
+def test_a_lookup_of_a_doc_key_not_kept_marks_the_view_missed():
+    view = DocCache().view("a", "uuid")
+    view.get("some-id", vector=False)  # an `_id`: never kept, no miss of the cache's
+    assert not view.missed
+    view.get(doc_key(3), vector=False)
+    assert view.missed
+
+
+class PagedEngine(KeyedEngine):
+    """A one-shard index of `docs` doc keys, paged in key order as the engine pages them."""
+
+    def __init__(self, docs: int) -> None:
+        super().__init__()
+        self.docs = docs
+        self.pages: list[tuple[int, str | None]] = []
+
+    def own_view(self) -> PagedEngine:
+        return self
+
+    async def docs_in_key_order(self, index, size, after=None):
+        self.pages.append((size, after))
+        start = 0 if after is None else int(after.removeprefix(doc_key(0)[:-1])) + 1
+        return [Hit(doc_key(n), 0.0, {"title": f"title {n}", "embedding": (VECTOR + n).tolist()})
+                for n in range(start, min(start + size, self.docs))]
+
+
+async def test_a_context_reads_its_callers_docs_ahead_as_its_fetch_keeps_them():
+    engine = PagedEngine(7)
+    context = SearchContext(engine, "idx", None, None)  # type: ignore[arg-type]
+    pages = [page async for page in context.docs_ahead(3)]
+    assert [len(page) for page in pages] == [3, 3, 1]
+    assert engine.pages == [(3, None), (3, doc_key(2)), (3, doc_key(5))]
+    doc = pages[1][doc_key(4)]
+    assert doc.source == {"title": "title 4"} and doc.name == {"_id": "id-of-" + doc_key(4)}
+    np.testing.assert_array_equal(doc.vector, VECTOR + 4)
+    assert doc.whole_source() == {"title": "title 4", "embedding": (VECTOR + 4).tolist()}

@@ -45,6 +45,18 @@ def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[s
     return out
 
 
+def read_ahead_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What the index's method's read ahead cost on the wire, in the counting pass."""
+    for row in rows:
+        read = row.get("read_ahead")
+        if row["side"] == "index" and read:
+            return (f"Its counting sidecar's read ahead (its vector store and the caller's "
+                    f"docs, the uncounted searches that waited for it included) took "
+                    f"{read['engine_calls']} engine calls and {read['mb_received']} MB from "
+                    "the engine, once per worker. ")
+    return ""
+
+
 def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Where the one-client p50 goes, for the rows a sidecar answered."""
     split = [r for r in rows if r.get("p50_parts")]
@@ -122,9 +134,13 @@ def markdown(report: Mapping[str, Any]) -> str:
         "queries), and the labelling rows run on separate sidecars, so no answer is a "
         "cached one",
         "- **doc cache**: the index's method's sidecar keeps the docs its searches fetched "
-        "to label, per caller and doc version (`--doc-cache-mib`, `--doc-cache-ttl`), so a "
-        "later query that labels the same doc fetches nothing for it; **no doc cache** is "
-        "the same method on a sidecar with `--doc-cache-mib 0`, every doc fetched",
+        "to label, per caller and doc version (`--doc-cache-mib`, `--doc-cache-ttl`), and "
+        "after a caller's first search reads that caller's docs of the index ahead "
+        "(`--doc-cache-preload-docs`), so a search that labels docs read or fetched before "
+        "fetches nothing for them; before the counted, one-client and saturation passes "
+        "the bench sends uncounted searches until each sidecar's workers have read ahead; "
+        "**no doc cache** is the same method on a sidecar with `--doc-cache-mib 0`, every "
+        "doc fetched",
         "",
     ]
     for e in report["engines"]:
@@ -132,7 +148,9 @@ def markdown(report: Mapping[str, Any]) -> str:
                   f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second. "
                   "The index's method's doc cache answered "
                   f"{_cell(100 * (e.get('doc_cache_hit_rate') or 0), 0)}% of the docs its "
-                  "searches labelled, over the run (`GET /_tour/stats`). Segments before "
+                  "searches labelled, over the run (`GET /_tour/stats`), and its workers "
+                  f"read {e.get('docs_read_ahead', 0):,} docs ahead. " + read_ahead_line(
+                      e["rows"]) + "Segments before "
                   "the bench merged them: " + ", ".join(
                       f"`{index}` {n}" for index, n in
                       (e.get("segments_before_merge") or {}).items()) + ".", "",

@@ -252,6 +252,8 @@ class RowRun:
     # where each one-client search's time went, as its answer says (`timed`)
     time_parts: list[dict[str, float]] = field(default_factory=list)
     traffic: Traffic = field(default_factory=Traffic)
+    # the counting pass's traffic while the sidecar's workers read ahead, searches included
+    read_ahead: Traffic | None = None
     counted: int = 0  # searches in the counting pass
     bursts: list[Burst] = field(default_factory=list)
     engine_cpu_ms: float = 0.0  # over the bursts, idle not yet taken off
@@ -288,6 +290,9 @@ def per_search(run: RowRun, idle_ms_per_s: float) -> dict[str, Any]:
         "p50_parts": {part: round(float(np.median([p[part] for p in run.time_parts])), 1)
                       for part in TIME_PARTS} if run.time_parts else None,
         "per_s": {str(b.clients): round(b.per_s, 2) for b in run.bursts},
+        "read_ahead": None if run.read_ahead is None else {
+            "engine_calls": run.read_ahead.requests,
+            "mb_received": round(run.read_ahead.bytes_received / 2**20, 1)},
         "saturation": {"answered": answered, "degraded": sum(b.degraded for b in run.bursts),
                        "failed": sum(b.failed for b in run.bursts),
                        "engine_cpu_ms_raw": round(run.engine_cpu_ms),
@@ -317,7 +322,9 @@ def count_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], relay: Countin
             for text in side.texts.take(plan.warmup):
                 timed(client, side.url, run.row, text)
             if side.cpu_s is not None:  # a sidecar
+                relay.reset()
                 read_ahead(client, side, run.row)
+                run.read_ahead = relay.reset()
             time.sleep(WRITER_FLUSH_S)
             relay.reset()
             for text in side.texts.take(plan.counted):
@@ -327,14 +334,17 @@ def count_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], relay: Countin
 
 
 def read_ahead(client: httpx.Client, side: Side, row: Row) -> None:
-    """Uncounted searches until the sidecar's workers have read their vector store ahead
-    (`store_docs_preloaded` still for 3 reads): a cost of a worker's start, not a search's."""
+    """Uncounted searches until the sidecar's workers have read their vector store and the
+    caller's docs ahead (`store_docs_preloaded` and `doc_cache_read_ahead` still for 3
+    reads): a cost of a worker's start, and of a caller's first search once a
+    `--doc-cache-ttl`, not a search's."""
     deadline, last, still = time.monotonic() + 300.0, -1.0, 0  # at most 5 minutes
     while still < 3 and time.monotonic() < deadline:
         timed(client, side.url, row, side.texts.take(1)[0])  # reaches a worker not yet asked
         stats = client.get(f"{side.url}/_tour/stats").json()["es_tour"]
-        preloaded = float(stats.get("store_docs_preloaded", {}).get("total", 0.0))
-        still, last = (still + 1 if preloaded == last else 0), preloaded
+        read = sum(float(stats.get(name, {}).get("total", 0.0))
+                   for name in ("store_docs_preloaded", "doc_cache_read_ahead"))
+        still, last = (still + 1 if read == last else 0), read
         time.sleep(1.0)
 
 
@@ -346,6 +356,8 @@ def latency_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], plan: Plan) 
             side = sides[run.row.side]
             for text in side.texts.take(plan.warmup):
                 timed(client, side.url, run.row, text)
+            if side.cpu_s is not None:  # a sidecar
+                read_ahead(client, side, run.row)
         for i in range(plan.latency):
             for run in [*runs[i % len(runs):], *runs[:i % len(runs)]]:
                 side = sides[run.row.side]
@@ -482,6 +494,7 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
     idle = clock.idle_ms_per_s
     return {"engine": engine, "version": next(iter(version["nodes"].values()))["version"],
             "doc_cache_hit_rate": stats["doc_cache"]["hit_rate"],
+            "docs_read_ahead": int(stats.get("doc_cache_read_ahead", {}).get("total", 0)),
             "idle_cpu_ms_per_s": round(idle, 2), "rows": [per_search(r, idle) for r in runs],
             "scale_rows": [per_search(r, idle) for r in grown]}
 

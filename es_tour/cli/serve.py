@@ -20,7 +20,7 @@ from es_tour.cli._checks import (
 )
 from es_tour.cli._errors import clean_errors, err_console
 from es_tour.errors import ConfigError
-from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, PRELOAD_DOCS
+from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, DOC_PRELOAD_DOCS, PRELOAD_DOCS
 from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import ServerConfig, parse_listen, serve
 from es_tour.server._models import check_labeler, check_model
@@ -98,6 +98,11 @@ def serve_command(
     doc_cache_ttl: Annotated[float, typer.Option(
         min=0, help="seconds a kept doc lives: how long a change of a caller's field-level "
                     "security may take to reach its labels")] = DOC_CACHE_TTL_S,
+    doc_cache_preload_docs: Annotated[int, typer.Option(
+        min=0, help="docs of an index each worker reads into the doc cache ahead of a "
+                    "caller's searches, as that caller, once per --doc-cache-ttl after its "
+                    "first search there that fetched a doc (0: none; set 0 where each end "
+                    "user searches with credentials of their own)")] = DOC_PRELOAD_DOCS,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
@@ -139,6 +144,7 @@ def serve_command(
                           service_credentials=service_credentials,
                           vector_store=vector_store, store_preload_docs=store_preload_docs,
                           doc_cache_mib=doc_cache_mib, doc_cache_ttl_s=doc_cache_ttl,
+                          doc_cache_preload_docs=doc_cache_preload_docs,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
                           client_cert_for_callers=client_cert_for_callers,

@@ -36,6 +36,7 @@ from es_tour.engines._types import (
     KnnReturns,
     Overview,
     VectorField,
+    key_seq_no,
 )
 from es_tour.engines._vectors import StoredVectors
 from es_tour.errors import ConfigError, EngineError, EngineSetupError, UpstreamError
@@ -418,6 +419,25 @@ class ClientEngine(MultiSearch, TermVectors, KeyedSearches, HybridLegs, StoredVe
         found = first_of_each(await self._hits_with_vectors(index, body, wanted, wanted, unique))
         return [Hit(i, 0.0, found[i].source, found[i].vector, found[i].index)
                 for i in unique if i in found]
+
+    async def docs_in_key_order(self, index: str, size: int, after: str | None = None
+                                ) -> list[Hit]:
+        """Up to `size` docs of the one-shard `index`, each named by its doc key, in
+        `_seq_no` order from the one after the key `after`: as `docs_by_id` gives them
+        (whole sources, stored vectors), with their names known to this view
+        (`known_name`). A plain search (what `read` grants), after the last page's sequence
+        number: no result window bounds the pages. The view's filters are not added."""
+        body: dict[str, Any] = {"size": size, "query": {"match_all": {}},
+                                "sort": [{"_seq_no": "asc"}], "track_total_hits": False}
+        if after is not None and (seq_no := key_seq_no(after)) is not None:
+            body["search_after"] = [seq_no]
+        wanted = self._vectors_wanted(())
+        return await self._hits_with_vectors(index, body, wanted, wanted, None, keyed=True)
+
+    def own_view(self) -> ClientEngine:
+        """A view of this engine for work beside a search's: the same identity and
+        connections, a batch and doc keys of its own."""
+        return self._view()
 
     async def scan(self, index: str, fields: Sequence[str], *, batch: int = 500
                    ) -> AsyncIterator[list[Hit]]:

@@ -81,22 +81,24 @@ class KeyedSearches:
         return read_hits(answer, None, keyed=True, other=other, named=named)
 
     async def _search_hits(self, index: str, body: Mapping[str, Any], vector_field: str | None,
-                           fetched: str | None, ids: Sequence[str] | None) -> list[Hit]:
+                           fetched: str | None, ids: Sequence[str] | None, *,
+                           keyed: bool = False) -> list[Hit]:
         """`body`'s hits, those of a search restricted to `ids` named as `ids` names them
-        (a doc key, or an `_id`). Each hit brings its `_seq_no` too, a doc value: the view
-        then knows the doc key a keyed leg will name that doc by (`known_id`)."""
+        (a doc key, or an `_id`); `keyed`, each named by its doc key. Each hit brings its
+        `_seq_no` too, a doc value: the view then knows the doc key a keyed leg will name
+        that doc by (`known_id`)."""
         body = {**body, "seq_no_primary_term": True}
         return self.hits_as_asked(await self._batch.search(index, dict(body)), ids or (),
-                                  vector_field, fetched)
+                                  vector_field, fetched, keyed=keyed)
 
     def hits_as_asked(self, answer: Mapping[str, Any], ids: Sequence[str],
-                      vector_field: str | None = None, fetched: str | None = None
-                      ) -> list[Hit]:
+                      vector_field: str | None = None, fetched: str | None = None, *,
+                      keyed: bool = False) -> list[Hit]:
         """The hits of `answer`, a search restricted to `ids` (doc keys or `_id`s) whose
         hits carry their `_seq_no` where a key asked for them, each named as `ids` names
-        it; the `_id` of each is remembered (`known_id`)."""
+        it, or (`keyed`) by its doc key; the `_id` of each is remembered (`known_id`)."""
         self._learn_ids(answer)
-        return read_hits(answer, vector_field, fetched, _keys_by_seq_no(ids))
+        return read_hits(answer, vector_field, fetched, _keys_by_seq_no(ids), keyed=keyed)
 
     def _learn_ids(self, answer: Mapping[str, Any]) -> None:
         """Remember the name of each hit that came with its sequence number."""

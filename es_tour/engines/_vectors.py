@@ -66,17 +66,20 @@ class StoredVectors(PluginReads):
         raise NotImplementedError
 
     async def _hits_with_vectors(self, index: str, body: dict[str, Any], field: str | None,
-                                 vector_field: str | None, ids: Sequence[str] | None
-                                 ) -> list[Hit]:
-        """`body`'s hits (`_search_hits`), each with `field`'s stored vector where given
-        (`_asking_vectors`). Where the es-tour plugin's script fails (no plugin), the
-        index's vectors are read without it from then on, this call's too; where it reads
-        no vector for a hit (a Faiss field, say), so are this caller's."""
+                                 vector_field: str | None, ids: Sequence[str] | None, *,
+                                 keyed: bool = False) -> list[Hit]:
+        """`body`'s hits (`_search_hits`, `keyed` as it takes it), each with `field`'s
+        stored vector where given (`_asking_vectors`). Where the es-tour plugin's script
+        fails (no plugin), the index's vectors are read without it from then on, this
+        call's too; where it reads no vector for a hit (a Faiss field, say), so are this
+        caller's."""
         asked, fetched = self._asking_vectors(index, body, field)
         if fetched != PLUGIN_VECTOR_KEY:
-            return await self._search_hits(index, asked, vector_field, fetched, ids)
+            return await self._search_hits(index, asked, vector_field, fetched, ids,
+                                           keyed=keyed)
         try:
-            hits = await self._search_hits(index, asked, vector_field, fetched, ids)
+            hits = await self._search_hits(index, asked, vector_field, fetched, ids,
+                                           keyed=keyed)
         except Exception as exc:  # each client's own error type, or a batch's EngineError
             if not script_failed(exc):
                 raise
@@ -94,7 +97,8 @@ class StoredVectors(PluginReads):
                      "this caller's vectors are read from doc values without it from now on",
                      index)
             self._read_no_vector(index)
-        return await self._hits_with_vectors(index, body, field, vector_field, ids)
+        return await self._hits_with_vectors(index, body, field, vector_field, ids,
+                                             keyed=keyed)
 
     def _asking_vectors(self, index: str, body: dict[str, Any], field: str | None
                         ) -> tuple[dict[str, Any], str | None]:

@@ -14,6 +14,7 @@ from es_tour.pipeline._context import (
 from es_tour.pipeline._doc_cache import (
     DOC_CACHE_MIB,
     DOC_CACHE_TTL_S,
+    DOC_PRELOAD_DOCS,
     CallerDocs,
     DocCache,
     FetchedDoc,
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_TEXT_FIELDS",
     "DOC_CACHE_MIB",
     "DOC_CACHE_TTL_S",
+    "DOC_PRELOAD_DOCS",
     "FUSION_NAMES",
     "LEXICAL_WEIGHT",
     "LINEAR_DEPTH",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -344,21 +344,35 @@ class SearchContext:
                 hits += await self.engine.docs_by_id(self.index, missing, vectors=vectors)
         found = {}
         for hit in hits:
-            vector = _stored_vector(hit, self.vector_field)
-            source = {key: value for key, value in hit.source.items()
-                      if key != self.vector_field}
-            in_source = self.vector_field in hit.source
-            # a doc key's name as the fetch met it; a hit named by `_id` is its own name
-            name = self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
-            doc = FetchedDoc(name or {"_id": hit.id}, source, vector, hit.index,
-                             (self.vector_field, kept_source_value(
-                                 hit.source[self.vector_field])) if in_source else None)
-            found[hit.id] = doc
-            if name is not None and self.held is not None:  # named as its page hit is
+            found[hit.id] = doc = self._fetched(hit, self.engine)
+            # a doc key met with its name: named as its page hit is
+            if self.held is not None and self.engine.known_name(hit.id) is not None:
                 self.held[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
         return found
+
+    def _fetched(self, hit: Hit, engine: ClientEngine) -> FetchedDoc:
+        """What a fetch of `hit` keeps: its source less its vector, the vector, and its
+        name (a doc key's as `engine`'s fetch met it; a hit named by `_id` is its own)."""
+        vector = _stored_vector(hit, self.vector_field)
+        source = {key: value for key, value in hit.source.items() if key != self.vector_field}
+        in_source = self.vector_field in hit.source
+        name = engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
+        return FetchedDoc(name or {"_id": hit.id}, source, vector, hit.index,
+                          (self.vector_field, kept_source_value(
+                              hit.source[self.vector_field])) if in_source else None)
+
+    async def docs_ahead(self, size: int) -> AsyncIterator[dict[str, FetchedDoc]]:
+        """Every doc of the search's one-shard index that its caller may read, `size` at a
+        time in doc-key order, by doc key, each as `_fetch_docs` keeps it: what the doc
+        cache reads ahead (`DocCache.read_ahead`), over a view of its own."""
+        engine, after = self.engine.own_view(), None
+        while hits := await engine.docs_in_key_order(self.index, size, after):
+            yield {hit.id: self._fetched(hit, engine) for hit in hits}
+            if len(hits) < size:
+                return
+            after = hits[-1].id
 
     async def _docs_in_page(self, ids: Sequence[str], page: asyncio.Future[dict[str, Any]]
                             ) -> list[Hit]:

@@ -14,11 +14,21 @@ indices. A doc only comes out for a doc key the caller's own search just returne
 document-level security still decides which docs it labels; `ttl_s` bounds how long a
 change of the caller's field-level security takes to reach its labels. Entries are
 bounded by their size in bytes, least recently used dropped first.
+
+**Read ahead.** A search labels about 20 docs, and one that finds them all kept fetches
+nothing: its rounds cost the engine their legs alone. So once a caller's search of an
+index has fetched a doc, the cache reads that caller's docs of the index ahead, in the
+background: pages of a plain search as the caller (`read` grants it), so its document-
+and field-level security shape them as a fetch's, up to `preload_docs` docs and three
+quarters of the cache's bytes, one read at a time per worker and once per caller and index
+within `ttl_s` (the docs it keeps live that long).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +37,16 @@ import orjson
 from cachetools import TTLCache
 
 from es_tour.engines import key_seq_no
+from es_tour.errors import EsTourError
+
+log = logging.getLogger("es_tour.pipeline")
 
 DOC_CACHE_MIB = 64  # per worker: about 10,000 SciFact docs with their 384-d vectors
 DOC_CACHE_TTL_S = 300.0
+DOC_PRELOAD_DOCS = 10_000  # per caller and index
+# docs per read-ahead search: its answer is parsed on the loop that refines, between searches
+DOC_PRELOAD_PAGE = 100
+READ_AHEAD_KEPT = 4096  # (caller, index) read ahead within the TTL, remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +94,23 @@ class DocCacheCounts:
 
     hits: int = 0
     misses: int = 0
+    read_ahead: int = 0  # docs read in ahead of the searches that label them
 
 
 class DocCache:
     """One worker's kept docs, over every caller and index; `view` gives a caller's own."""
 
     def __init__(self, max_bytes: int = DOC_CACHE_MIB << 20, ttl_s: float = DOC_CACHE_TTL_S,
-                 timer: Any = None):
+                 timer: Any = None, preload_docs: int = DOC_PRELOAD_DOCS):
         extra = {} if timer is None else {"timer": timer}
         self._docs: TTLCache[tuple[str, str, int], FetchedDoc] = TTLCache(
             max(max_bytes, 1), ttl_s, getsizeof=doc_bytes, **extra)
         self.counts = DocCacheCounts()
+        self._preload_docs = preload_docs
+        # (caller, index uuid) read ahead within the TTL: not read again until it ends
+        self._read_ahead: TTLCache[tuple[str, str], bool] = TTLCache(
+            READ_AHEAD_KEPT, ttl_s, **extra)
+        self._reading: asyncio.Task[None] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -106,14 +129,57 @@ class DocCache:
         except ValueError:  # larger than the whole cache: not kept
             pass
 
+    def read_ahead(self, docs: CallerDocs,
+                   pages: Callable[[int], AsyncIterator[Mapping[str, FetchedDoc]]]) -> None:
+        """Start reading `docs`' caller's docs of its index into the cache in the
+        background, from `pages` (given the docs per page: each page's docs by doc key, as
+        that caller's fetch would keep them); nothing where one is being read, or this
+        caller's index was read within the TTL, or `preload_docs` is 0."""
+        key = (docs.caller, docs.index_uuid)
+        if (not self._preload_docs or key in self._read_ahead
+                or (self._reading is not None and not self._reading.done())):
+            return
+        self._read_ahead[key] = True
+        self._reading = asyncio.get_running_loop().create_task(self._read(docs, pages))
 
-@dataclass(frozen=True)
+    async def _read(self, docs: CallerDocs,
+                    pages: Callable[[int], AsyncIterator[Mapping[str, FetchedDoc]]]) -> None:
+        room, read = int(self._docs.maxsize) * 3 // 4, 0
+        try:
+            async for page in pages(min(DOC_PRELOAD_PAGE, self._preload_docs)):
+                for doc, fetched in page.items():
+                    docs.put(doc, fetched)
+                    room -= doc_bytes(fetched)
+                read += len(page)
+                self.counts.read_ahead += len(page)
+                if read >= self._preload_docs or room <= 0:
+                    return
+        except EsTourError as exc:  # its searches fetch what they label, as before
+            log.warning("reading a caller's docs of index [%s] ahead failed (%s); its "
+                        "searches fetch the docs they label", docs.index_uuid, exc)
+
+    async def read_ahead_done(self) -> None:
+        """Wait for the read ahead running now, if any, to end."""
+        if self._reading is not None:
+            await asyncio.gather(self._reading, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop reading ahead."""
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+
+
+@dataclass
 class CallerDocs:
-    """One caller's kept docs of one index, by doc key."""
+    """One caller's kept docs of one index, by doc key; `missed`, whether a doc key was
+    looked up and not found (a fetch follows: the index has doc keys, and the caller's
+    docs are worth reading ahead)."""
 
     cache: DocCache
     caller: str
     index_uuid: str
+    missed: bool = False
 
     def get(self, doc: str, *, vector: bool) -> FetchedDoc | None:
         """The kept version `doc` names; None for an `_id` (no version), or one not kept
@@ -124,6 +190,7 @@ class CallerDocs:
         found = self.cache.lookup((self.caller, self.index_uuid, seq_no))
         if found is None or (vector and found.vector is None):
             self.cache.counts.misses += 1
+            self.missed = True
             return None
         self.cache.counts.hits += 1
         return found

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from es_tour.errors import ConfigError
-from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, PRELOAD_DOCS
+from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, DOC_PRELOAD_DOCS, PRELOAD_DOCS
 from es_tour.server._options import DEFAULT_WINDOW, check_method
 from es_tour.tls import UpstreamTls
 
@@ -57,6 +57,9 @@ class ServerConfig:
         those its searches fetched to label (es_tour.pipeline.DocCache); 0 keeps none.
     doc_cache_ttl_s: how long a kept doc lives: a change of a caller's field-level security
         reaches its labels within it.
+    doc_cache_preload_docs: how many of a caller's docs of an index each worker reads into
+        the doc cache ahead of its searches, as that caller, once per doc_cache_ttl_s after
+        its first search there that fetched a doc; 0 reads none.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
@@ -100,6 +103,7 @@ class ServerConfig:
     store_preload_docs: int = PRELOAD_DOCS
     doc_cache_mib: int = DOC_CACHE_MIB
     doc_cache_ttl_s: float = DOC_CACHE_TTL_S
+    doc_cache_preload_docs: int = DOC_PRELOAD_DOCS
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
     client_cert_for_callers: bool = False
     tls_cert: str | None = None
@@ -150,7 +154,7 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("store_preload_docs", "doc_cache_mib"):
+        for name in ("store_preload_docs", "doc_cache_mib", "doc_cache_preload_docs"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")

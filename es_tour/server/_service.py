@@ -59,7 +59,8 @@ class TourService:
         self._loop = RefineLoop()  # everything below lives on it
         self._engine: ClientEngine | None = None
         self.store: VectorStore | None = None  # made with the engine adapter
-        self.doc_cache = (DocCache(config.doc_cache_mib << 20, config.doc_cache_ttl_s)
+        self.doc_cache = (DocCache(config.doc_cache_mib << 20, config.doc_cache_ttl_s,
+                                   preload_docs=config.doc_cache_preload_docs)
                           if config.doc_cache_mib else None)
         self._writer: asyncio.Task[None] | None = None
         self.stats = Stats(models.loaded, lambda: self.store, lambda: self.doc_cache)
@@ -80,6 +81,8 @@ class TourService:
         await self._loop.close(self._close())
 
     async def _close(self) -> None:
+        if self.doc_cache is not None:
+            await self.doc_cache.close()
         if self.store is not None:
             await self.store.close()
         if self._writer is not None:  # it writes what is queued as it ends
@@ -168,6 +171,9 @@ class TourService:
                 settle(overview, ranking)
                 ahead.settle()
         took = time.perf_counter() - started
+        docs = plan.context.fetched_docs
+        if self.doc_cache is not None and docs is not None and docs.missed:
+            self.doc_cache.read_ahead(docs, plan.context.docs_ahead)
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
                             result.timings, result.engine_calls, fetched.came_from)

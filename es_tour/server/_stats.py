@@ -286,6 +286,7 @@ class _EmbedsDocs(Protocol):
 DOC_CACHE_METRICS = {
     "hits": "Docs a search would have fetched to label, found in the doc cache",
     "misses": "Docs a search fetched to label (the doc cache did not hold them)",
+    "read_ahead": "Docs read into the doc cache, as their caller, ahead of its searches",
 }
 STORE_METRICS = {
     "docs_asked": "Docs a search looked up in the vector store (in no in-process cache)",
