@@ -51,9 +51,9 @@ def read_ahead_line(rows: Sequence[Mapping[str, Any]]) -> str:
         read = row.get("read_ahead")
         if row["side"] == "index" and read:
             return (f"Its counting sidecar's read ahead (its vector store and the caller's "
-                    f"docs, the uncounted searches that waited for it included) took "
-                    f"{read['engine_calls']} engine calls and {read['mb_received']} MB from "
-                    "the engine, once per worker. ")
+                    f"docs, by the workers its searches reached, with the uncounted searches "
+                    f"that waited for it) took {read['engine_calls']} engine calls and "
+                    f"{read['mb_received']} MB from the engine. ")
     return ""
 
 
