@@ -344,21 +344,21 @@ class SearchContext:
                 hits += await self.engine.docs_by_id(self.index, missing, vectors=vectors)
         found = {}
         for hit in hits:
-            found[hit.id] = doc = self._fetched(hit, self.engine)
-            # a doc key met with its name: named as its page hit is
-            if self.held is not None and self.engine.known_name(hit.id) is not None:
+            # a doc key's name as the fetch met it; a hit named by `_id` is its own name
+            name = self.engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
+            found[hit.id] = doc = self._fetched(hit, name)
+            if name is not None and self.held is not None:  # named as its page hit is
                 self.held[hit.id] = doc
             if self.fetched_docs is not None:
                 self.fetched_docs.put(hit.id, doc)
         return found
 
-    def _fetched(self, hit: Hit, engine: ClientEngine) -> FetchedDoc:
+    def _fetched(self, hit: Hit, name: Mapping[str, Any] | None) -> FetchedDoc:
         """What a fetch of `hit` keeps: its source less its vector, the vector, and its
-        name (a doc key's as `engine`'s fetch met it; a hit named by `_id` is its own)."""
+        `name` (None: the hit's `_id` names it)."""
         vector = _stored_vector(hit, self.vector_field)
         source = {key: value for key, value in hit.source.items() if key != self.vector_field}
         in_source = self.vector_field in hit.source
-        name = engine.known_name(hit.id) if key_seq_no(hit.id) is not None else None
         return FetchedDoc(name or {"_id": hit.id}, source, vector, hit.index,
                           (self.vector_field, kept_source_value(
                               hit.source[self.vector_field])) if in_source else None)
@@ -369,7 +369,7 @@ class SearchContext:
         cache reads ahead (`DocCache.read_ahead`), over a view of its own."""
         engine, after = self.engine.own_view(), None
         while hits := await engine.docs_in_key_order(self.index, size, after):
-            yield {hit.id: self._fetched(hit, engine) for hit in hits}
+            yield {hit.id: self._fetched(hit, engine.known_name(hit.id)) for hit in hits}
             if len(hits) < size:
                 return
             after = hits[-1].id
