@@ -802,3 +802,36 @@ def test_a_callers_docs_are_read_ahead_as_that_caller_sees_them(
                 assert "text" not in hit["_source"] and "text" not in hit.get("highlight", {})
             assert not [s for s in _hidden_sentences() if s in json.dumps(answer.json())]
         assert _stats(server.url, secured)["doc_cache_misses"] == stats["doc_cache_misses"]
+
+
+def test_a_kept_ranking_serves_later_pages_to_its_own_caller_alone(
+        secured: LocalNode, indices: None, sidecar_models: Models) -> None:
+    """`reader-dls`'s next page is cut from the ranking its first page made (no round:
+    no pair labelled), with its topic's docs alone; `reader-app`'s same search runs rounds
+    of its own; `reader-fls`'s later page, cut from its own ranking, shows no `text`."""
+    biology = {doc_id for doc_id in _app_docs()
+               if synthetic_metadata(doc_id)["topic"] == DLS_TOPIC}
+    config = replace(_config(secured, **_service(secured)), workers=1)
+
+    def page(server: BackgroundServer, user: str, start: int) -> dict[str, Any]:
+        answer = _app_search(server.url, _as(secured, user), _source=True,
+                             **{"from": start})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["ext"]["tour"]["degraded"] is False
+        return answer.json()
+
+    with BackgroundServer(config, sidecar_models) as server:
+        page(server, "reader-dls", 0)
+        later = page(server, "reader-dls", 5)
+        tour = later["ext"]["tour"]
+        assert tour["ranking_reused"] is True and tour["pairs_scored"] == 0
+        shown = {hit["_id"] for hit in later["hits"]["hits"]}
+        assert shown and shown <= biology, sorted(shown - biology)
+        theirs = page(server, "reader-app", 5)["ext"]["tour"]
+        assert theirs["ranking_reused"] is False and theirs["pairs_scored"] > 0
+        page(server, "reader-fls", 0)
+        fls = page(server, "reader-fls", 5)
+        assert fls["ext"]["tour"]["ranking_reused"] is True
+        for hit in fls["hits"]["hits"]:
+            assert "text" not in hit["_source"]
+        assert not [s for s in _hidden_sentences() if s in json.dumps(fls)]

@@ -712,8 +712,10 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
             "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
+        # the same search again: no ranking kept, so that it runs its rounds again
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False, doc_cache_preload_docs=0)
+                              vector_store=False, doc_cache_preload_docs=0,
+                              ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str) -> tuple[Traffic, dict]:
                 # the engines run without security: they ignore the credentials, which
@@ -759,6 +761,66 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
                  if h["label"] is not None}
         assert len(labels.keys() & again.keys()) >= 8  # of the page's 10
         assert all(again[doc] == labels[doc] for doc in labels.keys() & again.keys())
+
+
+def test_a_later_page_is_cut_from_the_ranking_its_callers_same_search_made(
+        sidecar: Sidecar, sidecar_models: Models) -> None:
+    """A caller's next page of a refined search runs no round again: one round trip (the
+    page and its total), the same hits and total as a full refinement gives, no pair
+    labelled. Another caller's same search is refined for it; a doc deleted since the
+    ranking was made makes the sidecar refine the search again rather than show a short
+    page. Counted on the wire."""
+    body = {"query": {"match": {"text": QUERY}}, "size": 10, "_source": ["title"],
+            "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+    relay = CountingRelay(sidecar.direct)
+    with relay as relayed:
+        config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
+                              vector_store=False, doc_cache_preload_docs=0)
+        with BackgroundServer(config, sidecar_models) as server:
+            def counted(caller: str, start: int) -> tuple[Traffic, dict]:
+                # the engines run without security: the credentials tell callers apart
+                relay.reset()
+                answer = httpx.post(f"{server.url}/{PLAIN}/_search", timeout=120,
+                                    json={**body, "from": start}, auth=(caller, caller))
+                answer.raise_for_status()
+                return relay.reset(), answer.json()
+
+            _, third_elsewhere = counted("other", 20)
+            first_traffic, _ = counted("app", 0)
+            reused_traffic, second = counted("app", 10)
+            _, second_elsewhere = counted("another", 10)
+            gone = third_elsewhere["hits"]["hits"][0]["_id"]
+            source = httpx.get(f"{sidecar.direct}/{PLAIN}/_doc/{gone}").json()["_source"]
+            httpx.delete(f"{sidecar.direct}/{PLAIN}/_doc/{gone}",
+                         params={"refresh": "true"}).raise_for_status()
+            try:
+                _, third = counted("app", 20)
+            finally:
+                httpx.put(f"{sidecar.direct}/{PLAIN}/_doc/{gone}", json=source,
+                          params={"refresh": "true"}).raise_for_status()
+            again_traffic, third_again = counted("app", 20)
+            stats = httpx.get(f"{server.url}/_tour/stats").json()["es_tour"]
+
+    def searches(traffic: Traffic) -> dict[str, int]:
+        return {call: n for call, n in traffic.calls.items() if call.startswith("POST")}
+
+    assert sum(searches(first_traffic).values()) >= 2
+    assert searches(reused_traffic) == {"POST /_msearch": 1}, reused_traffic.calls
+    tour = second["ext"]["tour"]
+    assert tour["ranking_reused"] is True and tour["pairs_scored"] == 0
+    assert second_elsewhere["ext"]["tour"]["ranking_reused"] is False
+    assert second_elsewhere["ext"]["tour"]["pairs_scored"] > 0
+    assert second["hits"]["total"] == second_elsewhere["hits"]["total"]
+    assert [hit["_id"] for hit in second["hits"]["hits"]] == [
+        hit["_id"] for hit in second_elsewhere["hits"]["hits"]]
+    assert all("title" in hit["_source"] for hit in second["hits"]["hits"])
+    # the deleted doc: that page refined again, ten hits without it
+    assert third["ext"]["tour"]["ranking_reused"] is False
+    assert len(third["hits"]["hits"]) == 10
+    assert gone not in {hit["_id"] for hit in third["hits"]["hits"]}
+    assert third_again["ext"]["tour"]["ranking_reused"] is True
+    assert searches(again_traffic) == {"POST /_msearch": 1}
+    assert stats["rankings_reused"]["total"] == 2
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])

@@ -153,9 +153,10 @@ def replay(engine: str, url: str, way: str, queries: Sequence[tuple[str, str]],
     assert isinstance(labeler, DualEncoderLabeler | EnsembleLabeler)
     # no reuse: the labeler's caches (an ensemble's and its members') emptied each search
     forget = labeler.clear_cache if way == "no-reuse" else (lambda: None)
+    # no ranking kept for a later page: a throughput slice sends texts again
     config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
                           max_timeout_ms=DEADLINE_MS, vector_store=way != "no-reuse",
-                          labeler=labeler_name)
+                          labeler=labeler_name, ranking_cache_ttl_s=0)
     latencies: list[float] = []
     runs: dict[str, list[str]] = {}
     degraded = 0
@@ -198,7 +199,7 @@ def baseline(engine: str, url: str, queries: Sequence[tuple[str, str]]) -> dict[
     """hybrid-linear (BM25 and kNN, no labeler) through the same kind of sidecar."""
     models = Models("retriever")
     config = ServerConfig(upstream=url, engine=engine, deadline_ms=DEADLINE_MS,
-                          max_timeout_ms=DEADLINE_MS, preload=False)
+                          max_timeout_ms=DEADLINE_MS, preload=False, ranking_cache_ttl_s=0)
     with BackgroundServer(config, models) as sidecar, httpx.Client(timeout=600) as client:
         for _, text in queries[:5]:  # load the query encoder first
             _search(client, sidecar.url, text, {"method": "hybrid-linear"})

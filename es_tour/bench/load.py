@@ -424,7 +424,8 @@ def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
     """The engine, and a sidecar for each other name of `names` ("baseline": the baseline
     revision's), upstream `upstream` (the engine, or the relay); their startups overlap.
     Each serves with `es-tour serve`'s default workers (one per core), as the baseline's
-    `es-tour serve` does."""
+    `es-tour serve` does, and keeps no ranking for a later page: a saturation pass sends a
+    text again within `--ranking-cache-ttl`, and every search here runs its rounds."""
     from es_tour.pipeline import DOC_CACHE_MIB
     from es_tour.server._config import ServerConfig
     from es_tour.server._workers import default_workers
@@ -433,7 +434,8 @@ def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
         name: RevisionSidecar(baseline, upstream, engine) if name == "baseline" and baseline
         else SidecarProcess(ServerConfig(
             upstream=upstream, engine=engine, workers=default_workers(),
-            doc_cache_mib=0 if name == "uncached" else DOC_CACHE_MIB), startup_timeout_s=300)
+            doc_cache_mib=0 if name == "uncached" else DOC_CACHE_MIB,
+            ranking_cache_ttl_s=0), startup_timeout_s=300)
         for name in sorted(names - {"engine"})}
     errors: list[BaseException] = []
     started: list[SidecarProcess | RevisionSidecar] = []

@@ -23,6 +23,7 @@ from es_tour.errors import ConfigError
 from es_tour.pipeline import DOC_CACHE_MIB, DOC_CACHE_TTL_S, DOC_PRELOAD_DOCS, PRELOAD_DOCS
 from es_tour.recommended import RECOMMENDED_METHOD, RECOMMENDED_OPTIONS
 from es_tour.server import ServerConfig, parse_listen, serve
+from es_tour.server._config import RANKING_TTL_S
 from es_tour.server._models import check_labeler, check_model
 from es_tour.server._workers import default_workers
 
@@ -103,6 +104,10 @@ def serve_command(
                     "caller's searches, as that caller, once per --doc-cache-ttl after its "
                     "first search there that fetched a doc (0: none; set 0 where each end "
                     "user searches with credentials of their own)")] = DOC_PRELOAD_DOCS,
+    ranking_cache_ttl: Annotated[float, typer.Option(
+        min=0, help="seconds each worker keeps a refined search's ranking for the same "
+                    "caller's later pages of that search, which then cost one page fetch "
+                    "(0: none)")] = RANKING_TTL_S,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,
@@ -145,6 +150,7 @@ def serve_command(
                           vector_store=vector_store, store_preload_docs=store_preload_docs,
                           doc_cache_mib=doc_cache_mib, doc_cache_ttl_s=doc_cache_ttl,
                           doc_cache_preload_docs=doc_cache_preload_docs,
+                          ranking_cache_ttl_s=ranking_cache_ttl,
                           upstream_tls=upstream_tls(ca_certs, client_cert, client_key,
                                                     verify_certs),
                           client_cert_for_callers=client_cert_for_callers,

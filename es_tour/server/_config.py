@@ -17,6 +17,9 @@ from es_tour.tls import UpstreamTls
 ENGINE_KINDS = ("opensearch", "elasticsearch")
 WHEN_FULL = ("queue", "reject")
 
+# seconds a worker keeps a refinement's ranking for its caller's later pages (_rankings)
+RANKING_TTL_S = 60.0
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -60,6 +63,9 @@ class ServerConfig:
     doc_cache_preload_docs: how many of a caller's docs of an index each worker reads into
         the doc cache ahead of its searches, as that caller, once per doc_cache_ttl_s after
         its first search there that fetched a doc; 0 reads none.
+    ranking_cache_ttl_s: how long each worker keeps a full refinement's ranking for the
+        same caller's later pages of the same search (es_tour.server._rankings), which
+        then cost one page fetch; 0 keeps none.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings
@@ -104,6 +110,7 @@ class ServerConfig:
     doc_cache_mib: int = DOC_CACHE_MIB
     doc_cache_ttl_s: float = DOC_CACHE_TTL_S
     doc_cache_preload_docs: int = DOC_PRELOAD_DOCS
+    ranking_cache_ttl_s: float = RANKING_TTL_S
     upstream_tls: UpstreamTls = field(default_factory=UpstreamTls)
     client_cert_for_callers: bool = False
     tls_cert: str | None = None
@@ -159,7 +166,7 @@ class ServerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
         for name in ("settings_ttl_s", "connect_timeout_s", "upstream_timeout_s",
-                     "doc_cache_ttl_s"):
+                     "doc_cache_ttl_s", "ranking_cache_ttl_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"{name} must be a number >= 0, got {value!r}")

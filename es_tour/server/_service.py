@@ -34,9 +34,10 @@ from es_tour.server._fetch import (
 from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
 from es_tour.server._plan import Planner, RefinePlan
+from es_tour.server._rankings import RankingCache, ranking_key, window_fetched
 from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
-from es_tour.server._rounds import Rounds, settle
+from es_tour.server._rounds import Ranked, Rounds, settle
 from es_tour.server._stats import Stats
 from es_tour.server._upstream import caller_fingerprint
 
@@ -66,6 +67,8 @@ class TourService:
         self.stats = Stats(models.loaded, lambda: self.store, lambda: self.doc_cache)
         self._planner = Planner(config, models, self.pool)
         self._rounds = Rounds(config, self.stats)
+        self.rankings = (RankingCache(config.ranking_cache_ttl_s)
+                         if config.ranking_cache_ttl_s else None)
 
     def engine(self, kind: str) -> ClientEngine:
         if self._engine is None:
@@ -108,7 +111,8 @@ class TourService:
         started = time.perf_counter()
         as_caller = self.engine(engine).with_headers(caller)
         uuid = (flat_settings or {}).get("index.uuid")
-        fetched_docs = (self.doc_cache.view(caller_fingerprint(caller), uuid)
+        fingerprint = caller_fingerprint(caller)
+        fetched_docs = (self.doc_cache.view(fingerprint, uuid)
                         if self.doc_cache is not None and uuid else None)
         plan = await self._planner.plan(request, flat_settings, as_caller, self.store,
                                         fetched_docs)
@@ -126,18 +130,78 @@ class TourService:
                           request.size, plan.chosen.window, counted, plan.context.held)
         if alongside:
             plan.context.page_ahead = ahead.ask
+        key = (ranking_key(fingerprint, uuid, request, plan.chosen)
+               if self.rankings is not None and uuid else None)
         try:
-            return await self._refined(plan, as_caller, ahead, counted, alongside, started)
+            if key is not None:
+                answer = await self._from_kept_ranking(plan, as_caller, key, alongside,
+                                                       started)
+                if answer is not None:
+                    return answer
+            return await self._refined(plan, as_caller, ahead, counted, alongside, started,
+                                       kept_as=key)
         except VectorUnreadableError as unreadable:
             # the method reads vectors this caller's search cannot: the engine's own answer
             log.info("answered [%s] as the engine ranks it: %s", request.index, unreadable)
             return await self._as_the_engine_ranks(plan, as_caller, started,
                                                    degraded_reason=VECTORS_UNREADABLE)
 
+    async def _from_kept_ranking(self, plan: RefinePlan, as_caller: ClientEngine, key: str,
+                                 alongside: bool, started: float) -> dict[str, Any] | None:
+        """The answer cut from the ranking this caller's same search made (another page
+        of it, most often): no round, one page fetch, the overview alongside where it can
+        go there. None where none is kept, or the page misses a doc of the ranking (deleted
+        or rewritten since): that ranking is then forgotten, and the search refined."""
+        assert self.rankings is not None
+        kept = self.rankings.get(key)
+        if kept is None:
+            return None
+        request = plan.request
+        overview: asyncio.Future[dict[str, Any]] = (
+            _done({}) if alongside else asyncio.ensure_future(as_caller.search(
+                request.index, overview_body(request.body), request.params)))
+        try:
+            with as_caller.engine_errors():
+                page = plan_page(kept.window, request.from_, request.size)
+                fetched, answer = await fetch_page(
+                    as_caller, request.index, request.body, request.params, kept.window,
+                    page, with_overview=alongside)
+                for doc_key, name in fetched.doc_names.items():
+                    plan.context.engine.remember_name(doc_key, name)
+                page = replace(page, ids=tuple(map(plan.context.engine.known_id, page.ids)))
+                if not window_fetched(page.ids, fetched.hits):
+                    self.rankings.forget(key)
+                    return None
+                answer = answer if answer is not None else await overview
+                shown = [*page.ids, *(doc for trace in kept.result.rounds
+                                      for doc in trace.ranking[:TRACED_TOP])]
+                result = await with_doc_ids(kept.result, plan.context, shown)
+        finally:
+            settle(overview)
+        took = time.perf_counter() - started
+        # this search's own cost: no pair labelled, no engine call of a method's
+        result = replace(result, pairs_scored=0, engine_calls=0, timings=Timings(
+            total_ms=took * 1000))
+        self.stats.answered(plan.chosen.method, False, took, 0, result.timings, 0,
+                            fetched.came_from)
+        self.stats.rankings_reused.labels(method=plan.chosen.method).inc()
+        return render(result, page, fetched, answer, took * 1000,
+                      self._extra(plan, kept, fetched.came_from, reused=True))
+
+    def _extra(self, plan: RefinePlan, ranked: Ranked, came_from: str, *, reused: bool
+               ) -> dict[str, Any]:
+        """The trace's keys beside the method's own: the index, where each option came
+        from, the deadline and fallback, the window, where the page came from and whether
+        the ranking is one an earlier page of the same search made."""
+        return {"index": plan.request.index, "origins": plan.chosen.origins,
+                "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
+                "window": len(ranked.window), "page": came_from, "ranking_reused": reused}
+
     async def _refined(self, plan: RefinePlan, as_caller: ClientEngine, ahead: PageAhead,
-                       counted: Overview | None, alongside: bool, started: float
-                       ) -> dict[str, Any]:
-        """The rounds (the overview meanwhile), the page's fetch, the answer rendered."""
+                       counted: Overview | None, alongside: bool, started: float,
+                       kept_as: str | None = None) -> dict[str, Any]:
+        """The rounds (the overview meanwhile), the page's fetch, the answer rendered; the
+        ranking kept under `kept_as` for the caller's next page of the same search."""
         request = plan.request
         async with self._rounds.admitted() as holding:
             # the engine's total and aggregations for the request as sent: counted by a
@@ -170,6 +234,9 @@ class TourService:
             finally:
                 settle(overview, ranking)
                 ahead.settle()
+        if kept_as is not None and self.rankings is not None:
+            self.rankings.keep(kept_as, replace(ranked, result=result,
+                                            window=[known(doc) for doc in ranked.window]))
         took = time.perf_counter() - started
         docs = plan.context.fetched_docs
         if self.doc_cache is not None and docs is not None and docs.missed:
@@ -177,10 +244,8 @@ class TourService:
         chosen = plan.chosen
         self.stats.answered(chosen.method, result.degraded, took, result.pairs_scored,
                             result.timings, result.engine_calls, fetched.came_from)
-        extra = {"index": request.index, "origins": chosen.origins,
-                 "deadline_ms": plan.deadline_ms, "fallback": ranked.fallback,
-                 "window": len(ranked.window), "page": fetched.came_from}
-        return render(result, page, fetched, answer, took * 1000, extra)
+        return render(result, page, fetched, answer, took * 1000,
+                      self._extra(plan, ranked, fetched.came_from, reused=False))
 
 
     async def _as_the_engine_ranks(self, plan: RefinePlan, as_caller: ClientEngine,

@@ -82,6 +82,10 @@ class Stats:
         self.engine_searches = Counter(f"{PREFIX}engine_searches", "Engine searches the "
                                        "answered searches' methods made (their trace's "
                                        "engine_calls)", ["method"], registry=r)
+        self.rankings_reused = Counter(f"{PREFIX}rankings_reused", "Searches answered from "
+                                       "the ranking the same caller's same search made "
+                                       "(another page of it): no round, one page fetch",
+                                       ["method"], registry=r)
         self.pages = Counter(f"{PREFIX}pages", "Pages the answered searches served, by "
                              "where they came from: the engine's page search, or the docs "
                              "read to label (ext.tour.page)", ["came_from"], registry=r)

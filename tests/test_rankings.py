@@ -1,0 +1,93 @@
+"""The rankings kept for a caller's later pages: what tells two searches apart, and what
+is never kept."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from es_tour.pipeline import RankedHit, SearchResult, Timings
+from es_tour.server._options import Resolved
+from es_tour.server._rankings import RankingCache, ranking_key, window_fetched
+from es_tour.server._request import SearchRequest
+from es_tour.server._rounds import Ranked
+
+CHOSEN = Resolved("hybrid-tour", {"k": 10, "budget": 20}, "default", "retriever",
+                  "embedding", ("title", "text"))
+
+
+def _request(**body: object) -> SearchRequest:
+    return SearchRequest("docs", "vitamin d", None, None, size=10, from_=0,
+                         body={"query": {"match": {"text": "vitamin d"}}, **body})
+
+
+def _ranked(fallback: str | None = None, degraded: bool = False) -> Ranked:
+    hits = [RankedHit(doc, 1.0, {"text": "a labelled doc's text"}, 0, ("bm25",), 0.5)
+            for doc in ("a", "b", "c")]
+    result = SearchResult("hybrid-tour", hits, [], 20, 4, Timings(), degraded=degraded)
+    return Ranked(result, fallback, ["a", "b", "c"])
+
+
+def test_a_later_page_of_the_same_search_has_the_same_key() -> None:
+    first = ranking_key("caller", "uuid", _request(**{"from": 0, "size": 10}), CHOSEN)
+    later = ranking_key("caller", "uuid", replace(
+        _request(**{"from": 20, "size": 5}), from_=20, size=5), CHOSEN)
+    assert first == later
+
+
+def test_callers_indices_bodies_and_options_each_make_another_search() -> None:
+    key = ranking_key("caller", "uuid", _request(), CHOSEN)
+    others = [
+        ranking_key("someone else", "uuid", _request(), CHOSEN),
+        ranking_key("caller", "another index uuid", _request(), CHOSEN),
+        ranking_key("caller", "uuid", _request(post_filter={"term": {"year": 2020}}), CHOSEN),
+        ranking_key("caller", "uuid", replace(_request(), params={"routing": "x"}), CHOSEN),
+        ranking_key("caller", "uuid", replace(_request(), vector=np.ones(3, np.float32)),
+                    CHOSEN),
+        ranking_key("caller", "uuid", _request(), replace(CHOSEN, options={"k": 10})),
+        ranking_key("caller", "uuid", _request(), replace(CHOSEN, method="tour-soft")),
+        ranking_key("caller", "uuid", _request(), replace(CHOSEN, labeler="minilm-l6")),
+        ranking_key("caller", "uuid", _request(), replace(CHOSEN, window=50)),
+    ]
+    assert key not in others and len(set(others)) == len(others)
+
+
+def test_a_full_refinement_is_kept_and_can_be_forgotten() -> None:
+    cache = RankingCache()
+    cache.keep("k", _ranked())
+    kept = cache.get("k")
+    assert kept is not None and kept.window == ["a", "b", "c"]
+    # ids, scores and labels kept; no doc's text (the engine fetches each page)
+    assert [(hit.id, hit.score, hit.label) for hit in kept.result.hits] == [
+        ("a", 1.0, 0.5), ("b", 1.0, 0.5), ("c", 1.0, 0.5)]
+    assert all(hit.source == {} for hit in kept.result.hits)
+    cache.forget("k")
+    assert cache.get("k") is None
+    cache.forget("k")  # forgetting what is gone is no error
+
+
+def test_a_fallback_or_degraded_ranking_is_never_kept() -> None:
+    cache = RankingCache()
+    cache.keep("fallback", _ranked(fallback="knn"))
+    cache.keep("degraded", _ranked(degraded=True))
+    assert cache.get("fallback") is None and cache.get("degraded") is None
+
+
+def test_rankings_are_bounded_in_number_and_in_time() -> None:
+    cache = RankingCache(ttl_s=60, max_rankings=2)
+    for key in ("a", "b", "c"):
+        cache.keep(key, _ranked())
+    assert len(cache) == 2 and cache.get("c") is not None
+    brief = RankingCache(ttl_s=0.01)
+    brief.keep("k", _ranked())
+    time.sleep(0.05)
+    assert brief.get("k") is None
+
+
+def test_a_page_that_lacks_a_doc_of_its_window_is_told() -> None:
+    hits = [{"_id": "a"}, {"_id": "b"}]
+    assert window_fetched(("a", "b"), hits)
+    assert window_fetched((), [])
+    assert not window_fetched(("a", "gone"), hits)
