@@ -5,6 +5,9 @@ each page runs every round again (two query embeddings and the rounds' engine ca
 its page from the same ranking. Kept, a later page costs what the engine's own page does:
 one round trip that fetches the page (with its total and aggregations).
 
+Each worker keeps its own: a later page reaches the ranking on the worker that made it
+(a kept-alive connection stays on one worker), and runs its rounds on another.
+
 A ranking is kept per caller (a digest of its identity headers), per index (its
 `index.uuid`) and per search: its body and URL parameters less `from` and `size`, and the
 method and options it resolved to. So no caller ever reads another's ranking, a settings
@@ -31,8 +34,7 @@ if TYPE_CHECKING:
     from es_tour.server._request import SearchRequest
     from es_tour.server._rounds import Ranked
 
-# per worker: a kept ranking (its window's ids, scores and round-by-round trace) takes
-# about 60 KiB at the recommended settings, so at most ~30 MiB
+# per worker; a kept ranking is its window's ids, scores and round-by-round trace
 RANKINGS_KEPT = 512
 # what a later page of the same search changes
 PAGE_KEYS = ("from", "size")
