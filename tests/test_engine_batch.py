@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 from opensearchpy import AuthorizationException, RequestError
+from opensearchpy import ConnectionError as OpenSearchConnectionError
 
-from es_tour.engines._batch import SearchBatch
+from es_tour.engines._batch import SearchBatch, identity
 from es_tour.engines._opensearch import OpenSearchEngine
-from es_tour.errors import EngineError
+from es_tour.errors import EngineError, UpstreamError
 
 
 class Calls:
@@ -127,3 +128,27 @@ async def test_a_caller_refused_msearch_gets_each_search_alone_and_is_not_asked_
     admin = engine.with_headers({"authorization": "admin"})
     assert await admin.msearch([("a", {"n": 3}), ("a", {"n": 4})]) == [{"n": 3}, {"n": 4}]
     assert client.msearches == 2
+
+
+class UnreachableClient:
+    """opensearch-py's client with its engine down: a ConnectionError, a TransportError
+    whose status is the string "N/A"."""
+
+    async def msearch(self, body, headers=None, params=None):
+        raise OpenSearchConnectionError("N/A", "connection refused", OSError("refused"))
+
+    async def search(self, index, body, headers=None, params=None):
+        raise OpenSearchConnectionError("N/A", "connection refused", OSError("refused"))
+
+
+@pytest.mark.parametrize("refused", [False, True])
+async def test_an_engine_not_reached_mid_msearch_is_a_502_not_a_refusal(refused: bool):
+    engine = OpenSearchEngine("http://127.0.0.1:1")
+    engine._client = engine._raw = UnreachableClient()
+    reader = engine.with_headers({"authorization": "reader"})
+    if refused:  # a caller refused `_msearch` before: its searches go one by one
+        reader._refused["_msearch", identity(reader._headers)] = True
+    with pytest.raises(UpstreamError) as raised, reader.engine_errors():
+        await reader.msearch([("a", {"n": 1}), ("a", {"n": 2})])
+    assert raised.value.status == 502
+    assert len(reader._refused) == refused  # an engine not reached refused no one

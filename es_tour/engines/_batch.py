@@ -99,6 +99,7 @@ class MultiSearch:
     _headers: dict[str, str] | None
     _batch: SearchBatch
     _api_error: type[Exception]
+    _transport_error: type[Exception]  # an engine not reached (opensearch-py: an _api_error)
     # (endpoint, identity) the engine refused (`ClientEngine`)
     _refused: TTLCache[tuple[str, str], bool]
     _error_answer: Callable[[Exception], tuple[int, object]]
@@ -146,8 +147,8 @@ class MultiSearch:
         try:
             return await call()
         except self._api_error as exc:
-            if self._error_answer(exc)[0] != 403:
-                raise
+            if isinstance(exc, self._transport_error) or self._error_answer(exc)[0] != 403:
+                raise  # no answer (an engine not reached), or not a refusal
             self._refused[endpoint, who] = True
             return None
 
@@ -156,6 +157,8 @@ class MultiSearch:
         try:
             return await self._search_one(index, body, named_scores)
         except self._api_error as exc:
+            if isinstance(exc, self._transport_error):
+                raise
             return EngineError(*self._error_answer(exc))
 
     def search_alongside(self, index: str, body: Mapping[str, Any]
