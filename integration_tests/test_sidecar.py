@@ -493,7 +493,8 @@ def test_a_refined_page_comes_in_its_last_rounds_round_trip(
         # whose reads and writes are the sidecar's own, at times of its own; no doc cache,
         # which would spare the second search its text fetches
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False, doc_cache_mib=0)
+                              vector_store=False, doc_cache_mib=0,
+                              ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             _search(server.url, PLAIN, body)
             relay.reset()
@@ -530,7 +531,7 @@ def _searches_each_ran(sidecar: Sidecar, models: Models,
     the engine ran for each, and its answer. No vector store and no doc cache, whose reads
     would vary between them."""
     config = ServerConfig(upstream=sidecar.direct, max_k=50, deadline_ms=120_000, workers=1,
-                          vector_store=False, doc_cache_mib=0)
+                          vector_store=False, doc_cache_mib=0, ranking_cache_ttl_s=0)
     ran, answers = {}, {}
     with BackgroundServer(config, models) as server:
         _search(server.url, PLAIN, next(iter(searches.values()))[0])
@@ -608,7 +609,8 @@ def test_a_page_of_plain_hits_is_the_docs_the_search_fetched_to_label(
     ran, answers, traffic = {}, {}, {}
     with relay as relayed:
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False, doc_cache_mib=0)
+                              vector_store=False, doc_cache_mib=0,
+                              ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             _search(server.url, PLAIN, body)  # the sidecar reads the index's vector field once
             for how, sent in bodies.items():
@@ -687,7 +689,8 @@ def test_a_text_fetch_asks_whole_sources_as_the_engine_stores_them(
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False, doc_cache_mib=0)
+                              vector_store=False, doc_cache_mib=0,
+                              ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             _search(server.url, PLAIN, body)  # the sidecar reads the index's vector field once
             relay.reset()
@@ -854,7 +857,7 @@ def test_a_callers_docs_read_ahead_spare_every_text_fetch_of_its_later_searches(
     relay = CountingRelay(sidecar.direct)
     with relay as relayed:
         config = ServerConfig(upstream=relayed, max_k=50, deadline_ms=120_000, workers=1,
-                              vector_store=False)
+                              vector_store=False, ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str, query: str) -> tuple[Traffic, dict]:
                 # the engines run without security: the credentials tell callers apart

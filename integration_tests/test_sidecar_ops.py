@@ -46,8 +46,10 @@ async def ops(request: pytest.FixtureRequest, nodes: dict[str, NodeStatus],
               sidecar_models: Models) -> Any:
     engine, url = request.param, nodes[request.param].url
     await index_texts(engine, url, INDEX, TOPIC_TEXTS, sidecar_models.encoder)
-    # a generous deadline: the refined search must not degrade on a busy CPU
-    config = ServerConfig(upstream=url, deadline_ms=120_000, access_log=True)
+    # a generous deadline: the refined search must not degrade on a busy CPU; no kept
+    # rankings, which would answer the degraded searches' search from the refined one's
+    config = ServerConfig(upstream=url, deadline_ms=120_000, access_log=True,
+                          ranking_cache_ttl_s=0)
     with BackgroundServer(config, sidecar_models) as server:
         yield Ops(engine, server.url, url)
 
