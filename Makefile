@@ -17,7 +17,7 @@ OPENSEARCH := --engine opensearch --plugin $(OPENSEARCH_ZIP)
 ELASTICSEARCH := --engine elasticsearch --plugin $(ELASTICSEARCH_ZIP)
 
 .PHONY: install runtime models plugin browser test test-frontier test-training unit demo screenshot reranker tuned-labeler bench bench-smoke bench-gate \
-	bench-semantics bench-proxy bench-app bench-cost bench-load bench-models bench-reliability bench-frontier \
+	bench-semantics bench-proxy bench-app bench-cost bench-load bench-pages bench-models bench-reliability bench-frontier \
 	bench-labelers bench-ensemble engines-stop lint typecheck cli-docs \
 	clean
 
@@ -263,6 +263,14 @@ bench-load: install models $(BOTH_ZIPS)
 		--baseline $(LOAD_BASELINE) --scale 20 --output docs/benchmarks/load.md
 	$(BIN)/python -m es_tour.bench.load --dataset $(DATASETS)/scifact \
 		--whole-source --baseline $(LOAD_SOURCE_BASELINE) --output docs/benchmarks/load-source.md
+
+# docs/benchmarks/pages.md: pages 1, 2 and 3 of each query, straight to the engine and
+# through sidecars that keep a refined search's ranking or none, on both engines (about 10
+# minutes)
+bench-pages: install models $(BOTH_ZIPS)
+	$(START) $(OPENSEARCH) --heap 1g
+	$(START) $(ELASTICSEARCH) --heap 1g
+	$(BIN)/python -m es_tour.bench.pages --dataset $(DATASETS)/scifact --output docs/benchmarks/pages.md
 
 # Load, engine kill, interrupted ingest and a two-node cluster losing a node, all on
 # loopback from RELIABILITY_PORTS (nodes on +0, +5, +20/+21; cluster transport +40/+41): it
