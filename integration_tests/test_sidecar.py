@@ -704,6 +704,18 @@ def test_a_text_fetch_asks_whole_sources_as_the_engine_stores_them(
     assert traffic.bytes_received >= vector_bytes, (traffic.bytes_received, vector_bytes)
 
 
+def _counted_search(relay: CountingRelay, url: str, body: dict[str, Any], caller: str
+                    ) -> tuple[Traffic, dict[str, Any]]:
+    """`body` searched through the sidecar at `url` as `caller`, and the engine traffic it
+    made. The engines run without security: they ignore the credentials, which tell the
+    sidecar's callers apart."""
+    relay.reset()
+    answer = httpx.post(f"{url}/{PLAIN}/_search", json=body, timeout=120,
+                        auth=(caller, caller))
+    answer.raise_for_status()
+    return relay.reset(), answer.json()
+
+
 def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
         sidecar: Sidecar, sidecar_models: Models) -> None:
     """A search whose labelled docs its caller's earlier search fetched asks the engine two
@@ -721,12 +733,7 @@ def test_the_doc_cache_spares_a_caller_the_text_fetch_of_docs_it_was_shown(
                               ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str) -> tuple[Traffic, dict]:
-                # the engines run without security: they ignore the credentials, which
-                # tell the sidecar's callers apart
-                relay.reset()
-                answer = httpx.post(f"{server.url}/{PLAIN}/_search", json=body, timeout=120,
-                                    auth=(caller, caller))
-                return relay.reset(), answer.json()
+                return _counted_search(relay, server.url, body, caller)
 
             counted("first")  # the sidecar reads the index's vector field once
             cold, first = counted("app")
@@ -781,12 +788,7 @@ def test_a_later_page_is_cut_from_the_ranking_its_callers_same_search_made(
                               vector_store=False, doc_cache_preload_docs=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str, start: int) -> tuple[Traffic, dict]:
-                # the engines run without security: the credentials tell callers apart
-                relay.reset()
-                answer = httpx.post(f"{server.url}/{PLAIN}/_search", timeout=120,
-                                    json={**body, "from": start}, auth=(caller, caller))
-                answer.raise_for_status()
-                return relay.reset(), answer.json()
+                return _counted_search(relay, server.url, {**body, "from": start}, caller)
 
             _, third_elsewhere = counted("other", 20)
             first_traffic, _ = counted("app", 0)
@@ -860,12 +862,8 @@ def test_a_callers_docs_read_ahead_spare_every_text_fetch_of_its_later_searches(
                               vector_store=False, ranking_cache_ttl_s=0)
         with BackgroundServer(config, sidecar_models) as server:
             def counted(caller: str, query: str) -> tuple[Traffic, dict]:
-                # the engines run without security: the credentials tell callers apart
-                relay.reset()
-                answer = httpx.post(f"{server.url}/{PLAIN}/_search", timeout=120,
-                                    json={**body, "query": {"match": {"text": query}}},
-                                    auth=(caller, caller))
-                return relay.reset(), answer.json()
+                return _counted_search(relay, server.url,
+                                       {**body, "query": {"match": {"text": query}}}, caller)
 
             def read_ahead() -> float:
                 stats = httpx.get(f"{server.url}/_tour/stats").json()["es_tour"]

@@ -64,7 +64,7 @@ def test_the_page_shows_every_row_of_every_engine() -> None:
     rows = [_row(side, page, 1.0 + page, 2.0) for side in SIDES for page in PAGES]
     report = {"command": "python -m es_tour.bench.pages --dataset ../shared/datasets/scifact",
               "date": "today", "machine": "2 cores", "load_average": [0.5, 1.5],
-              "plan": {"batches": 4, "batch": 50, "counted": 10},
+              "plan": {"batches": 4, "batch": 50, "counted": 10, "warmup_batches": 1},
               "settings": {"index.tour.method": "hybrid-tour"}, "workers": 2,
               "engines": [{"engine": engine, "version": "1", "idle_cpu_ms_per_s": 9.0,
                            "rows": rows} for engine in ("opensearch", "elasticsearch")]}

@@ -38,6 +38,7 @@ from es_tour.bench._load_page import INDEX, markdown
 from es_tour.bench._machine import machine, now
 from es_tour.bench._relay import CountingRelay, Traffic
 from es_tour.bench._sidecar import RevisionSidecar, SidecarProcess
+from es_tour.datasets import BeirDataset
 
 STATS_REFRESH_S = 1.1  # the engine refreshes its process stats once a second
 WRITER_FLUSH_S = 1.5  # the vector store writes what it queued every second
@@ -501,6 +502,23 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
             "scale_rows": [per_search(r, idle) for r in grown]}
 
 
+def query_texts(dataset: BeirDataset) -> list[str]:
+    """The dataset's distinct test, then train query texts: what the sidecars draw from."""
+    return list(dict.fromkeys([*[t for _, t in sorted(dataset.queries("test").items())],
+                               *[t for _, t in sorted(dataset.queries("train").items())]]))
+
+
+def prepared(engine: str, url: str, dataset: BeirDataset) -> list[str]:
+    """`make bench-app`'s index on the engine, its labeler's vector store warm (seeded from
+    the model cache's corpus vectors): the store indices."""
+    from es_tour.bench.app import prepare, warm_store
+    from es_tour.server import Models
+
+    models = Models("retriever")
+    prepare(engine, url, dataset, models)
+    return warm_store(engine, url, models, seed=dataset).stores
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = bench_parser(__doc__, choose_engines=True)
     parser.add_argument("--baseline", default=None, metavar="REV",
@@ -517,22 +535,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "engine's default) rather than none")
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/load.md"))
     args = parser.parse_args(argv)
-    from es_tour.bench.app import prepare, warm_store
     from es_tour.datasets import BeirDataset
-    from es_tour.server import Models
 
     dataset = BeirDataset(args.dataset)
-    texts = list(dict.fromkeys([*[t for _, t in sorted(dataset.queries("test").items())],
-                                *[t for _, t in sorted(dataset.queries("train").items())]]))
+    texts = query_texts(dataset)
     plan = Plan(latency=args.latency, counted=args.counted, seconds=args.seconds)
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     load_start = os.getloadavg()[0]
     engines = []
     for engine in args.engines.split(","):
-        models = Models("retriever")
-        prepare(engine, urls[engine], dataset, models)
-        stores = warm_store(engine, urls[engine], models, seed=dataset).stores
-        del models
+        stores = prepared(engine, urls[engine], dataset)
         scale = None
         if args.scale > 1 and engine in args.scale_engines.split(","):
             scale = grow(urls[engine], INDEX, args.scale, stores[0])

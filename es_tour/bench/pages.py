@@ -37,6 +37,8 @@ from es_tour.bench.load import (
     TextStream,
     app_client,
     merge,
+    prepared,
+    query_texts,
     read_ahead,
     settle,
 )
@@ -56,6 +58,7 @@ class Plan:
     batches: int = 4
     batch: int = 50  # texts paged through together: each page's CPU is read over a batch
     counted: int = 10
+    warmup_batches: int = 1  # sent first and not measured: a fresh engine's JIT warms up
 
 
 def page_body(text: str, page: int) -> dict[str, Any]:
@@ -132,12 +135,17 @@ def cpu_pass(runs: Mapping[str, dict[int, PageRun]], sides: Mapping[str, Side],
              clock: CpuClock, plan: Plan) -> None:
     """Batches of texts, each side in turn (the first rotating, so a drift in the machine's
     load reaches every side alike): a batch's page 1 for every text, then its page 2, then
-    page 3, the engine's and the sidecar's CPU read around each, each page's latency kept.
-    A batch's pages follow each other within seconds, well inside a kept ranking's TTL."""
+    page 3, the engine's and the sidecar's CPU read around each, each page's latency kept,
+    after `warmup_batches` unmeasured. A batch's pages follow each other within seconds,
+    well inside a kept ranking's TTL."""
     with app_client() as client:
         for side in sides.values():
             if side.cpu_s is not None:
                 read_ahead(client, side, ROW)
+        for side in sides.values():
+            for text in side.texts.take(plan.warmup_batches * plan.batch):
+                for page in PAGES:
+                    send(client, side.url, text, page)
         clock.idle()
         names = list(sides)
         for batch in range(plan.batches):
@@ -244,8 +252,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "processes) with rankings kept (the default) or none",
         f"- **engine CPU** and **sidecar CPU**: read around each page of {plan['batches']} "
         f"batches of {plan['batch']} texts per side (a batch's page 1 for every text, then "
-        "its page 2, then page 3; the sides in turn, the first rotating), the engine's idle "
-        "rate taken off; **× plain match's page**: over the engine's own same page",
+        "its page 2, then page 3; the sides in turn, the first rotating), after "
+        f"{plan['warmup_batches']} unmeasured, the engine's idle rate taken off; **× plain "
+        "match's page**: over the engine's own same page",
         f"- **engine calls** and **KB from engine**: {plan['counted']} texts per side "
         "through a counting TCP relay, the upstream of sidecars of their own, every page "
         "counted apart",
@@ -270,32 +279,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=Plan.batches)
     parser.add_argument("--batch", type=int, default=Plan.batch)
     parser.add_argument("--counted", type=int, default=Plan.counted)
+    parser.add_argument("--warmup-batches", type=int, default=Plan.warmup_batches)
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/pages.md"))
     args = parser.parse_args(argv)
-    from es_tour.bench.app import prepare, warm_store
     from es_tour.datasets import BeirDataset
     from es_tour.recommended import FRONTIER_20
-    from es_tour.server import Models
     from es_tour.server._workers import default_workers
 
     dataset = BeirDataset(args.dataset)
-    texts = list(dict.fromkeys([*[t for _, t in sorted(dataset.queries("test").items())],
-                                *[t for _, t in sorted(dataset.queries("train").items())]]))
-    plan = Plan(batches=args.batches, batch=args.batch, counted=args.counted)
+    texts = query_texts(dataset)
+    plan = Plan(batches=args.batches, batch=args.batch, counted=args.counted,
+                warmup_batches=args.warmup_batches)
     urls = {"opensearch": args.opensearch, "elasticsearch": args.elasticsearch}
     load_start = os.getloadavg()[0]
     engines = []
     for engine in args.engines.split(","):
-        models = Models("retriever")
-        prepare(engine, urls[engine], dataset, models)
-        warm_store(engine, urls[engine], models, seed=dataset)
-        del models
+        prepared(engine, urls[engine], dataset)
         merge(urls[engine], [INDEX])
         engines.append(measure(engine, urls[engine], texts, plan))
     report = {"command": parsed_command("python -m es_tour.bench.pages", args, parser),
               "date": now(), "machine": machine(),
               "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
-              "plan": {"batches": plan.batches, "batch": plan.batch, "counted": plan.counted},
+              "plan": {"batches": plan.batches, "batch": plan.batch, "counted": plan.counted,
+                       "warmup_batches": plan.warmup_batches},
               "settings": FRONTIER_20, "workers": default_workers(), "engines": engines}
     write_report(args.output, markdown(report), report)
 
