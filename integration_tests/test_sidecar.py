@@ -826,6 +826,8 @@ def test_a_later_page_is_cut_from_the_ranking_its_callers_same_search_made(
     assert third_again["ext"]["tour"]["ranking_reused"] is True
     assert searches(again_traffic) == {"POST /_msearch": 1}
     assert stats["rankings_reused"]["total"] == 2
+    # one ranking per caller's search, whatever its pages; ops read what they hold
+    assert stats["rankings_kept"] == 3 and stats["rankings_kept_bytes"] > 0
 
 
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])

@@ -67,9 +67,11 @@ def test_the_page_shows_every_row_of_every_engine() -> None:
               "plan": {"batches": 4, "batch": 50, "counted": 10, "warmup_batches": 1},
               "settings": {"index.tour.method": "hybrid-tour"}, "workers": 2,
               "engines": [{"engine": engine, "version": "1", "idle_cpu_ms_per_s": 9.0,
+                           "rankings_kept": 200, "rankings_kept_bytes": 2048 * 200,
                            "rows": rows} for engine in ("opensearch", "elasticsearch")]}
     page = markdown(report)
     assert "## opensearch 1" in page and "## elasticsearch 1" in page
     assert "`method=hybrid-tour`" in page
     assert sum(line.startswith(f"| {SIDES['unkept']} |") for line in page.splitlines()) == 6
     assert "- plain match, page 3: 1.0 × `POST /x`" in page
+    assert "kept 200 rankings in 0.39 MiB, 2.0 KB each" in page

@@ -75,11 +75,20 @@ def test_a_fallback_or_degraded_ranking_is_never_kept() -> None:
     assert cache.get("fallback") is None and cache.get("degraded") is None
 
 
-def test_rankings_are_bounded_in_number_and_in_time() -> None:
-    cache = RankingCache(ttl_s=60, max_rankings=2)
+def test_rankings_are_bounded_in_bytes_and_in_time() -> None:
+    cache = RankingCache(ttl_s=60)
+    cache.keep("a", _ranked())
+    one = cache.nbytes
+    # what it holds: its ids, scores and labels as JSON, and no doc's text
+    assert 100 < one < 2000
+    small = RankingCache(ttl_s=60, max_bytes=int(2.5 * one))
     for key in ("a", "b", "c"):
-        cache.keep(key, _ranked())
-    assert len(cache) == 2 and cache.get("c") is not None
+        small.keep(key, _ranked())
+    assert len(small) == 2 and small.get("a") is None and small.get("c") is not None
+    assert small.nbytes == 2 * one
+    tiny = RankingCache(ttl_s=60, max_bytes=one - 1)
+    tiny.keep("a", _ranked())  # larger than the whole cache: not kept, no error
+    assert len(tiny) == 0 and tiny.nbytes == 0
     brief = RankingCache(ttl_s=0.01)
     brief.keep("k", _ranked())
     time.sleep(0.05)

@@ -198,8 +198,11 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan) -> dict[str
         cpu_pass(runs, sides, clock, plan)
         version = client.get(f"{url}/_nodes/_local",
                              params={"filter_path": "nodes.*.version"}).json()
+        kept = client.get(f"{sides['kept'].url}/_tour/stats").json()["es_tour"]
     return {"engine": engine, "version": next(iter(version["nodes"].values()))["version"],
             "idle_cpu_ms_per_s": round(clock.idle_ms_per_s, 2),
+            "rankings_kept": int(kept["rankings_kept"]),
+            "rankings_kept_bytes": int(kept["rankings_kept_bytes"]),
             "rows": [per_page(name, page, run, clock.idle_ms_per_s)
                      for name, pages in runs.items() for page, run in pages.items()]}
 
@@ -228,6 +231,14 @@ def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{_cell(row['engine_calls'], 2)} | {_cell(row['kb_received'])} | "
             f"{_cell(row['p50_ms'])} | {_cell(p50_x, 2)} | {reused} |")
     return lines
+
+
+def kept_line(result: Mapping[str, Any]) -> str:
+    """What the default sidecar's workers held at the end (`GET /_tour/stats`)."""
+    kept, held = result["rankings_kept"], result["rankings_kept_bytes"]
+    each = f", {held / kept / 1024:.1f} KB each" if kept else ""
+    return (f"At the end the default sidecar's workers kept {kept:,} rankings in "
+            f"{held / 2**20:.2f} MiB{each} (`es_tour_rankings_kept_bytes`).")
 
 
 def markdown(report: Mapping[str, Any]) -> str:
@@ -265,7 +276,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         ""]
     for result in report["engines"]:
         lines += [f"## {result['engine']} {result['version']}", "",
-                  f"Engine idle: {result['idle_cpu_ms_per_s']} ms of CPU per second.", "",
+                  f"Engine idle: {result['idle_cpu_ms_per_s']} ms of CPU per second. "
+                  + kept_line(result), "",
                   *table(result["rows"]), "", "Engine calls per search, by request:", ""]
         for row in result["rows"]:
             calls = ", ".join(f"{n} × `{call}`" for call, n in row["calls"].items())

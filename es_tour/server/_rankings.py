@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from es_tour.server._request import SearchRequest
     from es_tour.server._rounds import Ranked
 
-# per worker; a kept ranking is its window's ids, scores and round-by-round trace
-RANKINGS_KEPT = 512
+# per worker: each ranking is its window's ids, scores and round-by-round trace, a few KB
+RANKINGS_MIB = 16
 # what a later page of the same search changes
 PAGE_KEYS = ("from", "size")
 
@@ -55,11 +55,23 @@ def ranking_key(caller: str, uuid: str, request: SearchRequest, chosen: Resolved
     return hashlib.sha256(encoded).hexdigest()
 
 
-class RankingCache:
-    """The rankings of full refinements, at most `max_rankings`, each for `ttl_s`."""
+def ranking_bytes(ranked: Ranked) -> int:
+    """About what a kept ranking holds: its JSON size (ids, scores, trace)."""
+    return len(orjson.dumps(ranked, default=str, option=orjson.OPT_SERIALIZE_NUMPY
+                            | orjson.OPT_NON_STR_KEYS))
 
-    def __init__(self, ttl_s: float = RANKING_TTL_S, max_rankings: int = RANKINGS_KEPT):
-        self._kept: TTLCache[str, Ranked] = TTLCache(maxsize=max_rankings, ttl=ttl_s)
+
+class RankingCache:
+    """The rankings of full refinements, at most `max_bytes` of them (`ranking_bytes`),
+    least recently used dropped first, each for `ttl_s`."""
+
+    def __init__(self, ttl_s: float = RANKING_TTL_S, max_bytes: int = RANKINGS_MIB << 20):
+        self._kept: TTLCache[str, Ranked] = TTLCache(maxsize=max_bytes, ttl=ttl_s,
+                                                     getsizeof=ranking_bytes)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._kept.currsize)
 
     def get(self, key: str) -> Ranked | None:
         return self._kept.get(key)
@@ -70,8 +82,11 @@ class RankingCache:
         degraded one, which the next page should try to better."""
         if ranked.fallback is None and not ranked.result.degraded:
             result = ranked.result
-            self._kept[key] = replace(ranked, result=replace(
-                result, hits=[replace(hit, source={}) for hit in result.hits]))
+            try:
+                self._kept[key] = replace(ranked, result=replace(
+                    result, hits=[replace(hit, source={}) for hit in result.hits]))
+            except ValueError:  # larger than the whole cache: not kept
+                pass
 
     def forget(self, key: str) -> None:
         self._kept.pop(key, None)

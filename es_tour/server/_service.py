@@ -64,7 +64,8 @@ class TourService:
                                    preload_docs=config.doc_cache_preload_docs)
                           if config.doc_cache_mib else None)
         self._writer: asyncio.Task[None] | None = None
-        self.stats = Stats(models.loaded, lambda: self.store, lambda: self.doc_cache)
+        self.stats = Stats(models.loaded, lambda: self.store, lambda: self.doc_cache,
+                           lambda: self.rankings)
         self._planner = Planner(config, models, self.pool)
         self._rounds = Rounds(config, self.stats)
         self.rankings = (RankingCache(config.ranking_cache_ttl_s)

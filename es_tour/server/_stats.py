@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import Metric
@@ -20,6 +20,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.models import Labeler
 from es_tour.pipeline import DocCache, Timings, VectorStore
+
+if TYPE_CHECKING:
+    from es_tour.server._rankings import RankingCache
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -55,7 +58,8 @@ class Stats:
 
     def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict,
                  store: Callable[[], VectorStore | None] = lambda: None,
-                 doc_cache: Callable[[], DocCache | None] = lambda: None):
+                 doc_cache: Callable[[], DocCache | None] = lambda: None,
+                 rankings: Callable[[], RankingCache | None] = lambda: None):
         self.registry = CollectorRegistry()
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         r = self.registry
@@ -110,9 +114,16 @@ class Stats:
         self._doc_cache_bytes = Gauge(f"{PREFIX}doc_cache_bytes", "Bytes of the docs the "
                                       "doc cache keeps", registry=r,
                                       multiprocess_mode="livesum")
+        self._rankings_kept = Gauge(f"{PREFIX}rankings_kept", "Rankings kept for their "
+                                    "callers' later pages", registry=r,
+                                    multiprocess_mode="livesum")
+        self._rankings_bytes = Gauge(f"{PREFIX}rankings_kept_bytes", "Bytes of the rankings "
+                                     "kept for their callers' later pages", registry=r,
+                                     multiprocess_mode="livesum")
         self._labelers = labelers
         self._store_of = store
         self._doc_cache_of = doc_cache
+        self._rankings_of = rankings
         # (metric, label, the source object's id) -> the source's count already added
         self._seen: dict[tuple[str, str], tuple[int, float]] = {}
         self._reasons: set[str] = set()
@@ -165,6 +176,10 @@ class Stats:
                     self._add(counter, "doc_cache", name, doc_cache,
                               getattr(doc_cache.counts, name))
                 self._doc_cache_bytes.set(doc_cache.nbytes)
+            rankings = self._rankings_of()
+            if rankings is not None:
+                self._rankings_kept.set(len(rankings))
+                self._rankings_bytes.set(rankings.nbytes)
             store = self._store_of()
             if store is not None:
                 for name, counter in self._store.items():
