@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from es_tour.server._request import SearchRequest
     from es_tour.server._rounds import Ranked
 
-# per worker: each ranking is its window's ids, scores and round-by-round trace, a few KB
+# per worker: each ranking is its window's ids, scores and round-by-round trace (about
+# 19 KB at the recommended settings: docs/benchmarks/pages.md)
 RANKINGS_MIB = 16
 # what a later page of the same search changes
 PAGE_KEYS = ("from", "size")
