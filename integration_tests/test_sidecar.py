@@ -830,6 +830,28 @@ def test_a_later_page_is_cut_from_the_ranking_its_callers_same_search_made(
     assert stats["rankings_kept"] == 3 and stats["rankings_kept_bytes"] > 0
 
 
+def test_a_later_page_on_a_new_connection_reaches_its_ranking_on_any_worker(
+        sidecar: Sidecar) -> None:
+    """The suite's sidecar (several workers in front of OpenSearch, one in front of
+    Elasticsearch), each page sent on a connection of its own, as a client without a pool
+    sends it: the kernel hands each to any worker, and every later page is cut from the
+    ranking its first page made (the workers share what they keep)."""
+    texts = ["vitamin d deficiency and bone fractures", "statins and muscle pain",
+             "gut microbiota in obesity", "sleep loss and memory"]
+    reused = []
+    for text in texts:
+        body = {"query": {"match": {"text": text}}, "size": 5, "_source": False,
+                "ext": {"tour": {"method": RECOMMENDED_METHOD, **RECOMMENDED_OPTIONS}}}
+        for start in (0, 5, 10):
+            with httpx.Client(timeout=120, auth=("pager", "pager")) as fresh:
+                answer = fresh.post(f"{sidecar.url}/{PLAIN}/_search",
+                                    json={**body, "from": start})
+            answer.raise_for_status()
+            reused.append(answer.json()["ext"]["tour"]["ranking_reused"])
+    assert reused == [False, True, True] * len(texts), (sidecar_workers(sidecar.engine),
+                                                         reused)
+
+
 @pytest.mark.parametrize("method", ["hybrid-linear", "hybrid-tour"])
 def test_the_page_and_each_rounds_top_10_name_docs_by_id(sidecar: Sidecar, method: str) -> None:
     """Pool legs name docs by `_seq_no` key; everything a caller reads of them is by `_id`:

@@ -3,6 +3,7 @@ is never kept."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import replace
 
@@ -100,3 +101,52 @@ def test_a_page_that_lacks_a_doc_of_its_window_is_told() -> None:
     assert window_fetched(("a", "b"), hits)
     assert window_fetched((), [])
     assert not window_fetched(("a", "gone"), hits)
+
+
+def test_the_workers_of_one_sidecar_share_their_rankings(tmp_path) -> None:
+    """Two workers' caches on the run's directory: what one keeps the other reads, a
+    ranking one forgets is gone for both, and each reads a copy of its own."""
+    one = RankingCache(ttl_s=60, shared_dir=tmp_path / "rankings")
+    other = RankingCache(ttl_s=60, shared_dir=tmp_path / "rankings")
+    try:
+        one.keep("k", _ranked())
+        read = other.get("k")
+        assert read is not None and read.window == ["a", "b", "c"]
+        assert all(hit.source == {} for hit in read.result.hits)
+        assert len(other) == 1 and other.nbytes > 0
+        read.window.append("changed")
+        assert one.get("k").window == ["a", "b", "c"]
+        other.keep("fallback", _ranked(fallback="knn"))
+        assert one.get("fallback") is None
+        other.forget("k")
+        assert one.get("k") is None
+    finally:
+        one.close()
+        other.close()
+
+
+def test_shared_rankings_expire_and_stay_within_their_bytes(tmp_path) -> None:
+    brief = RankingCache(ttl_s=0.01, shared_dir=tmp_path / "brief")
+    brief.keep("k", _ranked())
+    time.sleep(0.05)
+    assert brief.get("k") is None
+    brief.close()
+    small = RankingCache(ttl_s=60, max_bytes=256 << 10, shared_dir=tmp_path / "small")
+    big = replace(_ranked(), window=[f"doc{i}" for i in range(2000)])
+    for i in range(100):
+        small.keep(f"k{i}", big)
+    assert small.nbytes <= 2 * (256 << 10) and len(small) < 100
+    assert small.get("k99") is not None and small.get("k0") is None
+    small.close()
+
+
+def test_a_shared_cache_that_fails_is_a_miss_not_an_error(tmp_path, caplog) -> None:
+    cache = RankingCache(ttl_s=60, shared_dir=tmp_path / "gone")
+    cache.keep("k", _ranked())
+    cache.close()
+    shutil.rmtree(tmp_path / "gone")
+    (tmp_path / "gone").write_text("not a directory")  # its database can no longer open
+    assert cache.get("k") is None
+    cache.keep("k", _ranked())  # nothing raised
+    assert len(cache) == 0
+    assert "could not be read or written" in caplog.text

@@ -6,7 +6,7 @@ page (docs/benchmarks/pages.md).
 An application pages by sending its search again with another `from`. Each query text goes
 as pages 1, 2 and 3 (`from` 0, 10 and 20, 10 hits each) on one kept-alive connection, as an
 application's client sends them: straight to the engine (the plain match), through a sidecar
-with its defaults (each worker keeps a refinement's ranking for `--ranking-cache-ttl`), and
+with its defaults (it keeps a refinement's ranking for `--ranking-cache-ttl`), and
 through one that keeps none (`--ranking-cache-ttl 0`), side by side on `make bench-app`'s
 `scifact-app` with its own method. Engine calls and bytes come from sidecars of their own
 whose upstream is a counting relay; CPU and latency from the others, straight to the engine.

@@ -105,9 +105,9 @@ def serve_command(
                     "first search there that fetched a doc (0: none; set 0 where each end "
                     "user searches with credentials of their own)")] = DOC_PRELOAD_DOCS,
     ranking_cache_ttl: Annotated[float, typer.Option(
-        min=0, help="seconds each worker keeps a refined search's ranking for the same "
-                    "caller's later pages of that search, which then cost one page fetch "
-                    "(0: none)")] = RANKING_TTL_S,
+        min=0, help="seconds the sidecar keeps a refined search's ranking (its workers "
+                    "share them) for the same caller's later pages of that search, which "
+                    "then cost one page fetch (0: none)")] = RANKING_TTL_S,
     log_level: Annotated[str, typer.Option(help=f"one of {', '.join(LOG_LEVELS)}")] = "info",
     ca_certs: CaCerts = None,
     client_cert: ClientCert = None,

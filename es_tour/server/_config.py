@@ -65,7 +65,8 @@ class ServerConfig:
         its first search there that fetched a doc; 0 reads none.
     ranking_cache_ttl_s: how long each worker keeps a full refinement's ranking for the
         same caller's later pages of the same search (es_tour.server._rankings, at most
-        16 MiB of them), which then cost one page fetch; 0 keeps none.
+        16 MiB of them, shared by the workers), which then cost one page fetch; 0 keeps
+        none.
     upstream_tls: how an https upstream is checked (its CA, verification, a client
         certificate), for the proxy and the official client alike. The client certificate
         is the sidecar's own identity: it is shown only on the sidecar's own calls (settings

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from es_tour.engines import ClientEngine, Overview, connect
@@ -34,11 +36,15 @@ from es_tour.server._fetch import (
 from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
 from es_tour.server._plan import Planner, RefinePlan
-from es_tour.server._rankings import RankingCache, ranking_key, window_fetched
+from es_tour.server._rankings import (
+    RankingCache,
+    ranking_key,
+    window_fetched,
+)
 from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
 from es_tour.server._rounds import Ranked, Rounds, settle
-from es_tour.server._stats import Stats
+from es_tour.server._stats import MULTIPROC_ENV, Stats
 from es_tour.server._upstream import caller_fingerprint
 
 log = logging.getLogger("es_tour.server")
@@ -46,6 +52,13 @@ T = TypeVar("T")
 # why an answer is the engine's own: the method reads stored vectors the caller cannot
 VECTORS_UNREADABLE = "vectors unreadable"
 TRACED_TOP = 10  # each round's top docs named by `_id` in the trace (its nDCG@10's)
+
+
+def shared_rankings_dir(config: ServerConfig) -> Path | None:
+    """Where the workers of `es-tour serve --workers N` share the rankings they keep: in
+    the run's own directory (`_workers`); None for a sidecar of one process."""
+    run = os.environ.get(MULTIPROC_ENV)
+    return Path(run) / "rankings" if config.workers > 1 and run else None
 
 
 class TourService:
@@ -68,7 +81,8 @@ class TourService:
                            lambda: self.rankings)
         self._planner = Planner(config, models, self.pool)
         self._rounds = Rounds(config, self.stats)
-        self.rankings = (RankingCache(config.ranking_cache_ttl_s)
+        self.rankings = (RankingCache(config.ranking_cache_ttl_s,
+                                      shared_dir=shared_rankings_dir(config))
                          if config.ranking_cache_ttl_s else None)
 
     def engine(self, kind: str) -> ClientEngine:
@@ -85,6 +99,8 @@ class TourService:
         await self._loop.close(self._close())
 
     async def _close(self) -> None:
+        if self.rankings is not None:
+            self.rankings.close()
         if self.doc_cache is not None:
             await self.doc_cache.close()
         if self.store is not None:

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import Metric
@@ -20,9 +20,6 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from es_tour.models import Labeler
 from es_tour.pipeline import DocCache, Timings, VectorStore
-
-if TYPE_CHECKING:
-    from es_tour.server._rankings import RankingCache
 
 PREFIX = "es_tour_"
 # distinct pass-through reasons kept as labels; any later new one counts as OTHER
@@ -43,6 +40,15 @@ def reason_label(reason: str) -> str:
     return reason.split("[", 1)[0].strip() or OTHER
 
 
+class _KeptRankings(Protocol):
+    """The rankings kept for later pages (`_rankings.RankingCache`), as the gauges read them."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+
 class Stats:
     """What the sidecar counts; `labelers()` (name -> each labeler loaded) and `store()` are
     read at each `sync` for the model and store work they did, which tells the label
@@ -59,7 +65,7 @@ class Stats:
     def __init__(self, labelers: Callable[[], Mapping[str, Labeler]] = dict,
                  store: Callable[[], VectorStore | None] = lambda: None,
                  doc_cache: Callable[[], DocCache | None] = lambda: None,
-                 rankings: Callable[[], RankingCache | None] = lambda: None):
+                 rankings: Callable[[], _KeptRankings | None] = lambda: None):
         self.registry = CollectorRegistry()
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         r = self.registry
@@ -114,12 +120,13 @@ class Stats:
         self._doc_cache_bytes = Gauge(f"{PREFIX}doc_cache_bytes", "Bytes of the docs the "
                                       "doc cache keeps", registry=r,
                                       multiprocess_mode="livesum")
+        # the workers share one cache of rankings: each tells the same figure
         self._rankings_kept = Gauge(f"{PREFIX}rankings_kept", "Rankings kept for their "
                                     "callers' later pages", registry=r,
-                                    multiprocess_mode="livesum")
+                                    multiprocess_mode="livemax")
         self._rankings_bytes = Gauge(f"{PREFIX}rankings_kept_bytes", "Bytes of the rankings "
                                      "kept for their callers' later pages", registry=r,
-                                     multiprocess_mode="livesum")
+                                     multiprocess_mode="livemax")
         self._labelers = labelers
         self._store_of = store
         self._doc_cache_of = doc_cache

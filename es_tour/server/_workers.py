@@ -6,7 +6,8 @@ shared in memory, since the settings and the vector store live in the engine. Th
 hands each new connection to a worker waiting in `accept`, so a busy worker takes fewer.
 Their counters go to one directory of per-process files (prometheus_client's multiprocess
 mode), made for the run and removed after it (or, when its supervisor was killed, by the
-next run's start), which any worker's `/_tour/stats` and `/_tour/metrics` read whole.
+next run's start), which any worker's `/_tour/stats` and `/_tour/metrics` read whole; the
+rankings they keep for later pages are one cache there (`_rankings`).
 
 SIGINT or SIGTERM reaches the supervisor (and, from a terminal's Ctrl-C, the workers too):
 each worker stops accepting and drains its requests in flight as a single process does,
