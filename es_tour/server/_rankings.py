@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("es_tour.server")
 
-# per sidecar: each ranking is its window's ids, scores and round-by-round trace (about
-# 19 KB at the recommended settings: docs/benchmarks/pages.md)
+# per sidecar: each ranking is its window's ids, scores and round-by-round trace (its size
+# at the recommended settings: docs/benchmarks/pages.md)
 RANKINGS_MIB = 16
 # a shared cache's wait for another worker's write, past which a page runs its rounds
 SHARED_TIMEOUT_S = 0.05
