@@ -11,7 +11,7 @@ from es_tour.bench._sidecar import server_stack
 INDEX = "scifact-app"  # make bench-app's (es_tour.bench.app.INDEX, without its imports)
 
 
-def _cell(value: Any, digits: int = 1) -> str:
+def cell(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
@@ -36,10 +36,10 @@ def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[s
         sat = r["saturation"]
         out.append(
             (f"| `{r['index']}` " if with_index else "") + f"| {r['label']} | "
-            f"{_cell(r['engine_cpu_ms'], 2)} | {_cell(times, 2)} | "
-            f"{_cell(r['sidecar_cpu_ms'], 2)} | {_cell(r['engine_calls'], 2)} | "
-            f"{_cell(r['kb_received'])} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
-            f"{_cell(rates.get('4'))} | {_cell(rates.get('16'))} | "
+            f"{cell(r['engine_cpu_ms'], 2)} | {cell(times, 2)} | "
+            f"{cell(r['sidecar_cpu_ms'], 2)} | {cell(r['engine_calls'], 2)} | "
+            f"{cell(r['kb_received'])} | {cell(r['p50_ms'])} | {cell(r['p99_ms'])} | "
+            f"{cell(rates.get('4'))} | {cell(rates.get('16'))} | "
             f"{r['degraded']} + {sat['degraded']} of {r['latency_searches']} + "
             f"{sat['answered']} |")
     return out
@@ -67,9 +67,9 @@ def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
            "| models in them |", "|---" * 6 + "|"]
     for r in split:
         parts = r["p50_parts"]
-        out.append(f"| {r['label']} | {_cell(r['p50_ms'])} | {_cell(parts['took_ms'])} | "
-                   f"{_cell(parts['total_ms'])} | {_cell(parts['engine_ms'])} | "
-                   f"{_cell(parts['model_ms'])} |")
+        out.append(f"| {r['label']} | {cell(r['p50_ms'])} | {cell(parts['took_ms'])} | "
+                   f"{cell(parts['total_ms'])} | {cell(parts['engine_ms'])} | "
+                   f"{cell(parts['model_ms'])} |")
     return [*out, ""]
 
 
@@ -149,7 +149,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += [f"## {e['engine']} {e['version']}", "",
                   f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second. "
                   "The index's method's doc cache answered "
-                  f"{_cell(100 * (e.get('doc_cache_hit_rate') or 0), 0)}% of the docs its "
+                  f"{cell(100 * (e.get('doc_cache_hit_rate') or 0), 0)}% of the docs its "
                   "searches labelled, over the run (`GET /_tour/stats`), and its workers "
                   f"read {e.get('docs_read_ahead', 0):,} docs ahead. " + read_ahead_line(
                       e["rows"]) + "Segments before "
@@ -183,6 +183,6 @@ def markdown(report: Mapping[str, Any]) -> str:
                      f"{s.get('built', 'unknown date')}: this one found them complete")
                   + ").", "",
                   *table(e["scale_rows"], with_index=True), "",
-                  f"Refined engine CPU / plain engine CPU: {_cell(refined_1x, 2)}× at 1x, "
-                  f"{_cell(refined_n, 2)}× at {s['copies']}x.", ""]
+                  f"Refined engine CPU / plain engine CPU: {cell(refined_1x, 2)}× at 1x, "
+                  f"{cell(refined_n, 2)}× at {s['copies']}x.", ""]
     return "\n".join(lines)

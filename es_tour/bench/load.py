@@ -535,8 +535,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "engine's default) rather than none")
     parser.add_argument("--output", type=Path, default=Path("docs/benchmarks/load.md"))
     args = parser.parse_args(argv)
-    from es_tour.datasets import BeirDataset
-
     dataset = BeirDataset(args.dataset)
     texts = query_texts(dataset)
     plan = Plan(latency=args.latency, counted=args.counted, seconds=args.seconds)

@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 
 from es_tour.bench._commands import bench_parser, parsed_command, write_report
-from es_tour.bench._load_page import INDEX
+from es_tour.bench._load_page import INDEX, cell
 from es_tour.bench._machine import machine, now
 from es_tour.bench._relay import CountingRelay, Traffic
 from es_tour.bench._sidecar import SidecarProcess
@@ -154,15 +154,16 @@ def cpu_pass(runs: Mapping[str, dict[int, PageRun]], sides: Mapping[str, Side],
                 texts = side.texts.take(plan.batch)
                 for page in PAGES:
                     run = runs[name][page]
+                    own = side.cpu_s
                     cpu0, t0 = clock.read()
-                    own0 = side.cpu_s() if side.cpu_s is not None else None
+                    own0 = own() if own is not None else 0.0
                     for text in texts:
                         ms, reused = send(client, side.url, text, page)
                         run.latencies_ms.append(ms)
                         run.reused += reused
                     cpu1, t1 = clock.read()
-                    if own0 is not None and side.cpu_s is not None:
-                        run.sidecar_cpu_s = (run.sidecar_cpu_s or 0.0) + side.cpu_s() - own0
+                    if own is not None:
+                        run.sidecar_cpu_s = (run.sidecar_cpu_s or 0.0) + own() - own0
                     run.engine_cpu_ms += cpu1 - cpu0
                     run.engine_wall_s += t1 - t0
                     run.searches += len(texts)
@@ -207,10 +208,6 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan) -> dict[str
                      for name, pages in runs.items() for page, run in pages.items()]}
 
 
-def _cell(value: Any, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One engine's rows, each against the plain match's same page."""
     plain = {row["page"]: row for row in rows if row["side"] == "engine"}
@@ -226,10 +223,10 @@ def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                  if row["p50_ms"] is not None and base["p50_ms"] else None)
         reused = "–" if row["side"] == "engine" else f"{row['reused']:.0%}"
         lines.append(
-            f"| {SIDES[row['side']]} | {row['page']} | {_cell(row['engine_cpu_ms'], 2)} | "
-            f"{_cell(cpu_x, 2)} | {_cell(row['sidecar_cpu_ms'], 2)} | "
-            f"{_cell(row['engine_calls'], 2)} | {_cell(row['kb_received'])} | "
-            f"{_cell(row['p50_ms'])} | {_cell(p50_x, 2)} | {reused} |")
+            f"| {SIDES[row['side']]} | {row['page']} | {cell(row['engine_cpu_ms'], 2)} | "
+            f"{cell(cpu_x, 2)} | {cell(row['sidecar_cpu_ms'], 2)} | "
+            f"{cell(row['engine_calls'], 2)} | {cell(row['kb_received'])} | "
+            f"{cell(row['p50_ms'])} | {cell(p50_x, 2)} | {reused} |")
     return lines
 
 

@@ -36,11 +36,7 @@ from es_tour.server._fetch import (
 from es_tour.server._loop import RefineLoop
 from es_tour.server._models import Models
 from es_tour.server._plan import Planner, RefinePlan
-from es_tour.server._rankings import (
-    RankingCache,
-    ranking_key,
-    window_fetched,
-)
+from es_tour.server._rankings import RankingCache, ranking_key, window_fetched
 from es_tour.server._render import as_the_engine_ranks, render
 from es_tour.server._request import SearchRequest
 from es_tour.server._rounds import Ranked, Rounds, settle

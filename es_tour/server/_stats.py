@@ -120,13 +120,14 @@ class Stats:
         self._doc_cache_bytes = Gauge(f"{PREFIX}doc_cache_bytes", "Bytes of the docs the "
                                       "doc cache keeps", registry=r,
                                       multiprocess_mode="livesum")
-        # the workers share one cache of rankings: each tells the same figure
+        # the workers share one cache of rankings: the figure the reading worker just read
+        # is the one shown (`_sync_kept`)
         self._rankings_kept = Gauge(f"{PREFIX}rankings_kept", "Rankings kept for their "
                                     "callers' later pages", registry=r,
-                                    multiprocess_mode="livemax")
+                                    multiprocess_mode="livemostrecent")
         self._rankings_bytes = Gauge(f"{PREFIX}rankings_kept_bytes", "Bytes of the rankings "
                                      "kept for their callers' later pages", registry=r,
-                                     multiprocess_mode="livemax")
+                                     multiprocess_mode="livemostrecent")
         self._labelers = labelers
         self._store_of = store
         self._doc_cache_of = doc_cache
@@ -183,10 +184,6 @@ class Stats:
                     self._add(counter, "doc_cache", name, doc_cache,
                               getattr(doc_cache.counts, name))
                 self._doc_cache_bytes.set(doc_cache.nbytes)
-            rankings = self._rankings_of()
-            if rankings is not None:
-                self._rankings_kept.set(len(rankings))
-                self._rankings_bytes.set(rankings.nbytes)
             store = self._store_of()
             if store is not None:
                 for name, counter in self._store.items():
@@ -231,9 +228,18 @@ class Stats:
         MultiProcessCollector(merged, self.multiprocess_dir)  # type: ignore[no-untyped-call]
         return merged
 
+    def _sync_kept(self) -> None:
+        """Set the kept rankings' gauges: read where the stats are, never after each search,
+        since a shared cache's figures are reads of its database."""
+        rankings = self._rankings_of()
+        if rankings is not None:
+            self._rankings_kept.set(len(rankings))
+            self._rankings_bytes.set(rankings.nbytes)
+
     def prometheus(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         self.sync()
+        self._sync_kept()
         return generate_latest(self._shared())
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +247,7 @@ class Stats:
         metric as `{"total", "by_<label>": {value: count}}`, a histogram as `{"count",
         "sum", "buckets"}` per label value; plus the label cache's hit rate."""
         self.sync()
+        self._sync_kept()
         out: dict[str, Any] = {}
         for family in self._families().values():
             name = family.name.removeprefix(PREFIX)
