@@ -8,7 +8,7 @@ import numpy as np
 from es_tour.engines import Hit
 from es_tour.engines._types import doc_key
 from es_tour.pipeline import DocCache, SearchContext, Timings
-from es_tour.pipeline._doc_cache import FetchedDoc, doc_bytes
+from es_tour.pipeline._doc_cache import FetchedDoc, doc_bytes, kept_source_value
 
 VECTOR = np.arange(4, dtype=np.float32)
 
@@ -73,6 +73,28 @@ def test_the_cache_is_bounded_by_bytes_least_recently_used_first():
     assert all(view.get(doc_key(n), vector=True) is not None for n in (0, 2, 3))
     view.put(doc_key(9), _doc("d9", "x" * 10_000))  # larger than the whole cache
     assert view.get(doc_key(9), vector=False) is None
+
+
+def test_a_source_vector_of_float32s_is_kept_once_as_the_docs_own_vector():
+    # the floats es-tour writes: each a float32, as JSON's doubles
+    vector = np.random.default_rng(0).standard_normal(384).astype(np.float32)
+    written = [float(x) for x in vector]
+    kept = kept_source_value(written, vector)
+    assert kept is vector
+    doc = FetchedDoc({"_id": "d"}, {"text": "t"}, vector, "idx", ("embedding", kept))
+    assert doc.whole_source()["embedding"] == written  # every number as it came
+    apart = FetchedDoc({"_id": "d"}, {"text": "t"}, vector.copy(), "idx",
+                       ("embedding", np.asarray(written, dtype=np.float64)))
+    assert doc_bytes(apart) - doc_bytes(doc) == 384 * 8
+
+
+def test_a_source_vector_whose_floats_are_not_float32s_keeps_its_own_numbers():
+    written = [0.1, 1e-7, -2.5]  # doubles a float32 would round
+    vector = np.asarray(written, dtype=np.float32)
+    kept = kept_source_value(written, vector)
+    assert kept is not vector and kept.dtype == np.float64
+    assert FetchedDoc({"_id": "d"}, {}, vector, "idx", ("embedding", kept)
+                      ).whole_source()["embedding"] == written
 
 
 class KeyedEngine:

@@ -9,17 +9,26 @@ from typing import Any
 from es_tour.bench._sidecar import server_stack
 
 INDEX = "scifact-app"  # make bench-app's (es_tour.bench.app.INDEX, without its imports)
+# the grown corpus's row through a sidecar whose doc cache holds all of it
+SIZED_ROW = "index's method, doc cache holding the corpus"
 
 
 def cell(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def ratio(rows: Sequence[Mapping[str, Any]], index: str) -> float | None:
-    """The index's method's engine CPU per search over the plain match's, on `index`."""
+def ratio(rows: Sequence[Mapping[str, Any]], index: str, label: str = "index's method"
+          ) -> float | None:
+    """Row `label`'s engine CPU per search over the plain match's, on `index`."""
     cpu = {r["label"]: r["engine_cpu_ms"] for r in rows if r["index"] == index}
-    refined, plain = cpu.get("index's method"), cpu.get("plain match")
+    refined, plain = cpu.get(label), cpu.get("plain match")
     return refined / plain if refined is not None and plain else None
+
+
+def sized_flags(engine: Mapping[str, Any]) -> str:
+    """The doc cache flags of the sidecar holding the grown corpus."""
+    return " ".join(f"`--{name.replace('_', '-')} {value}`"
+                    for name, value in (engine.get("sized_cache") or {}).items())
 
 
 def table(rows: Sequence[Mapping[str, Any]], with_index: bool = False) -> list[str]:
@@ -76,9 +85,10 @@ def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def markdown(report: Mapping[str, Any]) -> str:
     q = report["plan"]
     lines = [
-        "# What a search costs the cluster"
-        + (", when the application fetches its hits' source" if report.get("whole_source")
-           else ""), "",
+        ("# How a search's cost grows with the corpus" if report.get("scale_only") else
+         "# What a search costs the cluster"
+         + (", when the application fetches its hits' source" if report.get("whole_source")
+            else "")), "",
         "Written by `python -m es_tour.bench.load` (and `make bench-load`); never edited by "
         "hand.", "",
         f"- command: `{report['command']}`",
@@ -145,7 +155,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "doc fetched",
         "",
     ]
-    for e in report["engines"]:
+    for e in (e for e in report["engines"] if e["rows"]):
         lines += [f"## {e['engine']} {e['version']}", "",
                   f"Engine idle: {e['idle_cpu_ms_per_s']:.1f} ms of CPU per second. "
                   "The index's method's doc cache answered "
@@ -184,5 +194,11 @@ def markdown(report: Mapping[str, Any]) -> str:
                   + ").", "",
                   *table(e["scale_rows"], with_index=True), "",
                   f"Refined engine CPU / plain engine CPU: {cell(refined_1x, 2)}× at 1x, "
-                  f"{cell(refined_n, 2)}× at {s['copies']}x.", ""]
+                  f"{cell(refined_n, 2)}× at {s['copies']}x"
+                  + (f", {cell(sized, 2)}× at {s['copies']}x with a doc cache holding the "
+                     f"corpus ({sized_flags(e)}; it answered "
+                     f"{cell(100 * (e.get('sized_hit_rate') or 0), 0)}% of the docs its "
+                     "searches labelled)"
+                     if (sized := ratio(e["scale_rows"], s["index"], SIZED_ROW)) is not None
+                     else "") + ".", ""]
     return "\n".join(lines)

@@ -34,7 +34,7 @@ import numpy as np
 from es_tour.bench._commands import bench_parser, parsed_command, write_report
 from es_tour.bench._grown import grow
 from es_tour.bench._load import cpu_seconds
-from es_tour.bench._load_page import INDEX, markdown
+from es_tour.bench._load_page import INDEX, SIZED_ROW, markdown
 from es_tour.bench._machine import machine, now
 from es_tour.bench._relay import CountingRelay, Traffic
 from es_tour.bench._sidecar import RevisionSidecar, SidecarProcess
@@ -44,6 +44,9 @@ STATS_REFRESH_S = 1.1  # the engine refreshes its process stats once a second
 WRITER_FLUSH_S = 1.5  # the vector store writes what it queued every second
 LABELER_CACHED_QUERIES = 256  # es_tour.models' per-query score cache
 CLIENTS = (4, 16)
+# the doc cache of the grown corpus's sidecar that holds all of it: about 3 KiB a SciFact
+# doc kept (`GET /_tour/stats` doc_cache_bytes over the docs read), and a margin
+SIZED_KIB_PER_DOC = 4
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,20 @@ def main_rows(baseline: str | None, whole_source: bool = False) -> list[Row]:
 
 
 def scale_rows(scaled_index: str, whole_source: bool = False) -> list[Row]:
+    """The plain match and the index's method on the index and its grown copy; on the copy
+    also the method through a sidecar whose doc cache holds the whole copy (`sized_cache`)."""
     return [Row("plain match", "engine", whole_source=whole_source),
             Row("index's method", "index", whole_source=whole_source),
             Row("plain match", "engine", index=scaled_index, whole_source=whole_source),
-            Row("index's method", "index", index=scaled_index, whole_source=whole_source)]
+            Row("index's method", "index", index=scaled_index, whole_source=whole_source),
+            Row(SIZED_ROW, "sized", index=scaled_index, whole_source=whole_source)]
+
+
+def sized_cache(docs: int) -> dict[str, Any]:
+    """`es-tour serve`'s doc cache settings that hold `docs` docs of SciFact's size read
+    ahead: `SIZED_KIB_PER_DOC` each, in the three quarters of the cache a read ahead fills."""
+    return {"doc_cache_mib": -(-docs * SIZED_KIB_PER_DOC * 4 // (3 * 1024)),
+            "doc_cache_preload_docs": docs}
 
 
 def app_client() -> httpx.Client:
@@ -421,9 +434,11 @@ def settle(client: httpx.Client, url: str, timeout_s: float = 600.0) -> None:
 # ---- the sidecars --------------------------------------------------------------------------
 
 def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
-                baseline: str | None, texts: Sequence[str]) -> dict[str, Side]:
+                baseline: str | None, texts: Sequence[str], sized_docs: int = 0
+                ) -> dict[str, Side]:
     """The engine, and a sidecar for each other name of `names` ("baseline": the baseline
-    revision's), upstream `upstream` (the engine, or the relay); their startups overlap.
+    revision's; "sized": a doc cache holding `sized_docs`), upstream `upstream` (the
+    engine, or the relay); their startups overlap.
     Each serves with `es-tour serve`'s default workers (one per core), as the baseline's
     `es-tour serve` does, and keeps no ranking for a later page: a saturation pass sends a
     text again within `--ranking-cache-ttl`, and every search here runs its rounds."""
@@ -433,10 +448,11 @@ def start_sides(stack: ExitStack, names: set[str], engine: str, upstream: str,
 
     servers: dict[str, SidecarProcess | RevisionSidecar] = {
         name: RevisionSidecar(baseline, upstream, engine) if name == "baseline" and baseline
-        else SidecarProcess(ServerConfig(
+        else SidecarProcess(replace(ServerConfig(
             upstream=upstream, engine=engine, workers=default_workers(),
             doc_cache_mib=0 if name == "uncached" else DOC_CACHE_MIB,
-            ranking_cache_ttl_s=0), startup_timeout_s=300)
+            ranking_cache_ttl_s=0), **(sized_cache(sized_docs) if name == "sized" else {})),
+            startup_timeout_s=300)
         for name in sorted(names - {"engine"})}
     errors: list[BaseException] = []
     started: list[SidecarProcess | RevisionSidecar] = []
@@ -471,19 +487,23 @@ def _tree_cpu(pid: int) -> Callable[[], float]:
 # ---- a run ---------------------------------------------------------------------------------
 
 def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: str | None,
-            scaled: str | None, whole_source: bool = False) -> dict[str, Any]:
-    """Every row on one engine (and the grown corpus's, on `scaled`): counted through the
-    relay by sidecars of their own, then latency and saturation straight to the engine."""
-    runs = [RowRun(row) for row in main_rows(baseline, whole_source)]
-    grown = [RowRun(row) for row in scale_rows(scaled, whole_source)] if scaled else []
+            scaled: Mapping[str, Any] | None, whole_source: bool = False,
+            scale_only: bool = False) -> dict[str, Any]:
+    """Every row on one engine (and the grown corpus's, `scaled` as `grow` tells it; with
+    `scale_only`, those alone): counted through the relay by sidecars of their own, then
+    latency and saturation straight to the engine."""
+    runs = [] if scale_only else [RowRun(row) for row in main_rows(baseline, whole_source)]
+    grown = ([RowRun(row) for row in scale_rows(scaled["index"], whole_source)]
+             if scaled else [])
+    sized_docs = scaled["docs"] if scaled else 0
     names = {run.row.side for run in [*runs, *grown]}
     relay = CountingRelay(url)
     with relay as relay_url, ExitStack() as stack:
-        sides = start_sides(stack, names, engine, relay_url, baseline, texts)
+        sides = start_sides(stack, names, engine, relay_url, baseline, texts, sized_docs)
         count_pass([*runs, *grown], sides, relay, plan)
     with ExitStack() as stack, httpx.Client(timeout=60) as client, \
             ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        sides = start_sides(stack, names, engine, url, baseline, texts)
+        sides = start_sides(stack, names, engine, url, baseline, texts, sized_docs)
         settle(client, url)
         clock = CpuClock(client, url)
         pool.submit(time.sleep, 0).result()  # its process starts now, not in a pass
@@ -494,8 +514,12 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
         version = client.get(f"{url}/_nodes/_local",
                              params={"filter_path": "nodes.*.version"}).json()
         stats = client.get(f"{sides['index'].url}/_tour/stats").json()["es_tour"]
+        sized = (client.get(f"{sides['sized'].url}/_tour/stats").json()["es_tour"]
+                 if "sized" in sides else None)
     idle = clock.idle_ms_per_s
     return {"engine": engine, "version": next(iter(version["nodes"].values()))["version"],
+            **({"sized_cache": sized_cache(sized_docs),
+                "sized_hit_rate": sized["doc_cache"]["hit_rate"]} if sized else {}),
             "doc_cache_hit_rate": stats["doc_cache"]["hit_rate"],
             "docs_read_ahead": int(stats.get("doc_cache_read_ahead", {}).get("total", 0)),
             "idle_cpu_ms_per_s": round(idle, 2), "rows": [per_search(r, idle) for r in runs],
@@ -526,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scale", type=int, default=0,
                         help="also on scifact-app grown this many times (0: not)")
     parser.add_argument("--scale-engines", default="opensearch")
+    parser.add_argument("--scale-only", action="store_true",
+                        help="only the corpus growth's rows (docs/benchmarks/load-scale.md)")
     parser.add_argument("--latency", type=int, default=Plan.latency)
     parser.add_argument("--counted", type=int, default=Plan.counted)
     parser.add_argument("--seconds", type=float, default=Plan.seconds,
@@ -547,15 +573,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.scale > 1 and engine in args.scale_engines.split(","):
             scale = grow(urls[engine], INDEX, args.scale, stores[0])
         segments = merge(urls[engine], [INDEX, *([scale["index"]] if scale else [])])
-        result = measure(engine, urls[engine], texts, plan, args.baseline,
-                         scale["index"] if scale else None, args.whole_source)
+        result = measure(engine, urls[engine], texts, plan, args.baseline, scale,
+                         args.whole_source, args.scale_only)
         engines.append({**result, "scale": scale, "segments_before_merge": segments})
     from es_tour.recommended import FRONTIER_20
     from es_tour.server._workers import default_workers
 
     report = {"command": parsed_command("python -m es_tour.bench.load", args, parser),
               "date": now(), "machine": machine(), "baseline": args.baseline,
-              "whole_source": args.whole_source,
+              "whole_source": args.whole_source, "scale_only": args.scale_only,
               "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
               "plan": {"warmup": plan.warmup, "latency": plan.latency,
                        "counted": plan.counted, "seconds": plan.seconds},

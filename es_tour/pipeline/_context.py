@@ -361,7 +361,7 @@ class SearchContext:
         in_source = self.vector_field in hit.source
         return FetchedDoc(name or {"_id": hit.id}, source, vector, hit.index,
                           (self.vector_field, kept_source_value(
-                              hit.source[self.vector_field])) if in_source else None)
+                              hit.source[self.vector_field], vector)) if in_source else None)
 
     async def docs_ahead(self, size: int) -> AsyncIterator[dict[str, FetchedDoc]]:
         """Every doc of the search's one-shard index that its caller may read, `size` at a

@@ -41,9 +41,9 @@ from es_tour.errors import EsTourError
 
 log = logging.getLogger("es_tour.pipeline")
 
-DOC_CACHE_MIB = 64  # per worker: about 10,000 SciFact docs with their 384-d vectors
+DOC_CACHE_MIB = 64  # per worker: about 20,000 SciFact docs with their 384-d vectors
 DOC_CACHE_TTL_S = 300.0
-DOC_PRELOAD_DOCS = 10_000  # per caller and index
+DOC_PRELOAD_DOCS = 15_000  # per caller and index (3/4 of DOC_CACHE_MIB bounds it too)
 # docs per read-ahead search: its answer is parsed on the loop that refines, between searches
 DOC_PRELOAD_PAGE = 100
 READ_AHEAD_KEPT = 4096  # (caller, index) read ahead within the TTL, remembered
@@ -58,7 +58,8 @@ class FetchedDoc:
     vector: np.ndarray | None  # its stored vector, where the fetch read it
     index: str | None = None  # the concrete index the fetch met it in
     # the vector field and its value in `_source` as the engine sent it (a list of floats
-    # kept as float64, every number as it came), for `whole_source`; None where it had none
+    # kept as an array, every number as it came: `kept_source_value`), for `whole_source`;
+    # None where it had none
     source_vector: tuple[str, Any] | None = None
 
     def whole_source(self) -> dict[str, Any]:
@@ -70,18 +71,25 @@ class FetchedDoc:
                 else value}
 
 
-def kept_source_value(value: Any) -> Any:
-    """A vector field's `_source` value to keep: a list of floats as a float64 array (the
-    same numbers in a fifth of the memory of Python floats), anything else as it is."""
+def kept_source_value(value: Any, vector: np.ndarray | None = None) -> Any:
+    """A vector field's `_source` value to keep: a list of floats as the doc's float32
+    `vector` itself where each number is exactly that float32 (as es-tour writes them: one
+    array for both), else as a float64 array (the same numbers in a fifth of the memory of
+    Python floats); anything else as it is."""
     if isinstance(value, list) and value and all(type(item) is float for item in value):
-        return np.asarray(value, dtype=np.float64)
+        numbers = np.asarray(value, dtype=np.float64)
+        if (vector is not None and vector.dtype == np.float32
+                and np.array_equal(vector, numbers)):
+            return vector
+        return numbers
     return value
 
 
 def doc_bytes(doc: FetchedDoc) -> int:
-    """About what `doc` holds: its source as JSON, its name and its vectors."""
+    """About what `doc` holds: its source as JSON, its name and its vectors (an array
+    shared by the vector and the source's value counted once)."""
     size = len(orjson.dumps(doc.source, default=str)) + len(orjson.dumps(doc.name))
-    if doc.source_vector is not None:
+    if doc.source_vector is not None and doc.source_vector[1] is not doc.vector:
         value = doc.source_vector[1]
         size += value.nbytes if isinstance(value, np.ndarray) else len(
             orjson.dumps(value, default=str))
