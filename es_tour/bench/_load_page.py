@@ -25,6 +25,11 @@ def ratio(rows: Sequence[Mapping[str, Any]], index: str, label: str = "index's m
     return refined / plain if refined is not None and plain else None
 
 
+def kept_bytes(engine: Mapping[str, Any]) -> float:
+    """The doc cache's bytes a doc kept, in the sidecar holding the grown corpus."""
+    return float(engine.get("sized_bytes", 0)) / max(int(engine.get("sized_docs_kept", 0)), 1)
+
+
 def sized_flags(engine: Mapping[str, Any]) -> str:
     """The doc cache flags of the sidecar holding the grown corpus."""
     return " ".join(f"`--{name.replace('_', '-')} {value}`"
@@ -198,7 +203,10 @@ def markdown(report: Mapping[str, Any]) -> str:
                   + (f", {cell(sized, 2)}× at {s['copies']}x with a doc cache holding the "
                      f"corpus ({sized_flags(e)}; it answered "
                      f"{cell(100 * (e.get('sized_hit_rate') or 0), 0)}% of the docs its "
-                     "searches labelled)"
+                     f"searches labelled, and kept {e.get('sized_bytes', 0) / 2**20:.0f} MiB "
+                     "over both workers for the "
+                     f"{e.get('sized_docs_kept', 0):,} docs they read ahead or fetched, "
+                     f"{kept_bytes(e):,.0f} bytes a doc)"
                      if (sized := ratio(e["scale_rows"], s["index"], SIZED_ROW)) is not None
                      else "") + ".", ""]
     return "\n".join(lines)

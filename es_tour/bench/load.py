@@ -519,7 +519,11 @@ def measure(engine: str, url: str, texts: Sequence[str], plan: Plan, baseline: s
     idle = clock.idle_ms_per_s
     return {"engine": engine, "version": next(iter(version["nodes"].values()))["version"],
             **({"sized_cache": sized_cache(sized_docs),
-                "sized_hit_rate": sized["doc_cache"]["hit_rate"]} if sized else {}),
+                "sized_hit_rate": sized["doc_cache"]["hit_rate"],
+                "sized_bytes": int(sized["doc_cache_bytes"]),
+                "sized_docs_kept": int(sized["doc_cache_read_ahead"]["total"]
+                                       + sized["doc_cache_misses"]["total"])}
+               if sized else {}),
             "doc_cache_hit_rate": stats["doc_cache"]["hit_rate"],
             "docs_read_ahead": int(stats.get("doc_cache_read_ahead", {}).get("total", 0)),
             "idle_cpu_ms_per_s": round(idle, 2), "rows": [per_search(r, idle) for r in runs],
