@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from es_tour.bench._grown import copy_id, perturbed
-from es_tour.bench._load_page import ratio, time_split
+from es_tour.bench._load_page import SIZED_ROW, ratio, time_split
 from es_tour.bench._relay import CountingRelay, FramingError, RequestCounter, Traffic
 from es_tour.bench.load import (
     INDEX,
@@ -30,6 +30,7 @@ from es_tour.bench.load import (
     saturation_pass,
     scale_rows,
     search_body,
+    sized_cache,
 )
 
 POST = (b"POST /scifact-app/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -214,6 +215,40 @@ def test_the_page_sets_refined_cpu_against_the_plain_match_at_each_scale() -> No
     whole = markdown({**report, "whole_source": True})
     assert "with their whole `_source` (the engine's default)" in whole
     assert '"_source":false' not in whole
+
+
+def test_the_grown_corpus_has_a_row_whose_doc_cache_holds_all_of_it() -> None:
+    grown = f"{INDEX}-x20"
+    sized = [row for row in scale_rows(grown) if row.label == SIZED_ROW]
+    assert [(row.side, row.index) for row in sized] == [("sized", grown)]
+    flags = sized_cache(103_660)
+    assert flags["doc_cache_preload_docs"] == 103_660
+    # the three quarters of the cache a read ahead fills hold every doc at 3 KiB each
+    assert flags["doc_cache_mib"] * 1024 * 3 // 4 >= 103_660 * 3
+    rows = [_figures("plain match", INDEX, 2.0), _figures("index's method", INDEX, 9.0),
+            _figures("plain match", grown, 4.0), _figures("index's method", grown, 12.0),
+            _figures(SIZED_ROW, grown, 8.0)]
+    report = {
+        "command": "python -m es_tour.bench.load --scale-only", "scale_only": True,
+        "date": "today", "machine": "m", "baseline": None, "load_average": [1.0, 2.0],
+        "plan": {"warmup": 5, "latency": 60, "counted": 20, "seconds": 10.0},
+        "settings": {"index.tour.method": "hybrid-tour"}, "workers": 2,
+        "engines": [{"engine": "opensearch", "version": "2.19.1", "idle_cpu_ms_per_s": 5.0,
+                     "rows": [], "scale_rows": rows, "sized_cache": flags,
+                     "sized_hit_rate": 0.99, "sized_bytes": 300 * 2**20,
+                     "sized_docs_kept": 100_000,
+                     "scale": {"index": grown, "copies": 20, "docs": 103_660, "noise": 0.05,
+                               "source_docs": 5183, "bytes": 2**30, "source_bytes": 2**26,
+                               "build_seconds": 300.0, "built": "yesterday",
+                               "labeler_vectors": 103_660, "rebuilt": False}}]}
+    page = markdown(report)
+    assert page.startswith("# How a search's cost grows with the corpus")
+    assert "\n## opensearch" not in page  # no table of the methods: none ran
+    assert (f"2.00× at 20x with a doc cache holding the corpus (`--doc-cache-mib "
+            f"{flags['doc_cache_mib']}` `--doc-cache-preload-docs 103660` `--doc-cache-ttl "
+            "3600`; it answered 99% "
+            "of the docs its searches labelled, and kept 300 MiB over both workers for the "
+            "100,000 docs they read ahead or fetched, 3,146 bytes a doc)") in page
 
 
 def test_a_counting_pass_starts_once_the_sidecars_read_ahead_is_over(

@@ -32,7 +32,7 @@ def kept_bytes(engine: Mapping[str, Any]) -> float:
 
 def sized_flags(engine: Mapping[str, Any]) -> str:
     """The doc cache flags of the sidecar holding the grown corpus."""
-    return " ".join(f"`--{name.replace('_', '-')} {value}`"
+    return " ".join(f"`--{name.removesuffix('_s').replace('_', '-')} {value:g}`"
                     for name, value in (engine.get("sized_cache") or {}).items())
 
 
