@@ -269,6 +269,8 @@ def test_a_counting_pass_starts_once_the_sidecars_read_ahead_is_over(
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
         read_ahead(client, side, Row("index's method", "method"))
     assert len(searches) == 6  # the count grew for 3 reads, then stood still for 3
+    # each on a connection of its own: the next may reach a worker not yet asked
+    assert all(search.headers["connection"] == "close" for search in searches)
 
 
 def test_saturation_passes_reverse_the_rows_at_every_other_client_count() -> None:

@@ -242,13 +242,15 @@ def saturate(url: str, row: Row, texts: Sequence[str], clients: int, seconds: fl
                  time.perf_counter() - started)
 
 
-def timed(client: httpx.Client, url: str, row: Row, text: str
+def timed(client: httpx.Client, url: str, row: Row, text: str, *, last_on_connection: bool = False
           ) -> tuple[float, bool, dict[str, float] | None]:
     """(ms, degraded, where its time went) of one search: the answer's `took` and its
-    trace's `timings`, where a sidecar answered."""
+    trace's `timings`, where a sidecar answered. `last_on_connection`: the connection is
+    closed after it, so the next search may reach another of the sidecar's workers."""
     started = time.perf_counter()
     response = client.post(f"{url}/{row.index}/_search",
-                           json=search_body(text, row.tour, row.whole_source))
+                           json=search_body(text, row.tour, row.whole_source),
+                           headers={"Connection": "close"} if last_on_connection else None)
     ms = (time.perf_counter() - started) * 1000
     response.raise_for_status()
     answer = response.json()
@@ -351,13 +353,14 @@ def count_pass(runs: Sequence[RowRun], sides: Mapping[str, Side], relay: Countin
 
 
 def read_ahead(client: httpx.Client, side: Side, row: Row) -> None:
-    """Uncounted searches until the sidecar's workers have read their vector store and the
-    caller's docs ahead (`store_docs_preloaded` and `doc_cache_read_ahead` still for 3
-    reads): a cost of a worker's start, and of a caller's first search once a
-    `--doc-cache-ttl`, not a search's."""
+    """Uncounted searches, each on a connection of its own (so that they reach each
+    worker), until the sidecar's workers have read their vector store and the caller's
+    docs ahead (`store_docs_preloaded` and `doc_cache_read_ahead` still for 3 reads): a
+    cost of a worker's start, and of a caller's first search once a `--doc-cache-ttl`, not
+    a search's."""
     deadline, last, still = time.monotonic() + 300.0, -1.0, 0  # at most 5 minutes
     while still < 3 and time.monotonic() < deadline:
-        timed(client, side.url, row, side.texts.take(1)[0])  # reaches a worker not yet asked
+        timed(client, side.url, row, side.texts.take(1)[0], last_on_connection=True)
         stats = client.get(f"{side.url}/_tour/stats").json()["es_tour"]
         read = sum(float(stats.get(name, {}).get("total", 0.0))
                    for name in ("store_docs_preloaded", "doc_cache_read_ahead"))
