@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from es_tour.bench._grown import copy_id, perturbed
+from es_tour.bench._grown import copy_id, perturbed, sized_cache
 from es_tour.bench._load_page import SIZED_ROW, ratio, time_split
 from es_tour.bench._relay import CountingRelay, FramingError, RequestCounter, Traffic
 from es_tour.bench.load import (
@@ -30,7 +30,6 @@ from es_tour.bench.load import (
     saturation_pass,
     scale_rows,
     search_body,
-    sized_cache,
 )
 
 POST = (b"POST /scifact-app/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -227,7 +226,8 @@ def test_the_grown_corpus_has_a_row_whose_doc_cache_holds_all_of_it() -> None:
     assert flags["doc_cache_mib"] * 1024 * 3 // 4 >= 103_660 * 3
     rows = [_figures("plain match", INDEX, 2.0), _figures("index's method", INDEX, 9.0),
             _figures("plain match", grown, 4.0), _figures("index's method", grown, 12.0),
-            _figures(SIZED_ROW, grown, 8.0)]
+            {**_figures(SIZED_ROW, grown, 8.0),
+             "read_ahead": {"engine_calls": 2369, "mb_received": 2395.7}}]
     report = {
         "command": "python -m es_tour.bench.load --scale-only", "scale_only": True,
         "date": "today", "machine": "m", "baseline": None, "load_average": [1.0, 2.0],
@@ -244,6 +244,8 @@ def test_the_grown_corpus_has_a_row_whose_doc_cache_holds_all_of_it() -> None:
     page = markdown(report)
     assert page.startswith("# How a search's cost grows with the corpus")
     assert "\n## opensearch" not in page  # no table of the methods: none ran
+    assert (f"- `{grown}`, {SIZED_ROW}: 2,369 engine calls, 2,395.7 MB from the engine"
+            in page)
     assert (f"2.00× at 20x with a doc cache holding the corpus (`--doc-cache-mib "
             f"{flags['doc_cache_mib']}` `--doc-cache-preload-docs 103660` `--doc-cache-ttl "
             "3600`; it answered 99% "

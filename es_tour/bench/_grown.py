@@ -22,6 +22,11 @@ COPIED_SETTINGS = ("index.analysis.", "index.knn", "index.number_of_shards",
                    "index.number_of_replicas", "index.similarity.")
 BULK_DOCS = 500
 
+# the doc cache of the grown corpus's sidecar that holds all of it: about 3 KiB a SciFact
+# doc kept (`GET /_tour/stats` doc_cache_bytes over the docs read), and a margin
+SIZED_KIB_PER_DOC = 4
+SIZED_TTL_S = 3600.0
+
 
 def perturbed(vector: np.ndarray, rng: np.random.Generator, noise: float) -> np.ndarray:
     """`vector` plus gaussian noise of about `noise` times its norm, scaled back to its
@@ -153,3 +158,12 @@ def _stored(client: httpx.Client, url: str, store: str, keys: list[DocKey]
             if doc.get("found"):
                 held[doc["_id"]] = decode_vector(doc["_source"]["vector"])
     return held
+
+
+def sized_cache(docs: int) -> dict[str, Any]:
+    """`es-tour serve`'s doc cache settings that hold `docs` docs of SciFact's size read
+    ahead: `SIZED_KIB_PER_DOC` each, in the three quarters of the cache a read ahead fills,
+    read once for the whole run (`SIZED_TTL_S`): a read of the corpus again mid-run would
+    cost the engine and the cores every row shares."""
+    return {"doc_cache_mib": -(-docs * SIZED_KIB_PER_DOC * 4 // (3 * 1024)),
+            "doc_cache_preload_docs": docs, "doc_cache_ttl_s": SIZED_TTL_S}

@@ -71,6 +71,18 @@ def read_ahead_line(rows: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def read_ahead_costs(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What each row's read ahead cost on the wire, in the counting pass."""
+    read = [(row, row["read_ahead"]) for row in rows if row.get("read_ahead")]
+    if not read:
+        return []
+    return ["Each sidecar's read ahead in the counting pass (its vector store and the "
+            "caller's docs, by every worker its searches reached, with the uncounted "
+            "searches that waited for it):", "",
+            *[f"- `{row['index']}`, {row['label']}: {cost['engine_calls']:,} engine calls, "
+              f"{cost['mb_received']:,} MB from the engine" for row, cost in read], ""]
+
+
 def time_split(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Where the one-client p50 goes, for the rows a sidecar answered."""
     split = [r for r in rows if r.get("p50_parts")]
@@ -198,6 +210,7 @@ def markdown(report: Mapping[str, Any]) -> str:
                      f"{s.get('built', 'unknown date')}: this one found them complete")
                   + ").", "",
                   *table(e["scale_rows"], with_index=True), "",
+                  *read_ahead_costs(e["scale_rows"]),
                   f"Refined engine CPU / plain engine CPU: {cell(refined_1x, 2)}× at 1x, "
                   f"{cell(refined_n, 2)}× at {s['copies']}x"
                   + (f", {cell(sized, 2)}× at {s['copies']}x with a doc cache holding the "

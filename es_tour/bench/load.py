@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 
 from es_tour.bench._commands import bench_parser, parsed_command, write_report
-from es_tour.bench._grown import grow
+from es_tour.bench._grown import grow, sized_cache
 from es_tour.bench._load import cpu_seconds
 from es_tour.bench._load_page import INDEX, SIZED_ROW, markdown
 from es_tour.bench._machine import machine, now
@@ -44,10 +44,6 @@ STATS_REFRESH_S = 1.1  # the engine refreshes its process stats once a second
 WRITER_FLUSH_S = 1.5  # the vector store writes what it queued every second
 LABELER_CACHED_QUERIES = 256  # es_tour.models' per-query score cache
 CLIENTS = (4, 16)
-# the doc cache of the grown corpus's sidecar that holds all of it: about 3 KiB a SciFact
-# doc kept (`GET /_tour/stats` doc_cache_bytes over the docs read), and a margin
-SIZED_KIB_PER_DOC = 4
-SIZED_TTL_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -88,15 +84,6 @@ def scale_rows(scaled_index: str, whole_source: bool = False) -> list[Row]:
             Row("plain match", "engine", index=scaled_index, whole_source=whole_source),
             Row("index's method", "index", index=scaled_index, whole_source=whole_source),
             Row(SIZED_ROW, "sized", index=scaled_index, whole_source=whole_source)]
-
-
-def sized_cache(docs: int) -> dict[str, Any]:
-    """`es-tour serve`'s doc cache settings that hold `docs` docs of SciFact's size read
-    ahead: `SIZED_KIB_PER_DOC` each, in the three quarters of the cache a read ahead fills,
-    read once for the whole run (`SIZED_TTL_S`): a read of the corpus again mid-run would
-    cost the engine and the cores every row shares."""
-    return {"doc_cache_mib": -(-docs * SIZED_KIB_PER_DOC * 4 // (3 * 1024)),
-            "doc_cache_preload_docs": docs, "doc_cache_ttl_s": SIZED_TTL_S}
 
 
 def app_client() -> httpx.Client:
