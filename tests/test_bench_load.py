@@ -243,6 +243,7 @@ def test_the_grown_corpus_has_a_row_whose_doc_cache_holds_all_of_it() -> None:
                                "labeler_vectors": 103_660, "rebuilt": False}}]}
     page = markdown(report)
     assert page.startswith("# How a search's cost grows with the corpus")
+    assert "(and `make bench-scale`)" in page
     assert "\n## opensearch" not in page  # no table of the methods: none ran
     assert (f"- `{grown}`, {SIZED_ROW}: 2,369 engine calls, 2,395.7 MB from the engine"
             in page)

@@ -106,7 +106,9 @@ def markdown(report: Mapping[str, Any]) -> str:
          "# What a search costs the cluster"
          + (", when the application fetches its hits' source" if report.get("whole_source")
             else "")), "",
-        "Written by `python -m es_tour.bench.load` (and `make bench-load`); never edited by "
+        "Written by `python -m es_tour.bench.load` (and `make "
+        + ("bench-scale" if report.get("scale_only") else "bench-load")
+        + "`); never edited by "
         "hand.", "",
         f"- command: `{report['command']}`",
         f"- date: {report['date']}; machine: {report['machine']}; 1-minute load average "
