@@ -124,6 +124,10 @@ class DocCache:
     def nbytes(self) -> int:
         return int(self._docs.currsize)
 
+    def __len__(self) -> int:
+        """The docs kept now, over every caller and index."""
+        return len(self._docs)
+
     def view(self, caller: str, index_uuid: str) -> CallerDocs:
         """The docs kept for `caller` (a digest of its identity) on the index `index_uuid`."""
         return CallerDocs(self, caller, index_uuid)

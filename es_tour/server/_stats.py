@@ -120,6 +120,8 @@ class Stats:
         self._doc_cache_bytes = Gauge(f"{PREFIX}doc_cache_bytes", "Bytes of the docs the "
                                       "doc cache keeps", registry=r,
                                       multiprocess_mode="livesum")
+        self._doc_cache_docs = Gauge(f"{PREFIX}doc_cache_docs", "Docs the doc cache keeps",
+                                     registry=r, multiprocess_mode="livesum")
         # the workers share one cache of rankings: the figure the reading worker just read
         # is the one shown (`_sync_kept`)
         self._rankings_kept = Gauge(f"{PREFIX}rankings_kept", "Rankings kept for their "
@@ -184,6 +186,7 @@ class Stats:
                     self._add(counter, "doc_cache", name, doc_cache,
                               getattr(doc_cache.counts, name))
                 self._doc_cache_bytes.set(doc_cache.nbytes)
+                self._doc_cache_docs.set(len(doc_cache))
             store = self._store_of()
             if store is not None:
                 for name, counter in self._store.items():

@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from es_tour.pipeline import Timings
+from es_tour.engines._types import doc_key
+from es_tour.pipeline import DocCache, Timings
+from es_tour.pipeline._doc_cache import FetchedDoc
 from es_tour.server._stats import MAX_REASONS, MULTIPROC_ENV, OTHER, Stats, reason_label
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +89,17 @@ def test_no_search_answered_yet_has_no_hit_rate() -> None:
                                                            "doc_vector_hit_rate": None}
 
 
+def test_the_doc_caches_docs_and_bytes_are_its_own_figures_now() -> None:
+    cache = DocCache()
+    view = cache.view("caller", "uuid")
+    for seq_no in range(3):
+        view.put(doc_key(seq_no), FetchedDoc({"_id": f"d{seq_no}"}, {"text": "t" * 100},
+                                             np.ones(4, dtype=np.float32)))
+    stats = Stats(doc_cache=lambda: cache).to_json()["es_tour"]
+    assert stats["doc_cache_docs"] == 3 and len(cache) == 3
+    assert stats["doc_cache_bytes"] == cache.nbytes > 0
+
+
 def test_each_app_counts_apart() -> None:
     first, second = Stats(), Stats()
     first.rejected.inc()
@@ -95,7 +109,11 @@ def test_each_app_counts_apart() -> None:
 _WORKER = """
 import sys
 from types import SimpleNamespace
-from es_tour.pipeline import Timings
+import numpy as np
+
+from es_tour.engines._types import doc_key
+from es_tour.pipeline import DocCache, Timings
+from es_tour.pipeline._doc_cache import FetchedDoc
 from es_tour.server._stats import Stats
 labeler = SimpleNamespace(name="default", pairs_scored=0, docs_embedded=0, queued_docs=2)
 stats = Stats(lambda: {"default": labeler})
